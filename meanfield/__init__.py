@@ -1,0 +1,18 @@
+"""meanfield: the mean-field dynamics of self-attention on the sphere.
+
+Transformers as interacting particles (Geshkovski, Letrouit, Polyanskiy, Rigollet,
+arXiv:2312.10794): models, energies, geometry, optimal transport and theory.
+The engines live in the sibling package ``solvers``.
+"""
+import solvers  # noqa: F401  (sets up the Numba cache before any kernel is compiled)
+
+from .energy import energy, log_energy
+from .geometry import (circle_angles, circle_points, geodesic_distance, normalise, random_rotation,
+                       tangent_projection, uniform_sphere)
+from .models import SA, USA, model_from_dict, velocity
+
+__version__ = "0.1.0"
+
+__all__ = ["SA", "USA", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
+           "tangent_projection", "circle_points", "circle_angles", "random_rotation",
+           "geodesic_distance", "model_from_dict"]

@@ -1,0 +1,112 @@
+"""Input validation shared by the public API.
+
+Every function raises ``ValueError`` (or ``TypeError`` for a wrong kind of object) whose
+message names the argument and says how to fix it, so that bad input never reaches a
+Numba kernel.
+"""
+import numbers
+
+import numpy as np
+
+UNIT_TOL = 1e-8
+
+
+def as_float_array(value, name):
+    """``value`` as a float64 array; TypeError for objects, ValueError for NaN/inf."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers ({exc})") from None
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or inf; all entries must be finite")
+    return arr
+
+
+def as_points(x, name="x", *, ndim=(2,), d=None, tol=UNIT_TOL, min_dim=2):
+    """Points on the unit sphere: array of shape (..., n, d), rows of norm 1 within ``tol``."""
+    arr = as_float_array(x, name)
+    if arr.ndim not in ndim:
+        shapes = " or ".join({2: "(n, d)", 3: "(B, n, d)"}[k] for k in ndim)
+        raise ValueError(f"{name} must have shape {shapes}; got shape {arr.shape}")
+    if arr.shape[-2] == 0:
+        raise ValueError(f"{name} is empty; give at least one point")
+    if arr.shape[-1] < min_dim:
+        raise ValueError(f"{name} must have d >= {min_dim} coordinates per point; got d = {arr.shape[-1]}")
+    if d is not None and arr.shape[-1] != d:
+        raise ValueError(f"{name} must have d = {d} coordinates per point; got {arr.shape[-1]}")
+    err = np.max(np.abs(np.linalg.norm(arr, axis=-1) - 1.0))
+    if err > tol:
+        raise ValueError(
+            f"{name} rows must be unit vectors (max | |x| - 1 | = {err:.3g} > {tol:g}); "
+            f"normalise with x / np.linalg.norm(x, axis=-1, keepdims=True)")
+    return np.ascontiguousarray(arr)
+
+
+def as_weights(w, n, name="weights"):
+    """Non-negative finite weights of length n with positive total."""
+    arr = as_float_array(w, name)
+    if arr.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) to match the points; got {arr.shape}")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative; min is {arr.min():.3g}")
+    if not arr.sum() > 0:
+        raise ValueError(f"{name} must have positive total mass")
+    return np.ascontiguousarray(arr)
+
+
+def as_beta(beta, name="beta"):
+    """Inverse temperature: a finite real number >= 0."""
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {type(beta).__name__}")
+    beta = float(beta)
+    if not np.isfinite(beta) or beta < 0:
+        raise ValueError(f"{name} must be finite and >= 0; got {beta}")
+    return beta
+
+
+def as_positive(value, name):
+    """A finite real number > 0 (time steps, tolerances, horizons)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be finite and > 0; got {value}")
+    return value
+
+
+def as_count(value, name, minimum=1):
+    """An integer >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer; got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {value}")
+    return int(value)
+
+
+def as_time_grid(t_eval, name="t_eval"):
+    """Output times: a non-empty, finite, strictly increasing 1-D array."""
+    arr = np.atleast_1d(as_float_array(t_eval, name))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of times; got shape {arr.shape}")
+    if np.any(np.diff(arr) <= 0):
+        raise ValueError(f"{name} must be strictly increasing")
+    return arr
+
+
+def as_choice(value, name, choices):
+    """One of the allowed strings."""
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(repr, choices))}")
+    return value
+
+
+def as_density(values, name="rho0"):
+    """Non-negative finite density values with positive total."""
+    arr = as_float_array(values, name)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of cell densities; got shape {arr.shape}")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must be non-negative; min is {arr.min():.3g}")
+    if not arr.sum() > 0:
+        raise ValueError(f"{name} has zero mass; a density must integrate to a positive number")
+    return np.ascontiguousarray(arr)

@@ -1,0 +1,71 @@
+"""Geometry of the unit sphere S^{d-1} ⊂ R^d: sampling, projections, angles, rotations."""
+import numpy as np
+
+from .checks import as_count, as_float_array, as_points
+
+__all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
+           "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
+
+
+def uniform_sphere(n, d, seed=None, batch=None):
+    """n i.i.d. uniform points on S^{d-1}: normalised standard Gaussians, shape (n, d)
+    (or (batch, n, d))."""
+    n = as_count(n, "n")
+    d = as_count(d, "d", minimum=2)
+    shape = (n, d) if batch is None else (as_count(batch, "batch"), n, d)
+    g = np.random.default_rng(seed).standard_normal(shape)
+    return normalise(g)
+
+
+def normalise(x):
+    """x / |x| along the last axis."""
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def tangent_projection(x, v):
+    """P_x v = v - <x, v> x, row-wise."""
+    return v - np.sum(x * v, axis=-1, keepdims=True) * x
+
+
+def circle_points(theta):
+    """θ -> (cos θ, sin θ); shape (..., 2)."""
+    theta = as_float_array(theta, "theta")
+    return np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+
+
+def circle_angles(x):
+    """(cos θ, sin θ) -> θ in [0, 2π)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+
+
+def spherical_coordinates(x):
+    """Points on S^2 -> (colatitude θ ∈ [0, π], longitude φ ∈ [0, 2π))."""
+    x = np.asarray(x, dtype=np.float64)
+    theta = np.arccos(np.clip(x[..., 2], -1.0, 1.0))
+    phi = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
+    return theta, phi
+
+
+def from_spherical(theta, phi):
+    """(colatitude, longitude) -> points on S^2."""
+    st = np.sin(theta)
+    return np.stack([st * np.cos(phi), st * np.sin(phi), np.cos(theta)], axis=-1)
+
+
+def random_rotation(d, seed=None):
+    """A Haar-random rotation in SO(d) (QR of a Gaussian matrix with sign fix)."""
+    d = as_count(d, "d", minimum=2)
+    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
+    q = q * np.sign(np.diag(r))
+    if np.linalg.det(q) < 0:
+        q[:, 0] = -q[:, 0]
+    return q
+
+
+def geodesic_distance(x, y):
+    """Great-circle distance arccos<x, y> between rows of x (n, d) and y (m, d): (n, m)."""
+    x = as_points(x, "x")
+    y = as_points(y, "y", d=x.shape[1])
+    return np.arccos(np.clip(x @ y.T, -1.0, 1.0))

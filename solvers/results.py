@@ -1,0 +1,69 @@
+"""Result objects returned by the solvers, with .npz save/load."""
+import json
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from meanfield.models import model_from_dict
+
+
+class _Saveable:
+    """Dataclass fields that are arrays (or None) plus the model, stored in one .npz file."""
+
+    def save(self, path):
+        arrays = {f.name: getattr(self, f.name) for f in fields(self)
+                  if f.name not in ("model", "info") and getattr(self, f.name) is not None}
+        meta = {"kind": type(self).__name__, "model": self.model.to_dict(), "info": self.info}
+        np.savez_compressed(path, _meta=np.array(json.dumps(meta, default=str)), **arrays)
+
+    @classmethod
+    def load(cls, path):
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["_meta"]))
+            if meta["kind"] != cls.__name__:
+                raise ValueError(f"{path} holds a {meta['kind']}, not a {cls.__name__}")
+            arrays = {k: data[k] for k in data.files if k != "_meta"}
+        return cls(model=model_from_dict(meta["model"]), info=meta["info"], **arrays)
+
+
+@dataclass(eq=False)
+class ParticleSolution(_Saveable):
+    """Particle trajectories: x[k] are the tokens at time t[k].
+
+    Fields: t (m,), x (m, n, d) or (m, B, n, d), energy (m,) or (m, B) — E_β of the
+    empirical measure (NaN for general Q, K, V, where E_β is not the dynamics' energy) —,
+    theta (angles, for the circle angle form), model, info (method, steps, evaluations).
+    """
+    t: np.ndarray
+    x: np.ndarray
+    energy: np.ndarray
+    model: object = None
+    info: dict = field(default_factory=dict)
+    theta: np.ndarray = None
+
+    @property
+    def final(self):
+        return self.x[-1]
+
+
+@dataclass(eq=False)
+class DensitySolution(_Saveable):
+    """Finite-volume solution: rho[k, i] is the density (against surface measure) in cell i.
+
+    Fields: t (m,), points (N, d) cell centres, areas (N,) cell measures, rho (m, N),
+    mass (m,) = sum_i rho_i |cell_i|, energy (m,) the discrete E_β, model, info.
+    """
+    t: np.ndarray
+    points: np.ndarray
+    areas: np.ndarray
+    rho: np.ndarray
+    mass: np.ndarray
+    energy: np.ndarray
+    model: object = None
+    info: dict = field(default_factory=dict)
+
+    def measure(self, k=-1):
+        """(points, weights) of the k-th output as a probability measure: the cell masses
+        rho_i |cell_i|, clipped at 0 and normalised (ready for optimal transport)."""
+        w = np.clip(self.rho[k], 0.0, None) * self.areas
+        return self.points, w / w.sum()

@@ -1,0 +1,228 @@
+"""Time integration shared by the particle and finite-volume solvers.
+
+``integrate`` advances y' = f(y) through the output times ``t_eval`` with
+
+- fixed-step schemes ``euler``, ``rk4`` and ``ssprk3`` (Shu–Osher SSP-RK3): each interval
+  [t_k, t_{k+1}] is cut into ceil((t_{k+1}-t_k)/dt) equal steps, so no step exceeds ``dt``
+  (which matters when ``dt`` is a positivity bound);
+- the adaptive Dormand–Prince 5(4) pair ``dopri5`` with the usual error controller.
+
+An optional ``project`` (e.g. x -> x/|x|) is applied after every step.  Long runs write a
+checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
+resume from it; the resumed run repeats exactly the arithmetic of an uninterrupted one.
+"""
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from meanfield.checks import as_choice, as_count
+
+FIXED = ("euler", "rk4", "ssprk3")
+ADAPTIVE = ("dopri5",)
+SCHEMES = FIXED + ADAPTIVE
+
+# Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
+_DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
+_DP_A = [
+    [],
+    [1 / 5],
+    [3 / 40, 9 / 40],
+    [44 / 45, -56 / 15, 32 / 9],
+    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
+    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
+    [35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84],
+]
+_DP_B = np.array([35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0])
+_DP_E = _DP_B - np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40])
+
+
+def fixed_step(f, y, h, scheme):
+    """One step of size h of an explicit fixed-step scheme; returns (y_new, evaluations)."""
+    if scheme == "euler":
+        return y + h * f(y), 1
+    if scheme == "rk4":
+        k1 = f(y)
+        k2 = f(y + 0.5 * h * k1)
+        k3 = f(y + 0.5 * h * k2)
+        k4 = f(y + h * k3)
+        return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), 4
+    if scheme == "ssprk3":
+        y1 = y + h * f(y)
+        y2 = 0.75 * y + 0.25 * (y1 + h * f(y1))
+        return y / 3.0 + (2.0 / 3.0) * (y2 + h * f(y2)), 3
+    raise ValueError(f"unknown scheme {scheme!r}")
+
+
+def _dopri_step(f, y, h, k1):
+    ks = [k1]
+    for i in range(1, 7):
+        incr = sum(a * k for a, k in zip(_DP_A[i], ks) if a != 0)
+        ks.append(f(y + h * incr))
+    y_new = y + h * sum(b * k for b, k in zip(_DP_B, ks) if b != 0)
+    err = h * sum(e * k for e, k in zip(_DP_E, ks) if e != 0)
+    return y_new, err, ks[-1]
+
+
+def _error_norm(err, y, y_new, rtol, atol):
+    scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
+    return float(np.sqrt(np.mean((err / scale) ** 2)))
+
+
+class Checkpoint:
+    """Where and how often to save the integrator state, and the run's identity."""
+
+    def __init__(self, path, every=100, meta=None):
+        self.path = os.fspath(path)
+        self.every = as_count(every, "checkpoint_every")
+        self.meta = json.dumps(meta or {}, sort_keys=True, default=str)
+
+    def save(self, state):
+        folder = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp.npz")
+        os.close(fd)
+        np.savez(tmp, meta=np.array(self.meta), **state)
+        os.replace(tmp, self.path)
+
+    def load(self, t_eval, y0):
+        if not os.path.exists(self.path):
+            return None
+        with np.load(self.path, allow_pickle=False) as data:
+            state = {k: data[k] for k in data.files}
+        if str(state.pop("meta")) != self.meta:
+            raise ValueError(f"checkpoint {self.path} was written by a different run (model, method or "
+                             f"settings differ); delete it or choose another checkpoint path")
+        if state["t_eval"].shape != t_eval.shape or np.any(state["t_eval"] != t_eval) \
+                or state["y"].shape != y0.shape:
+            raise ValueError(f"checkpoint {self.path} has other output times or state shape; "
+                             f"delete it or choose another checkpoint path")
+        return state
+
+
+def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
+              checkpoint=None, resume=False, progress=False):
+    """Solve y' = f(y) from y(t_eval[0]) = y0; return (Y, info) with Y[k] = y(t_eval[k]).
+
+    The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k]
+    the number j of fixed steps taken, or the time t reached by the adaptive scheme.
+    """
+    as_choice(scheme, "method", SCHEMES)
+    project = project or (lambda y: y)
+    y = np.array(y0, dtype=np.float64)
+    out = np.empty((t_eval.size,) + y.shape)
+    out[0] = y
+    state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0)
+    if checkpoint is not None and resume:
+        saved = checkpoint.load(t_eval, y)
+        if saved is not None:
+            out[:int(saved["k"])] = saved["out"]
+            y = saved["y"].copy()
+            state.update({key: saved[key].item() for key in state})
+
+    def save(y):
+        if checkpoint is not None:
+            checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]],
+                                 **{key: np.array(val) for key, val in state.items()}))
+
+    every = checkpoint.every if checkpoint is not None else np.inf
+    counter = [0]
+
+    def step_taken(y, done):
+        """Book-keeping after an accepted step; checkpoints mid-interval."""
+        state["nsteps"] += 1
+        counter[0] += 1
+        if counter[0] >= every and not done:
+            counter[0] = 0
+            save(y)
+
+    bar = _progress_bar(progress, t_eval)
+    try:
+        while state["k"] < t_eval.size:
+            t0, t1 = t_eval[state["k"] - 1], t_eval[state["k"]]
+            if scheme in FIXED:
+                nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
+                h = (t1 - t0) / nsub
+                while state["j"] < nsub:
+                    y, nf = fixed_step(f, y, h, scheme)
+                    y = project(y)
+                    state["j"] += 1
+                    state["nfev"] += nf
+                    bar.update(h)
+                    step_taken(y, state["j"] == nsub)
+            else:
+                y = _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken)
+            out[state["k"]] = y
+            state.update(k=state["k"] + 1, j=0, t=float(t1))
+            if counter[0] >= every:
+                counter[0] = 0
+                save(y)
+        save(y)
+    finally:
+        bar.close()
+    info = {key: int(state[key]) for key in ("nfev", "nsteps", "nrejected")}
+    return out, info
+
+
+def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
+    """Dormand–Prince steps from state['t'] to t1; the step size is carried in state['h']."""
+    t = state["t"]
+    k1 = f(y)
+    state["nfev"] += 1
+    if not np.isfinite(state["h"]):
+        state["h"] = _initial_step(f, y, k1, rtol, atol, state)
+    while t < t1:
+        h = state["h"]
+        step = min(h, t1 - t)
+        last = step >= t1 - t
+        y_new, err, _ = _dopri_step(f, y, step, k1)
+        state["nfev"] += 6
+        norm = _error_norm(err, y, y_new, rtol, atol)
+        if norm <= 1.0 and np.all(np.isfinite(y_new)):
+            y = project(y_new)
+            t = t1 if last else t + step
+            bar.update(step)
+            factor = 5.0 if norm == 0 else min(5.0, max(0.2, 0.9 * norm ** -0.2))
+            state["h"] = max(h, step * factor) if last else step * factor
+            state["t"] = t
+            if t < t1:
+                k1 = f(y)
+                state["nfev"] += 1
+            state["j"] += 1
+            step_taken(y, t >= t1)
+        else:
+            state["nrejected"] += 1
+            state["h"] = step * max(0.2, 0.9 * norm ** -0.2) if np.isfinite(norm) else 0.2 * step
+            if state["h"] < 1e-14 * max(1.0, abs(t)):
+                raise RuntimeError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff "
+                                   f"for dopri5 at these tolerances")
+    return y
+
+
+def _initial_step(f, y, k1, rtol, atol, state):
+    scale = atol + rtol * np.abs(y)
+    d0 = np.sqrt(np.mean((y / scale) ** 2))
+    d1 = np.sqrt(np.mean((k1 / scale) ** 2))
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    k2 = f(y + h0 * k1)
+    state["nfev"] += 1
+    d2 = np.sqrt(np.mean(((k2 - k1) / scale) ** 2)) / h0
+    h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2
+    return min(100 * h0, h1)
+
+
+class _NoBar:
+    def update(self, _):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress_bar(progress, t_eval):
+    if not progress:
+        return _NoBar()
+    from tqdm.auto import tqdm
+    return tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve",
+                bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")

@@ -1,0 +1,4 @@
+import os
+
+os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), ".numba_cache"))
+os.environ.setdefault("MPLBACKEND", "Agg")
