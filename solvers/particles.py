@@ -132,7 +132,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
 
 def _trajectory_energy(model, xs, w, summation):
     from meanfield.energy import energy as _energy
-    if not model.is_identity:
+    if not model.is_isotropic:
         return np.full(xs.shape[:-2], np.nan)
     flat = xs.reshape((-1,) + xs.shape[-2:])
     wf = None if w is None else np.repeat(w[None], xs.shape[0], axis=0).reshape(-1, xs.shape[-2])
@@ -169,5 +169,5 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, rtol=1e-8, ato
                           rtol=rtol, atol=atol, progress=progress)
     info.update(method=method, dt=dt)
     xs = circle_points(ths)
-    en = _trajectory_energy(model, xs, None, "direct") if model.is_identity else None
+    en = _trajectory_energy(model, xs, None, "direct")
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, theta=ths)

@@ -1,0 +1,37 @@
+"""The ``meanfield`` command line: ``compare`` (the main job), ``figures`` and ``sweep``."""
+import importlib
+import sys
+
+COMMANDS = {
+    "compare": ("meanfield.compare", "particles vs density PDE with optimal transport and energies "
+                                     "(default: circle, SA, beta=4, n=2000, T=20)"),
+    "figures": ("meanfield.figures", "reproduce the paper's experiments (validation/ scripts)"),
+    "sweep": ("meanfield.sweep", "run a parameter sweep from a TOML config (Dask or in-process)"),
+}
+
+
+def usage():
+    lines = ["usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)", "",
+             "commands:"]
+    lines += [f"  {name:<9}{text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        from meanfield import __version__
+        print(__version__)
+        return 0
+    if argv[0] not in COMMANDS:
+        print(f"meanfield: unknown command {argv[0]!r}\n\n{usage()}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    return module.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Cluster diagnostics for point clouds on the sphere.
+
+Clusters are the connected components of the graph joining points at geodesic distance
+< ``tol`` (single linkage), found with a k-d tree on the chord distance 2 sin(tol/2).
+"""
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import cKDTree
+
+from .checks import as_count, as_points, as_positive, as_weights
+
+__all__ = ["cluster_labels", "cluster_count", "inner_product_histogram"]
+
+
+def cluster_labels(x, tol=1e-2):
+    """Labels 0..k-1 of the single-linkage clusters of x (n, d) at geodesic scale ``tol``."""
+    x = as_points(x, "x")
+    tol = as_positive(tol, "tol")
+    n = x.shape[0]
+    pairs = cKDTree(x).query_pairs(2 * np.sin(min(tol, np.pi) / 2), output_type="ndarray")
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
+
+
+def cluster_count(x, tol=1e-2, weights=None, min_mass=0.0):
+    """Number of clusters of x (n, d) — or one count per system of a batch (B, n, d) — whose
+    total weight is at least ``min_mass`` (weights default to 1/n)."""
+    x = as_points(x, "x", ndim=(2, 3))
+    if x.ndim == 3:
+        return np.array([cluster_count(xb, tol, weights, min_mass) for xb in x])
+    n = x.shape[0]
+    w = np.full(n, 1.0 / n) if weights is None else as_weights(weights, n)
+    labels = cluster_labels(x, tol)
+    mass = np.bincount(labels, weights=w)
+    return int(np.sum(mass >= min_mass)) if min_mass > 0 else int(mass.size)
+
+
+def inner_product_histogram(x, bins=50, range=(-1.0, 1.0), max_pairs=2_000_000, seed=0):
+    """Histogram (density, edges) of the pairwise inner products <x_i, x_j>, i < j.
+
+    Above ``max_pairs`` pairs a uniform random subset of pairs is used (seeded)."""
+    x = as_points(x, "x")
+    bins = as_count(bins, "bins")
+    n = x.shape[0]
+    if n < 2:
+        raise ValueError("x needs at least two points for pairwise inner products")
+    total = n * (n - 1) // 2
+    if total <= max_pairs:
+        i, j = np.triu_indices(n, k=1)
+    else:
+        rng = np.random.default_rng(seed)
+        i = rng.integers(0, n, max_pairs)
+        j = (i + rng.integers(1, n, max_pairs)) % n
+    dots = np.clip(np.einsum("kd,kd->k", x[i], x[j]), -1.0, 1.0)
+    return np.histogram(dots, bins=bins, range=range, density=True)

@@ -1,0 +1,1 @@
+"""Plots of particle and density solutions (matplotlib)."""

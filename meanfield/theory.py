@@ -1,0 +1,121 @@
+"""Closed-form predictions: linear growth rates at the uniform measure, speed bounds, and
+the d -> ∞ (equiangular) limit of the inner products.
+
+Funk–Hecke: against the uniform probability measure on S^{d-1}, the zonal kernel e^{β<x,·>}
+acts on degree-l harmonics by
+
+    c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β)      (d = 2: I_l(β); d = 3: i_l(β) = sinh-type),
+
+so a perturbation along a degree-l harmonic of the uniform density grows at rate
+λ_l = ± l(l+d-2) c_l(β)/β (USA) or ± l(l+d-2) c_l(β)/(β c_0(β)) (SA), sign - for V = -I.
+"""
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.special import gammaln, ive
+
+from .checks import as_beta, as_count, as_float_array, as_time_grid
+from .models import as_model
+
+__all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "equiangular_rhs",
+           "equiangular_curve"]
+
+
+def _log_funk_hecke(beta, d, l):
+    """log c_l(β) for β > 0, overflow-free (exponentially scaled Bessel function)."""
+    nu = d / 2.0 - 1.0
+    return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + np.log(ive(l + nu, beta)) + beta
+
+
+def funk_hecke(beta, d, l):
+    """c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β); at β = 0 the limit δ_{l0}."""
+    beta = as_beta(beta)
+    d = as_count(d, "d", minimum=2)
+    l = as_count(l, "l", minimum=0)
+    if beta == 0:
+        return 1.0 if l == 0 else 0.0
+    return float(np.exp(_log_funk_hecke(beta, d, l)))
+
+
+def growth_rate(model, d, l):
+    """Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
+
+    USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)).
+    At β = 0 both reduce to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2.
+    """
+    model = as_model(model)
+    if not model.is_isotropic:
+        raise ValueError("growth rates are for Q^T K = I and V = ±I")
+    d = as_count(d, "d", minimum=2)
+    l = as_count(l, "l", minimum=0)
+    beta = model.beta
+    eig = l * (l + d - 2)
+    if l == 0:
+        return 0.0
+    if beta == 0:
+        return model.sign * (d - 1) / d if l == 1 else 0.0
+    log_c = _log_funk_hecke(beta, d, l)
+    if model.normalised:
+        log_c = log_c - _log_funk_hecke(beta, d, 0)
+    return float(model.sign * eig * np.exp(log_c - np.log(beta)))
+
+
+def most_unstable_mode(model, d):
+    """The degree l >= 1 of fastest linear growth, l* ≈ sqrt(2β) for large β (attractive models)."""
+    model = as_model(model)
+    if not model.is_isotropic or model.sign < 0:
+        raise ValueError("the uniform measure has an unstable mode only for attractive models (V = I)")
+    if model.beta == 0:
+        return 1
+    lmax = int(4 * np.sqrt(2 * model.beta + 1)) + 8
+    rates = [growth_rate(model, d, l) for l in range(1, lmax + 1)]
+    return int(np.argmax(rates)) + 1
+
+
+def speed_bound(model):
+    """sup |X[μ]| over probability measures μ (isotropic models, V = ±I).
+
+    SA: 1 (|P_x V y| <= 1 averaged by a probability); USA: max_{t∈[-1,1]} e^{βt} sqrt(1-t²),
+    attained at t* = (sqrt(1+4β²) - 1)/(2β) (t* = 0 at β = 0)."""
+    model = as_model(model)
+    if not model.is_isotropic:
+        raise ValueError("speed_bound is for Q^T K = I and V = ±I")
+    if model.normalised:
+        return 1.0
+    b = model.beta
+    t = 0.0 if b == 0 else (np.sqrt(1 + 4 * b * b) - 1) / (2 * b)
+    return float(np.exp(b * t) * np.sqrt(1 - t * t))
+
+
+def equiangular_rhs(model, n):
+    """dρ/dt for n tokens with all pairwise inner products equal to ρ (attractive sign; V = -I flips it):
+
+    USA: (2/n) e^{βρ} (1-ρ)(1+(n-1)ρ);   SA: 2 e^{βρ}(1-ρ)(1+(n-1)ρ) / (e^β + (n-1) e^{βρ}).
+
+    Derivation: <x_i', x_k> = Σ_j a_ij (<x_j,x_k> - <x_i,x_j><x_i,x_k>) with the j = k term 1-ρ², the
+    n-2 others ρ-ρ², and j = i zero; add the symmetric term <x_i, x_k'>.  Also the d -> ∞ limit
+    for i.i.d. random tokens (their inner products concentrate at a common value).
+    """
+    model = as_model(model)
+    if not model.is_isotropic:
+        raise ValueError("the equiangular reduction needs Q^T K = I and V = ±I")
+    n = as_count(n, "n", minimum=2)
+    beta, sign = model.beta, model.sign
+
+    def rhs(_t, rho):
+        core = 2.0 * (1.0 - rho) * (1.0 + (n - 1) * rho)
+        if model.normalised:  # divide numerator and denominator by e^{βρ}
+            return sign * core / (np.exp(beta * (1.0 - rho)) + (n - 1))
+        return sign * core * np.exp(beta * rho) / n
+
+    return rhs
+
+
+def equiangular_curve(model, n, t, rho0=0.0):
+    """ρ(t) solving ``equiangular_rhs`` from ρ(t[0]) = rho0 (rtol 1e-11)."""
+    t = as_time_grid(t, "t")
+    rho0 = float(as_float_array(rho0, "rho0"))
+    if not -1.0 / (n - 1) <= rho0 <= 1.0:
+        raise ValueError(f"rho0 must lie in [-1/(n-1), 1] for n equiangular unit vectors; got {rho0}")
+    sol = solve_ivp(equiangular_rhs(model, n), (t[0], t[-1]), [rho0], t_eval=t, rtol=1e-11, atol=1e-13,
+                    method="DOP853")
+    return sol.y[0]
