@@ -10,9 +10,10 @@ from .energy import energy, log_energy
 from .geometry import (circle_angles, circle_points, geodesic_distance, normalise, random_rotation,
                        tangent_projection, uniform_sphere)
 from .models import SA, USA, model_from_dict, velocity
+from .theory import growth_rate, most_unstable_mode
 
 __version__ = "0.1.0"
 
 __all__ = ["SA", "USA", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
            "tangent_projection", "circle_points", "circle_angles", "random_rotation",
-           "geodesic_distance", "model_from_dict"]
+           "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode"]
