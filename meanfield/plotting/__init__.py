@@ -1,1 +1,2 @@
 """Plots of particle and density solutions (matplotlib)."""
+from .circle import density_overlay, spacetime  # noqa: F401
