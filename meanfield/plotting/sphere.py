@@ -1,0 +1,138 @@
+"""Maps of densities on S^2 (finite-volume solutions) and particles drawn over them.
+
+A Voronoi cell is the set of points nearest to its generator, so sampling each pixel's
+nearest generator draws the piecewise-constant solution exactly, cell boundaries included.
+Projections: "mollweide" (equal-area world map; longitude and latitude in radians) and
+"ortho" (the hemisphere facing ``center``, seen from outside).
+"""
+import numpy as np
+from scipy.spatial import cKDTree
+
+from ..checks import as_choice, as_float_array, as_points
+from ..geometry import normalise
+
+__all__ = ["density_map", "particles_on_density"]
+
+PROJECTIONS = ("mollweide", "ortho")
+
+
+def _axes(ax, projection):
+    import matplotlib.pyplot as plt
+    if ax is None:
+        fig = plt.figure(figsize=(8, 4.5) if projection == "mollweide" else (5, 5))
+        return fig.add_subplot(projection="mollweide" if projection == "mollweide" else None)
+    if (projection == "mollweide") != (ax.name == "mollweide"):
+        raise ValueError(f"ax has projection {ax.name!r} but projection={projection!r} was asked; create it "
+                         f"with fig.add_subplot(projection='mollweide') for Mollweide maps, a plain Axes for 'ortho'")
+    return ax
+
+
+def _lonlat(x):
+    return np.arctan2(x[..., 1], x[..., 0]), np.arcsin(np.clip(x[..., 2], -1.0, 1.0))
+
+
+def _ortho_frame(center):
+    """An orthonormal frame (e1, e2, center): the screen axes and the viewing direction."""
+    c = normalise(center)
+    helper = np.array([0.0, 0.0, 1.0]) if abs(c[2]) < 0.9 else np.array([1.0, 0.0, 0.0])
+    e1 = normalise(np.cross(helper, c))
+    return e1, np.cross(c, e1), c
+
+
+def _snapshot(sol, k):
+    if not -sol.t.size <= k < sol.t.size:
+        raise IndexError(f"k = {k} is out of range for a solution with {sol.t.size} output times")
+    if sol.points.shape[1] != 3:
+        raise ValueError("these maps are for solutions on S^2 (points of shape (N, 3))")
+    return sol.rho[k]
+
+
+def _center(sol, k, center):
+    if center is None:
+        return sol.points[int(np.argmax(sol.rho[k]))]
+    c = as_float_array(center, "center")
+    if c.shape != (3,) or not np.linalg.norm(c) > 0:
+        raise ValueError("center must be a nonzero vector of R^3 (the direction the hemisphere faces)")
+    return c
+
+
+def density_map(sol, k=-1, projection="mollweide", ax=None, *, center=None, resolution=400, cmap="viridis",
+                colorbar=True, vmin=None, vmax=None):
+    """Draw the density ρ at output ``k`` of a sphere DensitySolution; returns the Axes.
+
+    projection: "mollweide" or "ortho" (the hemisphere around ``center``, default the cell of
+    largest density).  ``ax`` must match the projection (Mollweide axes for "mollweide").
+    ``resolution``: pixels across the map.
+    """
+    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax)[0]
+
+
+def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax):
+    """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
+    as_choice(projection, "projection", PROJECTIONS)
+    rho = _snapshot(sol, k)
+    ax = _axes(ax, projection)
+    tree = cKDTree(sol.points)
+    frame = None
+    if projection == "mollweide":
+        lon = np.linspace(-np.pi, np.pi, 2 * resolution + 1)
+        lat = np.linspace(-np.pi / 2, np.pi / 2, resolution + 1)
+        lon_c, lat_c = np.meshgrid(0.5 * (lon[1:] + lon[:-1]), 0.5 * (lat[1:] + lat[:-1]))
+        x = np.stack([np.cos(lat_c) * np.cos(lon_c), np.cos(lat_c) * np.sin(lon_c), np.sin(lat_c)], axis=-1)
+        values = rho[tree.query(x.reshape(-1, 3))[1]].reshape(lon_c.shape)
+        image = ax.pcolormesh(lon, lat, values, shading="flat", cmap=cmap, vmin=vmin, vmax=vmax,
+                              rasterized=True)
+        ax.set_xticklabels([])
+        ax.grid(True, alpha=0.3)
+    else:
+        frame = e1, e2, c = _ortho_frame(_center(sol, k, center))
+        u = np.linspace(-1.0, 1.0, resolution)
+        uu, vv = np.meshgrid(u, u)
+        r2 = uu ** 2 + vv ** 2
+        inside = r2 <= 1.0
+        x = (uu[inside, None] * e1 + vv[inside, None] * e2 + np.sqrt(1.0 - r2[inside])[:, None] * c)
+        values = np.full(uu.shape, np.nan)
+        values[inside] = rho[tree.query(x)[1]]
+        image = ax.imshow(np.ma.masked_invalid(values), origin="lower", extent=(-1, 1, -1, 1), cmap=cmap,
+                          vmin=vmin, vmax=vmax, interpolation="nearest")
+        ax.add_patch(_circle())
+        ax.set_aspect("equal")
+        ax.set_axis_off()
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, shrink=0.7, label="density ρ")
+    ax.set_title(f"t = {sol.t[k]:.3g}")
+    return ax, frame
+
+
+def _circle():
+    from matplotlib.patches import Circle
+    return Circle((0, 0), 1.0, fill=False, color="k", lw=0.8)
+
+
+def _particle_points(particles, t):
+    from solvers.results import ParticleSolution
+    if isinstance(particles, ParticleSolution):
+        x = particles.x
+        if x.ndim != 3:
+            raise ValueError("particles holds a batch of runs; pass one run's points (n, 3) instead")
+        return x[int(np.argmin(np.abs(particles.t - t)))]
+    return as_points(particles, "particles", d=3)
+
+
+def particles_on_density(sol, k, particles, ax=None, *, projection="mollweide", center=None, s=4,
+                         color="w", resolution=400, cmap="viridis", colorbar=True, vmin=None, vmax=None):
+    """``density_map`` of output ``k`` (same keywords) with particles drawn on top; returns the Axes.
+
+    particles: points (n, 3), or a ParticleSolution (its output nearest to time sol.t[k]).
+    With projection="ortho" only the particles on the visible hemisphere are drawn.
+    """
+    x = _particle_points(particles, sol.t[k])
+    ax, frame = _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax)
+    if projection == "mollweide":
+        lon, lat = _lonlat(x)
+        ax.scatter(lon, lat, s=s, c=color, edgecolors="k", linewidths=0.3)
+    else:
+        e1, e2, c = frame
+        front = x @ c > 0
+        ax.scatter(x[front] @ e1, x[front] @ e2, s=s, c=color, edgecolors="k", linewidths=0.3)
+    return ax

@@ -1,0 +1,239 @@
+"""Spherical Voronoi meshes of S^2 for the finite-volume solver.
+
+Cell i is the Voronoi region of the generator c_i: the points closer (geodesically) to c_i
+than to any other generator.  The face between neighbours i and j is an arc of the great
+circle bisecting c_i and c_j, so it is orthogonal to the generator-to-generator arc and a
+two-point flux across it is consistent.  For an edge e = (i, j), i < j:
+
+    lengths[e]    = geodesic length of the shared face
+    distances[e]  = d(c_i, c_j) = atan2(|c_i × c_j|, <c_i, c_j>)
+    normals[e, 0] = w × c_i,  normals[e, 1] = w × c_j,   w = c_i × c_j / |c_i × c_j|
+
+(the unit tangent of the arc from c_i to c_j, at c_i and at c_j: both point from i to j).
+Cell areas are sums of the exact areas of the spherical triangles (c_i, v_a, v_b) over the
+cell's face arcs (v_a, v_b), tan(E/2) = |<a, b × c>| / (1 + <a,b> + <b,c> + <c,a>), so the
+areas of a mesh sum to 4π to round-off.
+
+Generators: ``icosphere(level)`` (vertices of the level-times subdivided icosahedron,
+10·4^level + 2 cells), ``fibonacci(n)`` (the golden-angle spiral, any n), or any points via
+``voronoi_mesh``; ``lloyd=k`` moves the generators k times to the centroids of their cells
+(centroidal Voronoi tessellation).
+"""
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+import numpy as np
+from scipy.spatial import ConvexHull, SphericalVoronoi
+
+from meanfield.checks import as_count, as_points
+
+__all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
+
+
+@dataclass(frozen=True, eq=False)
+class Mesh:
+    """A spherical Voronoi mesh (all arrays read-only).
+
+    Fields: points (N, 3) generators (the cell centres), areas (N,), edges (E, 2) cell pairs
+    i < j sharing a face, lengths (E,) face lengths, distances (E,) geodesic generator distances,
+    normals (E, 2, 3) unit face normals from i to j at c_i and at c_j, neighbour lists in CSR
+    form (cell i's faces are cell_edges[cell_ptr[i]:cell_ptr[i+1]], its neighbours
+    cell_neighbours[...] in the same order), and name (how it was built).
+    """
+    points: np.ndarray
+    areas: np.ndarray
+    edges: np.ndarray
+    lengths: np.ndarray
+    distances: np.ndarray
+    normals: np.ndarray
+    cell_ptr: np.ndarray
+    cell_edges: np.ndarray
+    cell_neighbours: np.ndarray
+    name: str = "voronoi"
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
+    @property
+    def size(self):
+        """Number of cells N."""
+        return self.points.shape[0]
+
+    @property
+    def perimeters(self):
+        """Cell perimeters Σ_faces |face| (N,)."""
+        return np.bincount(self.edges.ravel(), np.repeat(self.lengths, 2), minlength=self.size)
+
+    @property
+    def spacing(self):
+        """Mesh size h = sqrt(4π / N), the side of a cell of average area."""
+        return float(np.sqrt(4 * np.pi / self.size))
+
+    def __repr__(self):
+        return f"Mesh({self.name}: {self.size} cells, {self.edges.shape[0]} faces)"
+
+    def save(self, path):
+        """Store the mesh in one .npz file (reload with ``Mesh.load``)."""
+        np.savez_compressed(path, **{f.name: np.asarray(getattr(self, f.name)) for f in fields(self)})
+
+    @classmethod
+    def load(cls, path):
+        with np.load(path, allow_pickle=False) as data:
+            values = {f.name: data[f.name] for f in fields(cls)}
+        values["name"] = str(values["name"])
+        return cls(**values)
+
+
+def _unit(v):
+    return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+def _triangle_areas(a, b, c):
+    """Exact areas of the spherical triangles (a, b, c), rows of unit vectors (Van Oosterom–Strackee)."""
+    triple = np.abs(np.einsum("ij,ij->i", a, np.cross(b, c)))
+    denom = 1.0 + np.einsum("ij,ij->i", a, b) + np.einsum("ij,ij->i", b, c) + np.einsum("ij,ij->i", c, a)
+    return 2.0 * np.arctan2(triple, denom)
+
+
+def _arc(a, b):
+    """Geodesic distances between rows of a and b, accurate for tiny and near-π angles."""
+    return np.arctan2(np.linalg.norm(np.cross(a, b), axis=1), np.einsum("ij,ij->i", a, b))
+
+
+def _faces(sv):
+    """The directed face arcs (cell, vertex a, vertex b) of every Voronoi region, in CSR order."""
+    counts = np.fromiter((len(r) for r in sv.regions), dtype=np.int64, count=len(sv.regions))
+    start = np.arange(counts.size)
+    cell = np.repeat(start, counts)
+    va = np.concatenate([np.asarray(r, dtype=np.int64) for r in sv.regions])
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    nxt = np.arange(va.size) + 1
+    nxt[offsets[1:] - 1] = offsets[:-1]
+    return cell, va, va[nxt]
+
+
+def _voronoi(points):
+    sv = SphericalVoronoi(points, radius=1.0, center=np.zeros(3))
+    sv.sort_vertices_of_regions()
+    vertices = _unit(sv.vertices)
+    cell, va, vb = _faces(sv)
+    return vertices, cell, va, vb
+
+
+def _centroids(points, vertices, cell, va, vb):
+    """∫_cell x dσ normalised.  The divergence theorem on the cone over the cell gives
+    ∫_cell x dσ = (1/2) Σ_faces θ_ab n_ab, with θ_ab the face's angle and n_ab the unit normal
+    of its plane on the generator's side."""
+    a, b = vertices[va], vertices[vb]
+    cr = np.cross(a, b)
+    norm = np.linalg.norm(cr, axis=1)
+    keep = norm > 0
+    side = np.sign(np.einsum("ij,ij->i", cr, points[cell]))
+    contrib = np.zeros_like(a)
+    contrib[keep] = (0.5 * np.arctan2(norm[keep], np.einsum("ij,ij->i", a, b)[keep]) * side[keep]
+                     / norm[keep])[:, None] * cr[keep]
+    moment = np.zeros_like(points)
+    np.add.at(moment, cell, contrib)
+    return _unit(moment)
+
+
+def voronoi_mesh(points, lloyd=0, name="voronoi"):
+    """The spherical Voronoi mesh of distinct generators ``points`` (N, 3), after ``lloyd``
+    centroidal (Lloyd) iterations."""
+    points = as_points(points, "points", d=3)
+    lloyd = as_count(lloyd, "lloyd", minimum=0)
+    if points.shape[0] < 4:
+        raise ValueError(f"a spherical Voronoi mesh needs at least 4 generators; got {points.shape[0]}")
+    points = _unit(points)
+    try:
+        vertices, cell, va, vb = _voronoi(points)
+        for _ in range(lloyd):
+            points = _centroids(points, vertices, cell, va, vb)
+            vertices, cell, va, vb = _voronoi(points)
+    except ValueError as exc:  # duplicate or degenerate generators
+        raise ValueError(f"points do not define a spherical Voronoi mesh: {exc}") from None
+    return _assemble(points, vertices, cell, va, vb, name)
+
+
+def _assemble(points, vertices, cell, va, vb, name):
+    n = points.shape[0]
+    areas = np.bincount(cell, _triangle_areas(points[cell], vertices[va], vertices[vb]), minlength=n)
+    # Each face arc appears twice, as (a, b) in one cell and (b, a) in its neighbour.
+    lo, hi = np.minimum(va, vb), np.maximum(va, vb)
+    key = lo * vertices.shape[0] + hi
+    order = np.argsort(key, kind="stable")
+    if order.size % 2 or np.any(key[order[0::2]] != key[order[1::2]]):
+        raise ValueError("the Voronoi faces do not pair up; the generators are degenerate")
+    first, second = cell[order[0::2]], cell[order[1::2]]
+    length = _arc(vertices[lo[order[0::2]]], vertices[hi[order[0::2]]])
+    real = (length > 0) & (first != second)   # drop zero-length faces of co-circular generators
+    i, j = np.minimum(first, second)[real], np.maximum(first, second)[real]
+    length = length[real]
+    # Sort the faces by cell pair (should a face be split by a duplicated vertex, its arcs add).
+    pair = i * n + j
+    uniq, inv = np.unique(pair, return_inverse=True)
+    length = np.bincount(inv, length)
+    edges = np.stack([uniq // n, uniq % n], axis=1)
+    ci, cj = points[edges[:, 0]], points[edges[:, 1]]
+    axis = _unit(np.cross(ci, cj))
+    normals = np.stack([np.cross(axis, ci), np.cross(axis, cj)], axis=1)
+    # CSR neighbour lists: each edge listed under both of its cells.
+    owner = np.concatenate([edges[:, 0], edges[:, 1]])
+    other = np.concatenate([edges[:, 1], edges[:, 0]])
+    eid = np.concatenate([np.arange(edges.shape[0])] * 2)
+    order = np.lexsort((other, owner))
+    cell_ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))])
+    return Mesh(points=np.ascontiguousarray(points), areas=areas, edges=edges, lengths=length,
+                distances=_arc(ci, cj), normals=np.ascontiguousarray(normals), cell_ptr=cell_ptr,
+                cell_edges=eid[order], cell_neighbours=other[order], name=name)
+
+
+def icosahedron_points(level):
+    """Vertices of the icosahedron subdivided ``level`` times (each triangle into four, new
+    vertices projected to the sphere): 10·4^level + 2 points."""
+    level = as_count(level, "level", minimum=0)
+    p = (1 + np.sqrt(5)) / 2
+    v = _unit(np.array([[-1, p, 0], [1, p, 0], [-1, -p, 0], [1, -p, 0], [0, -1, p], [0, 1, p],
+                        [0, -1, -p], [0, 1, -p], [p, 0, -1], [p, 0, 1], [-p, 0, -1], [-p, 0, 1]]))
+    tri = ConvexHull(v).simplices
+    for _ in range(level):
+        nt = tri.shape[0]
+        e = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
+        uniq, inv = np.unique(e, axis=0, return_inverse=True)
+        inv = inv.ravel() + v.shape[0]
+        v = np.vstack([v, _unit(v[uniq[:, 0]] + v[uniq[:, 1]])])
+        a, b, c = inv[:nt], inv[nt:2 * nt], inv[2 * nt:]
+        tri = np.concatenate([np.c_[tri[:, 0], a, c], np.c_[tri[:, 1], b, a],
+                              np.c_[tri[:, 2], c, b], np.c_[a, b, c]])
+    return v
+
+
+def fibonacci_points(n):
+    """The golden-angle (Fibonacci) spiral: z_k = 1 - (2k+1)/n, longitude k·π(3 - √5)."""
+    n = as_count(n, "n", minimum=4)
+    k = np.arange(n)
+    z = 1.0 - (2.0 * k + 1.0) / n
+    r = np.sqrt(1.0 - z * z)
+    phi = k * np.pi * (3.0 - np.sqrt(5.0))
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+
+
+def icosphere(level, lloyd=0):
+    """Voronoi mesh on the icosahedral generators: 10·4^level + 2 cells (level 0: 12 pentagons;
+    level 6: 40,962 cells).  Cached: the same (level, lloyd) returns the same read-only Mesh."""
+    return _cached("icosphere", as_count(level, "level", minimum=0), as_count(lloyd, "lloyd", minimum=0))
+
+
+def fibonacci(n, lloyd=0):
+    """Voronoi mesh on the n-point Fibonacci spiral (any n >= 4).  Cached like ``icosphere``."""
+    return _cached("fibonacci", as_count(n, "n", minimum=4), as_count(lloyd, "lloyd", minimum=0))
+
+
+@lru_cache(maxsize=16)
+def _cached(kind, size, lloyd):
+    points = icosahedron_points(size) if kind == "icosphere" else fibonacci_points(size)
+    name = f"{kind}({size})" + (f", lloyd={lloyd}" if lloyd else "")
+    return voronoi_mesh(points, lloyd=lloyd, name=name)
