@@ -12,9 +12,13 @@ UNIT_TOL = 1e-8
 
 
 def as_float_array(value, name):
-    """``value`` as a float64 array; TypeError for objects, ValueError for NaN/inf."""
+    """``value`` as a float64 array; TypeError for anything but real numbers (strings, complex,
+    booleans, objects), ValueError for NaN/inf."""
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        raw = np.asarray(value)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError(f"got dtype {raw.dtype}")
+        arr = raw.astype(np.float64, copy=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be an array of real numbers ({exc})") from None
     if not np.all(np.isfinite(arr)):
@@ -28,8 +32,8 @@ def as_points(x, name="x", *, ndim=(2,), d=None, tol=UNIT_TOL, min_dim=2):
     if arr.ndim not in ndim:
         shapes = " or ".join({2: "(n, d)", 3: "(B, n, d)"}[k] for k in ndim)
         raise ValueError(f"{name} must have shape {shapes}; got shape {arr.shape}")
-    if arr.shape[-2] == 0:
-        raise ValueError(f"{name} is empty; give at least one point")
+    if 0 in arr.shape[:-1]:
+        raise ValueError(f"{name} is empty (shape {arr.shape}); give at least one point")
     if arr.shape[-1] < min_dim:
         raise ValueError(f"{name} must have d >= {min_dim} coordinates per point; got d = {arr.shape[-1]}")
     if d is not None and arr.shape[-1] != d:
@@ -49,9 +53,26 @@ def as_weights(w, n, name="weights"):
         raise ValueError(f"{name} must have shape ({n},) to match the points; got {arr.shape}")
     if np.any(arr < 0):
         raise ValueError(f"{name} must be non-negative; min is {arr.min():.3g}")
-    if not arr.sum() > 0:
+    with np.errstate(over="ignore"):
+        total = arr.sum()
+    if not total > 0:
         raise ValueError(f"{name} must have positive total mass")
+    if not np.isfinite(total):
+        raise ValueError(f"{name} sum to more than the largest double; rescale them")
     return np.ascontiguousarray(arr)
+
+
+def as_seed(seed, name="seed"):
+    """A seed for ``np.random.default_rng``: None, an int >= 0, or a Generator / SeedSequence /
+    BitGenerator."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator)):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be None, a non-negative integer or a numpy Generator; "
+                        f"got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {seed}")
+    return int(seed)
 
 
 def as_beta(beta, name="beta"):

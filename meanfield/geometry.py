@@ -1,7 +1,7 @@
 """Geometry of the unit sphere S^{d-1} ⊂ R^d: sampling, projections, angles, rotations."""
 import numpy as np
 
-from .checks import as_count, as_float_array, as_points
+from .checks import as_count, as_float_array, as_points, as_seed
 
 __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
@@ -13,7 +13,7 @@ def uniform_sphere(n, d, seed=None, batch=None):
     n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
     shape = (n, d) if batch is None else (as_count(batch, "batch"), n, d)
-    g = np.random.default_rng(seed).standard_normal(shape)
+    g = np.random.default_rng(as_seed(seed)).standard_normal(shape)
     return normalise(g)
 
 
@@ -57,7 +57,7 @@ def from_spherical(theta, phi):
 def random_rotation(d, seed=None):
     """A Haar-random rotation in SO(d) (QR of a Gaussian matrix with sign fix)."""
     d = as_count(d, "d", minimum=2)
-    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
+    q, r = np.linalg.qr(np.random.default_rng(as_seed(seed)).standard_normal((d, d)))
     q = q * np.sign(np.diag(r))
     if np.linalg.det(q) < 0:
         q[:, 0] = -q[:, 0]

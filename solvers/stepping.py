@@ -11,13 +11,14 @@ An optional ``project`` (e.g. x -> x/|x|) is applied after every step.  Long run
 checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
 resume from it; the resumed run repeats exactly the arithmetic of an uninterrupted one.
 """
+import hashlib
 import json
 import os
 import tempfile
 
 import numpy as np
 
-from meanfield.checks import as_choice, as_count
+from meanfield.checks import as_choice, as_count, as_positive
 
 FIXED = ("euler", "rk4", "ssprk3")
 ADAPTIVE = ("dopri5",)
@@ -70,6 +71,11 @@ def _error_norm(err, y, y_new, rtol, atol):
     return float(np.sqrt(np.mean((err / scale) ** 2)))
 
 
+def digest(y):
+    """A fingerprint of an array's values (identifies a run's initial state in its checkpoint)."""
+    return hashlib.sha256(np.ascontiguousarray(y, dtype=np.float64).tobytes()).hexdigest()
+
+
 class Checkpoint:
     """Where and how often to save the integrator state, and the run's identity."""
 
@@ -98,6 +104,9 @@ class Checkpoint:
                 or state["y"].shape != y0.shape:
             raise ValueError(f"checkpoint {self.path} has other output times or state shape; "
                              f"delete it or choose another checkpoint path")
+        if str(state.pop("start", "")) != digest(y0):
+            raise ValueError(f"checkpoint {self.path} started from another initial state; "
+                             f"delete it or choose another checkpoint path")
         return state
 
 
@@ -109,8 +118,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     the number j of fixed steps taken, or the time t reached by the adaptive scheme.
     """
     as_choice(scheme, "method", SCHEMES)
+    rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
     project = project or (lambda y: y)
     y = np.array(y0, dtype=np.float64)
+    start = digest(y) if checkpoint is not None else None
     out = np.empty((t_eval.size,) + y.shape)
     out[0] = y
     state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0)
@@ -123,7 +134,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
 
     def save(y):
         if checkpoint is not None:
-            checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]],
+            checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
                                  **{key: np.array(val) for key, val in state.items()}))
 
     every = checkpoint.every if checkpoint is not None else np.inf

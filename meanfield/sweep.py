@@ -1,0 +1,578 @@
+"""Parameter sweeps: ``func(params, seed)`` over a grid × seeds, on Dask or in-process, with every
+finished task kept in a resumable store.
+
+    from meanfield import sweep
+    res = sweep.run(sweep.particle_clusters, {"beta": [1, 4, 9], "n": [64], "d": [3], "T": [20]},
+                    seeds=8, store="runs/phase", client="local")
+    res.select(beta=4).get("clusters")          # that output over the matching tasks
+    params, mean = res.aggregate("clusters")    # mean over seeds, one row per parameter set
+    sweep.load("runs/phase")                    # the same results, read from the store alone
+
+``run(func, grid, seeds, store, client=None, *, workers=None, progress=False) -> SweepResult``
+
+- ``func(params, seed) -> dict`` of scalars/arrays: a module-level function (its
+  ``module:qualname`` is part of each task's identity, so lambdas and local functions are
+  refused); with Dask, the workers must be able to import or unpickle it.
+- ``grid``: a dict name -> list of values (Cartesian product, first name slowest) or a list of
+  parameter dicts.  Values are JSON scalars (str, int, float, bool, None) or lists of them;
+  ``1`` and ``1.0`` are different parameters.  "seed" is reserved.
+- ``seeds``: an int S (seeds 0..S-1) or a list of distinct non-negative ints.
+- ``store``: a folder.  ``tasks/<key>.npz`` holds one finished task (its outputs and its
+  params, seed, function and run time), written atomically (temporary file + rename) as soon as
+  the result reaches this process; ``sweep.json`` lists the tasks in grid order.  A store
+  belongs to one function; the grid and the seeds may grow between runs.
+- ``client``: None (run here, one task after another), ``"local"`` (a LocalCluster of
+  ``workers`` single-threaded processes, default one per core), a scheduler address
+  ``"tcp://host:port"``, or a ``distributed.Client``.  On Dask workers each task runs with one
+  Numba thread (the tasks are the parallelism).
+
+Tasks run params-major, seeds fastest.  A task's key is a hash of (module:qualname, params,
+seed): rerunning ``run`` on a store computes only the tasks without a file, so a killed sweep
+resumes where it stopped and a lost worker only costs its running task (Dask recomputes it).
+A task that raises does not stop the others; ``run`` then raises ``SweepError`` naming the
+failed tasks, and everything that finished is in the store.
+
+Command line: ``meanfield sweep config.toml`` (see ``main`` and examples/sweep.toml).
+"""
+import argparse
+import contextlib
+import hashlib
+import json
+import numbers
+import os
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+
+from .checks import as_count
+
+__all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "particle_clusters", "main"]
+
+FORMAT = 1
+MANIFEST = "sweep.json"
+TASKS = "tasks"
+
+
+class SweepError(RuntimeError):
+    """Some tasks raised; the others finished and are in the store."""
+
+
+# --------------------------------------------------------------------------- tasks and identity
+
+@dataclass(frozen=True)
+class _Task:
+    key: str
+    params: dict
+    seed: int
+
+
+def _func_id(func):
+    """'module:qualname' of a module-level function (the stable part of a task's identity)."""
+    if not callable(func):
+        raise TypeError(f"func must be a function func(params, seed); got {type(func).__name__}")
+    module, qualname = getattr(func, "__module__", None), getattr(func, "__qualname__", None)
+    if not module or not qualname:
+        raise TypeError("func must be a plain module-level function (a functools.partial or callable "
+                        "object has no qualified name to identify its tasks); wrap it in a def")
+    if "<lambda>" in qualname or "<locals>" in qualname:
+        raise ValueError(f"func {qualname!r} is not a module-level function; define it with def at the top "
+                         f"level of a module so that its name identifies its tasks (and workers can import it)")
+    return f"{module}:{qualname}"
+
+
+def _canonical(value, name):
+    """value as plain JSON types (NumPy scalars and arrays become numbers and lists)."""
+    try:
+        text = json.dumps(value, allow_nan=False, default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"grid parameter {name!r} = {value!r} is not a finite JSON value ({exc}); use "
+                         f"numbers, strings, booleans, None or lists of them") from None
+    return json.loads(text)
+
+
+def _json_default(value):
+    if isinstance(value, (np.generic, np.ndarray)):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not a JSON type")
+
+
+def _param_sets(grid):
+    """The list of parameter dicts: a Cartesian product of a dict of lists, or a list of dicts."""
+    if isinstance(grid, dict):
+        if not grid:
+            raise ValueError("grid is empty; give at least one parameter, e.g. {'beta': [1.0, 4.0]}")
+        for name, values in grid.items():
+            if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+                raise TypeError(f"grid[{name!r}] must be a list of values; got {type(values).__name__} "
+                                f"(write [{values!r}] for a single value)")
+        columns = {name: list(values) for name, values in grid.items()}
+        for name, values in columns.items():
+            if not values:
+                raise ValueError(f"grid[{name!r}] is an empty list; give at least one value")
+        sets = [dict(zip(columns, combo)) for combo in product(*columns.values())]
+    elif isinstance(grid, (list, tuple)):
+        if not grid:
+            raise ValueError("grid is an empty list; give at least one parameter dict")
+        if not all(isinstance(p, dict) for p in grid):
+            raise TypeError("grid must be a dict of lists or a list of dicts of parameters")
+        sets = [dict(p) for p in grid]
+    else:
+        raise TypeError(f"grid must be a dict name -> list of values or a list of parameter dicts; "
+                        f"got {type(grid).__name__}")
+    out = []
+    for params in sets:
+        for name in params:
+            if not isinstance(name, str):
+                raise TypeError(f"grid parameter names must be strings; got {name!r}")
+            if name == "seed":
+                raise ValueError("'seed' is reserved for the seeds argument; rename the grid parameter")
+        out.append({name: _canonical(value, name) for name, value in params.items()})
+    return out
+
+
+def _seed_list(seeds):
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        return list(range(as_count(seeds, "seeds")))
+    if isinstance(seeds, (str, bytes)) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be an int (the number of seeds) or a list of ints; got {type(seeds).__name__}")
+    out = []
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
+            raise ValueError(f"seeds must be non-negative integers; got {s!r}")
+        out.append(int(s))
+    if not out:
+        raise ValueError("seeds is empty; give at least one seed")
+    if len(set(out)) != len(out):
+        raise ValueError("seeds contains duplicates; each seed must appear once")
+    return out
+
+
+def task_key(func_id, params, seed):
+    """The task's identity: a hash of (function, params, seed) that does not depend on dict order."""
+    text = json.dumps([func_id, params, seed], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _tasks(func_id, grid, seeds):
+    tasks = [_Task(task_key(func_id, p, s), p, s) for p in _param_sets(grid) for s in _seed_list(seeds)]
+    if len({t.key for t in tasks}) != len(tasks):
+        raise ValueError("grid contains the same parameter set twice; each (params, seed) must be unique")
+    return tasks
+
+
+# --------------------------------------------------------------------------- running one task
+
+def _as_outputs(out, func_id):
+    """func's return value as a dict name -> NumPy array (numbers, booleans, strings)."""
+    if not isinstance(out, dict) or not out:
+        raise TypeError(f"{func_id} must return a non-empty dict of scalars or arrays; "
+                        f"got {type(out).__name__}")
+    arrays = {}
+    for name, value in out.items():
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+            raise ValueError(f"{func_id} returned output name {name!r}; use identifiers not starting with '_'")
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biufcU":
+            raise TypeError(f"{func_id} returned {name!r} of dtype {arr.dtype}; outputs must be numbers, "
+                            f"booleans or strings (scalars or arrays)")
+        arrays[name] = arr
+    return arrays
+
+
+def _single_numba_thread():
+    """One Numba thread per task on Dask workers (the tasks are the parallelism)."""
+    numba = sys.modules.get("numba")
+    if numba is None:
+        os.environ["NUMBA_NUM_THREADS"] = "1"
+    else:
+        numba.set_num_threads(1)
+
+
+def _execute(func, params, seed, on_worker):
+    """Run one task: (outputs, seconds)."""
+    if on_worker:
+        _single_numba_thread()
+    start = time.perf_counter()
+    outputs = _as_outputs(func(dict(params), seed), _func_id(func))
+    return outputs, time.perf_counter() - start
+
+
+# --------------------------------------------------------------------------- the store
+
+def _atomic_write(path, write):
+    """write(file) into a temporary file next to path, then rename it onto path."""
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def _task_path(store, key):
+    return os.path.join(store, TASKS, key + ".npz")
+
+
+def _write_task(store, func_id, task, outputs, seconds):
+    meta = dict(key=task.key, func=func_id, params=task.params, seed=task.seed, seconds=seconds)
+    _atomic_write(_task_path(store, task.key),
+                  lambda fh: np.savez(fh, _task=np.array(json.dumps(meta)), **outputs))
+
+
+def _read_task(path):
+    with np.load(path, allow_pickle=False) as data:
+        meta = json.loads(str(data["_task"]))
+        outputs = {name: data[name] for name in data.files if name != "_task"}
+    return meta, outputs
+
+
+def _read_manifest(store):
+    path = os.path.join(store, MANIFEST)
+    if not os.path.exists(path):
+        return None
+    with open(path) as fh:
+        manifest = json.load(fh)
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{path} has store format {manifest.get('format')!r}; this version reads {FORMAT}")
+    return manifest
+
+
+def _open_store(store, func_id, tasks):
+    """Create or extend the store's manifest with ``tasks`` (existing tasks keep their place)."""
+    store = os.fspath(store)
+    os.makedirs(os.path.join(store, TASKS), exist_ok=True)
+    manifest = _read_manifest(store) or dict(format=FORMAT, func=func_id, tasks=[])
+    if manifest["func"] != func_id:
+        raise ValueError(f"store {store!r} holds results of {manifest['func']}, not {func_id}; "
+                         f"use another store folder for another function")
+    known = {entry["key"] for entry in manifest["tasks"]}
+    new = [dict(key=t.key, params=t.params, seed=t.seed) for t in tasks if t.key not in known]
+    if new:
+        manifest["tasks"].extend(new)
+        text = json.dumps(manifest, indent=1)
+        _atomic_write(os.path.join(store, MANIFEST), lambda fh: fh.write(text.encode()))
+    return store
+
+
+# --------------------------------------------------------------------------- results
+
+_MISSING = object()
+
+
+@dataclass(eq=False)
+class SweepResult:
+    """Finished tasks of a sweep, in grid order (params-major, seeds fastest).
+
+    Fields: params (list of dicts), seeds (T,) ints, keys (task hashes), outputs (list of dicts
+    name -> array), seconds (T,) run time of each task, info (store, function, counts).
+    """
+    params: list
+    seeds: np.ndarray
+    keys: list
+    outputs: list
+    seconds: np.ndarray
+    info: dict = field(default_factory=dict)
+
+    def __len__(self):
+        return len(self.keys)
+
+    @property
+    def names(self):
+        """Output names (those of the first task)."""
+        return list(self.outputs[0]) if self.outputs else []
+
+    def param(self, name):
+        """Values of one parameter over the tasks, (T,)."""
+        if not any(name in p for p in self.params):
+            raise KeyError(f"no parameter {name!r}; parameters: {sorted({k for p in self.params for k in p})}")
+        return np.array([p.get(name) for p in self.params])
+
+    def get(self, name):
+        """One output stacked over the tasks: shape (T,) + its shape."""
+        missing = [k for k, out in zip(self.keys, self.outputs) if name not in out]
+        if missing or not self.outputs:
+            raise KeyError(f"output {name!r} missing from {len(missing) or 'all'} task(s); outputs: {self.names}")
+        values = [out[name] for out in self.outputs]
+        if len({v.shape for v in values}) > 1:
+            raise ValueError(f"output {name!r} has different shapes across tasks; use "
+                             f"[out[{name!r}] for out in result.outputs]")
+        return np.stack(values)
+
+    def select(self, **where):
+        """The tasks whose parameters (or ``seed``) equal the given values."""
+        def keep(p, s):
+            return all((s if name == "seed" else p.get(name, _MISSING)) == value
+                       for name, value in where.items())
+        idx = [i for i, (p, s) in enumerate(zip(self.params, self.seeds)) if keep(p, s)]
+        return SweepResult([self.params[i] for i in idx], self.seeds[idx], [self.keys[i] for i in idx],
+                           [self.outputs[i] for i in idx], self.seconds[idx], dict(self.info))
+
+    def aggregate(self, name, reduce=np.mean):
+        """(parameter sets, values): ``reduce(stacked, axis=0)`` of output ``name`` over the seeds of
+        each parameter set, sets in order of first appearance."""
+        groups = {}
+        for p, out in zip(self.params, self.outputs):
+            groups.setdefault(json.dumps(p, sort_keys=True), (p, []))[1].append(out[name])
+        sets = [p for p, _ in groups.values()]
+        return sets, np.array([reduce(np.stack(v), axis=0) for _, v in groups.values()])
+
+    def table(self):
+        """Columns name -> (T,) array: the parameters, ``seed`` and every scalar output."""
+        cols = {}
+        for p in self.params:
+            for name in p:
+                cols.setdefault(name, None)
+        cols = {name: self.param(name) for name in cols}
+        cols["seed"] = self.seeds
+        for name in self.names:
+            if all(name in out and out[name].ndim == 0 for out in self.outputs):
+                cols[name] = self.get(name)
+        return cols
+
+
+def _result(entries, info):
+    """SweepResult from (meta, outputs) pairs."""
+    return SweepResult(params=[m["params"] for m, _ in entries],
+                       seeds=np.array([m["seed"] for m, _ in entries], dtype=np.int64),
+                       keys=[m["key"] for m, _ in entries], outputs=[o for _, o in entries],
+                       seconds=np.array([m["seconds"] for m, _ in entries], dtype=float), info=info)
+
+
+def load(store):
+    """All finished tasks of a store, in the order of its manifest; ``info['pending']`` counts
+    the listed tasks without a result yet."""
+    store = os.fspath(store)
+    manifest = _read_manifest(store)
+    if manifest is None:
+        raise ValueError(f"{store!r} is not a sweep store (no {MANIFEST}); give the folder passed to run()")
+    folder = os.path.join(store, TASKS)
+    on_disk = {name[:-4] for name in os.listdir(folder) if name.endswith(".npz") and not name.startswith(".")}
+    listed = [entry["key"] for entry in manifest["tasks"]]
+    # tasks written by a run whose manifest update was overtaken by a concurrent run come last
+    order = [k for k in listed if k in on_disk] + sorted(on_disk - set(listed))
+    entries = [_read_task(_task_path(store, k)) for k in order]
+    info = dict(store=store, func=manifest["func"], pending=len(set(listed) - on_disk))
+    return _result(entries, info)
+
+
+# --------------------------------------------------------------------------- running the sweep
+
+@contextlib.contextmanager
+def _dask_client(client, workers):
+    """A distributed.Client for ``client`` (None stays None); clusters started here are closed."""
+    if client is None:
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise ImportError("client= needs Dask: pip install 'meanfield[dist]' (or run with client=None, "
+                          "in this process)") from None
+    if isinstance(client, Client):
+        yield client
+    elif client == "local":
+        n = as_count(workers, "workers") if workers is not None else _cores()
+        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                          env={"NUMBA_NUM_THREADS": "1"}) as cluster, Client(cluster) as c:
+            yield c
+    elif isinstance(client, str):
+        with Client(client, timeout="20s") as c:
+            yield c
+    else:
+        raise TypeError(f"client must be None, 'local', a scheduler address 'tcp://host:port' or a "
+                        f"distributed.Client; got {type(client).__name__}")
+
+
+def _cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def _progress(progress, total, done):
+    from tqdm.auto import tqdm
+    return tqdm(total=total, initial=done, unit="task", desc="sweep", disable=not progress)
+
+
+def _run_here(func, todo):
+    for task in todo:
+        try:
+            yield task, _execute(func, task.params, task.seed, False), None
+        except Exception as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
+            yield task, None, exc
+
+
+def _run_dask(client, func, todo):
+    from distributed import as_completed
+    futures = {}
+    for task in todo:
+        fut = client.submit(_execute, func, task.params, task.seed, True, key=f"meanfield-sweep-{task.key}",
+                            pure=False)
+        futures[fut.key] = (fut, task)
+    for fut in as_completed([f for f, _ in futures.values()]):
+        _, task = futures.pop(fut.key)
+        try:
+            yield task, fut.result(), None
+        except Exception as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
+            yield task, None, exc
+        fut.release()
+
+
+def run(func, grid, seeds, store, client=None, *, workers=None, progress=False):
+    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
+    tasks already in ``store``; return the SweepResult of all the grid's tasks (see the module
+    docstring for the arguments)."""
+    func_id = _func_id(func)
+    tasks = _tasks(func_id, grid, seeds)
+    store = _open_store(store, func_id, tasks)
+    finished = {t.key for t in tasks if os.path.exists(_task_path(store, t.key))}
+    todo = [t for t in tasks if t.key not in finished]
+    failures = []
+    start = time.perf_counter()
+    with _dask_client(client, workers) as dask_client:
+        stream = _run_here(func, todo) if dask_client is None else _run_dask(dask_client, func, todo)
+        with _progress(progress, len(tasks), len(finished)) as bar:
+            for task, result, exc in stream:
+                if exc is not None:
+                    failures.append((task, exc))
+                    continue
+                _write_task(store, func_id, task, *result)
+                bar.update(1)
+        where = "in-process" if dask_client is None else str(dask_client.scheduler.address)
+    if failures:
+        task, exc = failures[0]
+        lines = [f"  params={t.params} seed={t.seed}: {type(e).__name__}: {e}" for t, e in failures[:10]]
+        more = f"\n  ... and {len(failures) - 10} more" if len(failures) > 10 else ""
+        raise SweepError(f"{len(failures)} of {len(tasks)} tasks of {func_id} failed (the other results are "
+                         f"in {store!r}; fix and rerun to compute only the missing ones):\n"
+                         + "\n".join(lines) + more) from exc
+    info = dict(store=store, func=func_id, computed=len(todo), reused=len(finished), client=where,
+                seconds=time.perf_counter() - start)
+    return _result([_read_task(_task_path(store, t.key)) for t in tasks], info)
+
+
+# --------------------------------------------------------------------------- a standard task
+
+def particle_clusters(params, seed):
+    """Tokens i.i.d. uniform on S^{d-1} (``seed``) evolved to time T; their clusters and energy.
+
+    params: beta, n, d, T, and optionally model ("SA" | "USA", default "SA"), method ("rk4"),
+    dt (default: the solver's), tol (geodesic cluster scale, default 1e-2).
+    Outputs: clusters (count at T), energy0 and energy (E_β at 0 and T), min_inner (the smallest
+    <x_i, x_j> at T; 1 means consensus).
+    """
+    from .clusters import cluster_count
+    from .energy import energy
+    from .geometry import uniform_sphere
+    from .models import SA, USA
+    from solvers.particles import solve
+
+    models = {"SA": SA, "USA": USA}
+    name = params.get("model", "SA")
+    if name not in models:
+        raise ValueError(f"unknown model {name!r}; choose 'SA' or 'USA'")
+    model = models[name](params["beta"])
+    x0 = uniform_sphere(params["n"], params["d"], seed=seed)
+    sol = solve(model, x0, [0.0, params["T"]], method=params.get("method", "rk4"), dt=params.get("dt"),
+                energy=False)
+    x = sol.final
+    return dict(clusters=cluster_count(x, params.get("tol", 1e-2)), energy0=energy(x0, model.beta),
+                energy=energy(x, model.beta), min_inner=float(np.min(x @ x.T)))
+
+
+# --------------------------------------------------------------------------- command line
+
+def _import_function(spec, name="function"):
+    """'package.module:function' -> the function."""
+    import importlib
+    module, sep, qualname = str(spec).partition(":")
+    if not sep or not module or not qualname:
+        raise ValueError(f"{name} must look like 'package.module:function'; got {spec!r}")
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _read_config(path):
+    try:
+        import tomllib
+    except ImportError:                 # Python 3.10
+        import tomli as tomllib
+    with open(path, "rb") as fh:
+        config = tomllib.load(fh)
+    for key in ("function", "grid"):
+        if key not in config:
+            raise ValueError(f"{path}: missing '{key}' (see examples/sweep.toml)")
+    return config
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="meanfield sweep", description=(
+        "Run func(params, seed) over a parameter grid and seeds, on a Dask cluster (a local one by default) "
+        "or in this process, into a resumable store: rerunning computes only the missing tasks."))
+    p.add_argument("config", help="TOML file: function = 'module:name', store, seeds, [grid] (see examples/sweep.toml)")
+    p.add_argument("--scheduler", help="'local' (default: a LocalCluster), 'none' (in-process) or tcp://host:port")
+    p.add_argument("--workers", type=int, help="workers of the local cluster (default: one per core)")
+    p.add_argument("--store", help="store folder (overrides the config's 'store')")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _summary(res, limit=40):
+    """Lines of a table: one row per parameter set, the mean over seeds of each scalar output."""
+    scalar = [n for n in res.names if all(n in out and out[n].ndim == 0 and out[n].dtype.kind in "biuf"
+                                          for out in res.outputs)]
+    if not scalar:
+        return [f"outputs {res.names} are not numeric scalars; read them with sweep.load(store).get(name)"]
+    sets, _ = res.aggregate(scalar[0])
+    means = {n: res.aggregate(n)[1] for n in scalar}
+    names = list(dict.fromkeys(k for p in sets for k in p))
+    header = names + [f"mean {n}" for n in scalar]
+    rows = [[str(p.get(k, "")) for k in names] + [f"{means[n][i]:.6g}" for n in scalar] for i, p in enumerate(sets)]
+    widths = [max(len(h), *(len(r[c]) for r in rows)) for c, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows[:limit]]
+    if len(rows) > limit:
+        lines.append(f"... {len(rows) - limit} more parameter sets (sweep.load(store) has them all)")
+    return lines
+
+
+def main(argv=None):
+    """``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]``."""
+    args = _parser().parse_args(argv)
+    config = _read_config(args.config)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.config)))   # a tasks.py next to the config
+    func = _import_function(config["function"])
+    dask_config = config.get("dask", {})
+    scheduler = args.scheduler or dask_config.get("scheduler", "local")
+    workers = args.workers or dask_config.get("workers")
+    store = args.store or config.get("store", os.path.splitext(os.path.basename(args.config))[0] + "-store")
+    client = None if scheduler == "none" else scheduler
+    if client == "local":
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            print("meanfield sweep: Dask is not installed (pip install 'meanfield[dist]'); running in-process",
+                  file=sys.stderr)
+            client = None
+    try:
+        res = run(func, config["grid"], config.get("seeds", 1), store, client=client, workers=workers,
+                  progress=not args.no_progress)
+    except SweepError as exc:
+        print(f"meanfield sweep: {exc}", file=sys.stderr)
+        traceback.print_exception(exc.__cause__, file=sys.stderr)
+        return 1
+    print(f"{len(res)} tasks of {res.info['func']} in {res.info['store']} ({res.info['computed']} computed, "
+          f"{res.info['reused']} reused; {res.info['client']}, {res.info['seconds']:.1f} s)")
+    print("\n".join(_summary(res)))
+    return 0
