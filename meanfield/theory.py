@@ -23,7 +23,8 @@ __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "eq
 def _log_funk_hecke(beta, d, l):
     """log c_l(β) for β > 0, overflow-free (exponentially scaled Bessel function)."""
     nu = d / 2.0 - 1.0
-    return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + np.log(ive(l + nu, beta)) + beta
+    with np.errstate(divide="ignore"):  # ive underflows to 0 for l >> β: c_l = 0 to double precision
+        return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + np.log(ive(l + nu, beta)) + beta
 
 
 def funk_hecke(beta, d, l):

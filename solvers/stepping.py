@@ -23,6 +23,7 @@ from meanfield.checks import as_choice, as_count, as_positive
 FIXED = ("euler", "rk4", "ssprk3")
 ADAPTIVE = ("dopri5",)
 SCHEMES = FIXED + ADAPTIVE
+MAX_STEPS = 1e10
 
 # Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
 _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
@@ -119,6 +120,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     """
     as_choice(scheme, "method", SCHEMES)
     rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
+    if scheme in FIXED and t_eval[-1] - t_eval[0] > MAX_STEPS * dt:
+        raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to reach "
+                         f"t = {t_eval[-1]:g}; choose a larger dt")
     project = project or (lambda y: y)
     y = np.array(y0, dtype=np.float64)
     start = digest(y) if checkpoint is not None else None
