@@ -1,0 +1,220 @@
+"""``meanfield figures``: reproduce the experiments of arXiv:2312.10794 (the ``validation/`` scripts).
+
+Each script ``validation/NAME.py`` defines ``main(argv=None)`` accepting ``--quick`` (small
+sizes, seconds, for the test suite) and ``--out DIR``, and runs one experiment, most of them
+through an ``Experiment``, which parses those options, records named checks of the
+experiment's claims, and writes
+``DIR/NAME.png`` (plus any extra files) and ``DIR/NAME.json`` — the numbers behind the figure,
+the checks, the run time and the command that made them.  A failed check makes the run fail.
+
+    meanfield figures --list
+    meanfield figures                         # every experiment at the paper's size
+    meanfield figures kuramoto repulsive --quick --out /tmp/figs
+
+The scripts are found next to the package (an editable install or a source checkout: the
+folder ``validation/`` beside ``meanfield/``).
+"""
+import argparse
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Experiment", "CheckFailed", "max_relative_decrease", "validation_dir", "scripts", "load_script",
+           "run_script", "main"]
+
+DEFAULT_OUT = Path("validation") / "results"
+
+
+class CheckFailed(AssertionError):
+    """An experiment's claim did not hold (its JSON is still written, with the failed checks)."""
+
+
+def validation_dir():
+    """The ``validation/`` folder of the source tree this package was imported from."""
+    folder = Path(__file__).resolve().parent.parent / "validation"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"no validation/ folder next to the meanfield package ({folder}); the figure "
+                                f"scripts ship with the source tree: install it with pip install -e <checkout>")
+    return folder
+
+
+def scripts():
+    """name -> path of every experiment script (``validation/*.py`` not starting with ``_``)."""
+    return {p.stem: p for p in sorted(validation_dir().glob("*.py")) if not p.name.startswith("_")}
+
+
+def load_script(name):
+    """Import ``validation/NAME.py`` as the module ``NAME`` (so that module-level task functions
+    have the same identity whichever way the script is started)."""
+    known = scripts()
+    if name not in known:
+        raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)} (meanfield figures --list)")
+    folder = str(validation_dir())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def run_script(path, argv=None):
+    """Entry point of ``python validation/NAME.py [options]``: run that experiment's ``main``."""
+    module = load_script(Path(path).stem)
+    try:
+        module.main(sys.argv[1:] if argv is None else argv)
+    except CheckFailed as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def max_relative_decrease(values):
+    """Largest drop between consecutive entries along axis 0, relative to max |values| (0 if none):
+    the monotonicity defect of an energy history."""
+    values = np.asarray(values, dtype=float)
+    return float(max(0.0, -np.min(np.diff(values, axis=0)) / np.max(np.abs(values))))
+
+
+def _jsonable(value):
+    """NumPy arrays and scalars as plain JSON (non-finite floats as strings)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
+
+
+class Experiment:
+    """Options, checks and outputs of one validation script.
+
+    ``exp = Experiment(name, description, argv)`` parses ``--quick`` and ``--out`` (plus the
+    options a script adds through ``options(parser)``); ``exp.size(quick, full)`` picks a size;
+    ``exp.check(claim, ok, **numbers)`` records a claim; ``exp.path(suffix)`` names an output;
+    ``exp.finish(figure, results)`` writes NAME.png and NAME.json and raises ``CheckFailed``
+    if any claim failed.
+    """
+
+    def __init__(self, name, description, argv=None, options=None):
+        parser = argparse.ArgumentParser(prog=f"validation/{name}.py", description=description)
+        parser.add_argument("--quick", action="store_true", help="small sizes (seconds), for the test suite")
+        parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT})")
+        if options is not None:
+            options(parser)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        self.args = parser.parse_args(argv)
+        self.name = name
+        self.description = description
+        self.quick = self.args.quick
+        self.out = Path(self.args.out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.command = _command(name, argv)
+        self.checks = []
+        self.start = time.perf_counter()
+
+    def size(self, quick, full):
+        """``quick`` under --quick, else ``full`` (the paper's size)."""
+        return quick if self.quick else full
+
+    def path(self, suffix):
+        """Output file ``OUT/NAME<suffix>`` (e.g. ``.gif``, ``_store``)."""
+        return self.out / f"{self.name}{suffix}"
+
+    def check(self, claim, ok, **numbers):
+        """Record whether ``claim`` held, with the numbers that decide it; returns ``ok``."""
+        ok = bool(ok)
+        self.checks.append(dict(claim=claim, passed=ok, **numbers))
+        print(f"  [{'ok' if ok else 'FAILED'}] {claim}  " + ", ".join(f"{k}={_short(v)}" for k, v in numbers.items()))
+        return ok
+
+    def finish(self, figure, results):
+        """Write NAME.png (``figure``, a matplotlib Figure) and NAME.json; raise if a check failed."""
+        png = self.path(".png")
+        figure.savefig(png, dpi=110 if self.quick else 150, bbox_inches="tight")
+        import matplotlib.pyplot as plt
+        plt.close(figure)
+        failed = [c["claim"] for c in self.checks if not c["passed"]]
+        record = dict(name=self.name, description=self.description, command=self.command, quick=self.quick,
+                      seconds=round(time.perf_counter() - self.start, 2), passed=not failed,
+                      checks=self.checks, results=results,
+                      environment=dict(python=platform.python_version(), numpy=np.__version__,
+                                       cores=os.cpu_count()))
+        with open(self.path(".json"), "w") as fh:
+            json.dump(_jsonable(record), fh, indent=1)
+        print(f"{self.name}: wrote {png} and {self.path('.json')} ({record['seconds']} s)")
+        if failed:
+            raise CheckFailed(f"{self.name}: {len(failed)} claim(s) failed: " + "; ".join(failed))
+        return record
+
+
+def _command(name, argv):
+    """The command line that reruns this experiment (``--out`` left out when it is the default)."""
+    argv = list(argv)
+    if "--out" in argv:
+        k = argv.index("--out")
+        default = Path(__file__).resolve().parent.parent / DEFAULT_OUT
+        if k + 1 < len(argv) and Path(argv[k + 1]).resolve() == default:
+            del argv[k:k + 2]
+    return " ".join(["meanfield", "figures", name] + argv)
+
+
+def _short(value):
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) > 8:
+        return f"[{np.size(value)} values]"
+    return value
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="meanfield figures",
+                                     description="Reproduce the experiments of 'A mathematical perspective on "
+                                                 "Transformers' (scripts in validation/): each writes NAME.png and "
+                                                 "NAME.json and checks its claim.")
+    parser.add_argument("names", nargs="*", help="experiments to run (default: all; see --list)")
+    parser.add_argument("--quick", action="store_true", help="small sizes (seconds each), as in the test suite")
+    parser.add_argument("--out", default=None, help="output folder (default validation/results of the source tree)")
+    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    known = scripts()
+    if args.list:
+        for name in known:
+            doc = (load_script(name).__doc__ or "").strip().splitlines()
+            print(f"{name:<18}{doc[0] if doc else ''}")
+        return 0
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        print(f"meanfield figures: unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(known)}",
+              file=sys.stderr)
+        return 2
+    out = args.out or str(validation_dir() / "results")
+    failed = []
+    for name in args.names or list(known):
+        print(f"== {name}")
+        try:
+            load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
+        except CheckFailed as exc:
+            failed.append(name)
+            print(f"FAILED: {exc}", file=sys.stderr)
+        except SystemExit as exc:   # a script's own argument parser refused the options
+            if exc.code not in (0, None):
+                failed.append(name)
+                print(f"FAILED: {name} exited with {exc.code} (every script must accept --quick and --out DIR)",
+                      file=sys.stderr)
+    if failed:
+        print(f"meanfield figures: {len(failed)} experiment(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

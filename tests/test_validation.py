@@ -1,0 +1,131 @@
+"""The validation scripts (``meanfield figures``): every experiment runs at --quick size and its
+claims hold; the constructions they compare against are checked independently."""
+import json
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield import cli, exact, figures
+
+EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
+               "energy"]
+
+
+@pytest.fixture(scope="module")
+def quick_results(tmp_path_factory):
+    """Run every experiment once at --quick size through the command line; name -> JSON record."""
+    out = tmp_path_factory.mktemp("figures")
+    assert cli.main(["figures", *EXPERIMENTS, "--quick", "--out", str(out)]) == 0
+    records = {}
+    for name in EXPERIMENTS:
+        assert (out / f"{name}.png").stat().st_size > 10_000
+        with open(out / f"{name}.json") as fh:
+            records[name] = json.load(fh)
+    records["_out"] = out
+    return records
+
+
+def test_every_script_is_listed_and_found():
+    assert set(EXPERIMENTS) <= set(figures.scripts())
+    assert figures.main(["--list"]) == 0
+
+
+def test_unknown_experiment_is_refused(capsys):
+    assert figures.main(["no_such_experiment", "--quick"]) == 2
+    assert "no_such_experiment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_quick_run_passes_its_checks_and_records_its_command(quick_results, name):
+    record = quick_results[name]
+    assert record["passed"] and record["quick"]
+    assert record["checks"] and all(c["passed"] for c in record["checks"])
+    assert record["command"].startswith(f"meanfield figures {name} --quick")
+
+
+def test_trajectories_writes_a_small_gif(quick_results):
+    gif = quick_results["_out"] / "trajectories.gif"
+    assert gif.read_bytes()[:6] == b"GIF89a" and gif.stat().st_size < 2_000_000
+
+
+def test_quick_numbers(quick_results):
+    hd = quick_results["high_dimension"]["results"]
+    for name in ("SA", "USA"):
+        assert -0.7 <= hd[name]["slope"] <= -0.3
+        assert hd[name]["exact_start_error"] <= 1e-8
+    meta = quick_results["metastability"]["results"]["particles"]
+    for entry in meta.values():
+        assert entry["early"] == [entry["l_star"]] * len(entry["early"])
+    for row in quick_results["repulsive"]["results"]["table"]:
+        assert max(row["energy_gap"]) <= 1e-6
+    assert 0.8 <= quick_results["kuramoto"]["results"]["observed_order"] <= 1.2
+
+
+def test_failed_claim_raises_and_is_recorded(tmp_path):
+    import matplotlib.pyplot as plt
+    exp = figures.Experiment("demo", "a claim that fails", ["--out", str(tmp_path)])
+    exp.check("one equals two", 1 == 2, value=np.float64(1.0))
+    with pytest.raises(figures.CheckFailed, match="one equals two"):
+        exp.finish(plt.figure(), dict(array=np.arange(3), bad=np.inf))
+    record = json.loads((tmp_path / "demo.json").read_text())
+    assert record["passed"] is False and record["results"] == {"array": [0, 1, 2], "bad": "inf"}
+
+
+def test_default_output_folder_is_left_out_of_the_command(tmp_path):
+    default = figures.validation_dir() / "results"
+    assert figures._command("x", ["--quick", "--out", str(default)]) == "meanfield figures x --quick"
+    assert figures._command("x", ["--out", str(tmp_path)]) == f"meanfield figures x --out {tmp_path}"
+
+
+# ------------------------------------------------------------------ the scripts' own constructions
+
+def test_repulsive_reference_configurations():
+    rep = figures.load_script("repulsive")
+    for d in (3, 4, 8):
+        g = rep.simplex(d) @ rep.simplex(d).T
+        assert np.allclose(g[~np.eye(d + 1, dtype=bool)], -1.0 / d, atol=1e-14)
+        assert np.allclose(np.sum(rep.simplex(d), axis=0), 0, atol=1e-14)
+    ico = rep.icosahedron()
+    assert ico.shape == (12, 3)
+    assert rep.min_angle(ico) == pytest.approx(np.degrees(np.arccos(1 / np.sqrt(5))), abs=1e-10)
+    # every optimal configuration is balanced, hence a critical point of the repulsive flow
+    for (_, n, d), x in rep.optimal_configurations().items():
+        assert x.shape == (n, d)
+        assert np.max(np.abs(mf.velocity(mf.USA(3.0, V=-1), x))) <= 1e-13
+
+
+def test_high_dimension_span_coordinates_keep_the_gram_matrix():
+    hd = figures.load_script("high_dimension")
+    x = mf.uniform_sphere(8, 50, seed=3, batch=2)
+    y = hd._span_coordinates(x)
+    assert y.shape == (2, 8, 8)
+    assert np.allclose(np.einsum("bid,bjd->bij", x, x), np.einsum("bid,bjd->bij", y, y), atol=1e-14)
+
+
+def test_kuramoto_mobius_start_is_a_wrapped_cauchy_quadrature():
+    kur = figures.load_script("kuramoto")
+    theta = kur.mobius_angles(400, 0.3)
+    assert kur.order_parameter(theta) == pytest.approx(0.3, abs=1e-12)
+    # empirical CDF of the pushed points against the exact wrapped Cauchy CDF
+    sorted_theta = np.sort(theta)
+    cdf = exact.wrapped_cauchy_cdf(sorted_theta, 0.3)
+    assert np.max(np.abs(cdf - (np.arange(400) + 0.5) / 400)) <= 1e-12
+
+
+def test_metastability_initial_data():
+    meta = figures.load_script("metastability")
+    phases = meta.perturbation_phases(10, seed=0)
+    theta = np.linspace(0, 2 * np.pi, 4096, endpoint=False)
+    rho = meta.near_uniform_density(theta, phases)
+    assert np.mean(rho) * 2 * np.pi == pytest.approx(1.0, abs=1e-14)
+    angles = meta.near_uniform_angles(64, phases)
+    assert np.max(np.abs(angles - 2 * np.pi * np.arange(64) / 64)) <= 10 * meta.EPS
+    runs = meta.plateaus(np.arange(6.0), np.array([9, 4, 4, 3, 3, 3]), 1)
+    assert runs == [(4, 1.0, 2.0, True), (3, 3.0, 5.0, False)]
+
+
+def test_phase_diagram_crossing():
+    pd = figures.load_script("phase_diagram")
+    assert pd.crossing([1.0, 2.0, 3.0], [1.0, 0.75, 0.25]) == pytest.approx(2.5)
+    assert np.isnan(pd.crossing([1.0, 2.0], [1.0, 0.9]))
