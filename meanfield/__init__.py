@@ -11,9 +11,12 @@ from .geometry import (circle_angles, circle_points, geodesic_distance, normalis
                        tangent_projection, uniform_sphere)
 from .models import SA, USA, model_from_dict, velocity
 from .theory import growth_rate, most_unstable_mode
+from .transport import wasserstein
+from .measures import perturbed_uniform, sample_density
 
 __version__ = "0.1.0"
 
 __all__ = ["SA", "USA", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
            "tangent_projection", "circle_points", "circle_angles", "random_rotation",
-           "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode"]
+           "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode",
+           "wasserstein", "sample_density", "perturbed_uniform"]

@@ -36,7 +36,7 @@ class ParticleSolution(_Saveable):
     """
     t: np.ndarray
     x: np.ndarray
-    energy: np.ndarray
+    energy: np.ndarray = None
     model: object = None
     info: dict = field(default_factory=dict)
     theta: np.ndarray = None

@@ -1,0 +1,300 @@
+"""Particles against the density PDE: the package's main job (``meanfield compare``).
+
+From one initial density ρ_0 and one model, run
+
+- the particle system with n tokens drawn i.i.d. from ρ_0, for several independent draws
+  (one batched solve), and
+- the finite-volume solver for ∂_t ρ + div(ρ X[ρ]) = 0 (``solvers.circle`` on S^1,
+  ``solvers.sphere`` on S^2),
+
+and report at every output time: W_1 and W_2 between each empirical measure
+μ^n_t = (1/n) sum δ_{x_i(t)} and the grid measure sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians;
+``meanfield.wasserstein``), the interaction energies E_β of both, and their cluster counts.
+
+E_β of μ^n includes the self-interaction e^β/(2βn) of the diagonal i = j, a bias of
+O(1/n) against the density's E_β on top of the O(n^{-1/2}) sampling fluctuation.
+
+Clusters are counted the same way for both measures: connected components of mass >= 1% of
+the region where the measure is denser than 5% of the uniform density 1/|S^{d-1}|. For a
+grid, the cells with ρ_i >= 0.05/|S| joined across neighbouring cells; for n particles,
+single linkage at the distance (20 |S|/n)^{1/(d-1)} (twenty mean spacings), so gaps emptier
+than 5% of uniform separate clusters.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .checks import as_choice, as_count, as_time_grid
+from .clusters import cluster_count
+from .energy import energy
+from .measures import perturbed_uniform, sample_density, sphere_area
+from .models import SA, USA, as_model
+from .transport import wasserstein
+
+__all__ = ["Comparison", "compare", "main"]
+
+GEOMETRIES = {"circle": 2, "sphere": 3}
+CLUSTER_LEVEL = 0.05       # fraction of the uniform density below which a region is empty
+CLUSTER_MASS = 0.01        # smallest mass counted as a cluster
+
+
+@dataclass(eq=False)
+class Comparison:
+    """Particles vs density at the output times t (m,), over S independent draws of tokens.
+
+    Fields: t (m,); w1, w2 (m, S) Wasserstein distances (radians) between each draw's empirical
+    measure and the grid measure; energy_particles (m, S) and energy_density (m,) E_β;
+    clusters_particles (m, S) and clusters_density (m,); particles (ParticleSolution, x of shape
+    (m, S, n, d)); density (DensitySolution); info (settings, methods, timings).
+    """
+    t: np.ndarray
+    w1: np.ndarray
+    w2: np.ndarray
+    energy_particles: np.ndarray
+    energy_density: np.ndarray
+    clusters_particles: np.ndarray
+    clusters_density: np.ndarray
+    particles: object
+    density: object
+    info: dict = field(default_factory=dict)
+
+    @property
+    def energy_gap(self):
+        """(mean over draws of E_β(μ^n) - E_β(ρ)) / E_β(ρ) at each output time (m,)."""
+        return self.energy_particles.mean(axis=1) / self.energy_density - 1.0
+
+    def table(self):
+        """The comparison as a plain-text table (means ± standard deviations over the draws)."""
+        s = self.w1.shape[1]
+        head = (f"{'t':>7} {'W1':>17} {'W2':>17} {'E particles':>12} {'E density':>12} {'gap':>8} "
+                f"{'clusters':>9} {'(density)':>9}")
+        lines = [head, "-" * len(head)]
+        for k, t in enumerate(self.t):
+            c = self.clusters_particles[k]
+            cl = f"{c[0]}" if np.all(c == c[0]) else f"{c.min()}-{c.max()}"
+            lines.append(f"{t:7.3g} {_pm(self.w1[k], s):>17} {_pm(self.w2[k], s):>17} "
+                         f"{self.energy_particles[k].mean():12.6g} {self.energy_density[k]:12.6g} "
+                         f"{100 * self.energy_gap[k]:7.2f}% {cl:>9} {self.clusters_density[k]:>9}")
+        return "\n".join(lines)
+
+    def to_dict(self):
+        """JSON-ready numbers: settings, per-draw series and a summary."""
+        return dict(
+            info=self.info,
+            t=self.t.tolist(),
+            w1=self.w1.tolist(), w2=self.w2.tolist(),
+            energy_particles=self.energy_particles.tolist(), energy_density=self.energy_density.tolist(),
+            energy_gap=self.energy_gap.tolist(),
+            clusters_particles=self.clusters_particles.tolist(),
+            clusters_density=self.clusters_density.tolist(),
+            summary=dict(w1_final=float(self.w1[-1].mean()), w2_final=float(self.w2[-1].mean()),
+                         w2_max=float(self.w2.mean(axis=1).max()),
+                         energy_gap_max=float(np.abs(self.energy_gap).max()),
+                         clusters_particles_final=self.clusters_particles[-1].tolist(),
+                         clusters_density_final=int(self.clusters_density[-1])),
+        )
+
+
+def _pm(values, s):
+    return f"{values.mean():.3e}" + (f" ± {values.std(ddof=1):.1e}" if s > 1 else "")
+
+
+def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=False):
+    """The finite-volume solution on S^1 (``cells`` cells) or S^2 (``icosphere(level)``)."""
+    if geometry == "circle":
+        from solvers import circle
+        return circle.solve(model, rho0, t_eval, cells=as_count(cells, "cells"), flux=flux, progress=progress)
+    from solvers import sphere
+    mesh = sphere.icosphere(as_count(level, "level", minimum=0))
+    return sphere.solve(model, rho0, t_eval, mesh=mesh, flux=flux, progress=progress)
+
+
+def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=512, level=4, flux="upwind",
+            method="rk4", dt=None, summation="auto", transport="auto", seed=0, density=None, progress=False):
+    """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
+
+    model: SA or USA (Q = K = I, V = ±I for the density solvers). rho0: a callable of points
+    (N, d) -> densities on S^1 (geometry="circle") or S^2 ("sphere"). n tokens per draw, ``seeds``
+    independent draws (the draws come from ``numpy.random.default_rng(seed)``). cells (circle) or
+    level (sphere, ``icosphere(level)``) and flux set the grid; method, dt and summation the
+    particle integrator (``solvers.particles.solve``); transport the ``wasserstein`` method
+    ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7). A precomputed ``density``
+    (DensitySolution at the same t_eval) skips the PDE solve. Returns a ``Comparison``.
+    """
+    model = as_model(model)
+    as_choice(geometry, "geometry", tuple(GEOMETRIES))
+    d = GEOMETRIES[geometry]
+    t_eval = as_time_grid(t_eval)
+    n, seeds = as_count(n, "n"), as_count(seeds, "seeds")
+    timings = {}
+    clock = time.perf_counter()
+    x0 = sample_density(rho0, n, d, seed=seed, batch=seeds)
+    from solvers import particles
+    part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
+                           energy=False)
+    part.energy = np.array([[energy(xs, model.beta, summation=summation) for xs in xk] for xk in part.x])
+    timings["particles"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    if density is None:
+        density = density_solver(geometry, model, rho0, t_eval, cells=cells, level=level, flux=flux,
+                                 progress=progress)
+    elif density.t.shape != t_eval.shape or not np.allclose(density.t, t_eval) or density.points.shape[1] != d:
+        raise ValueError("density must be a DensitySolution on the same sphere at the same output times t_eval")
+    timings["density"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    m = t_eval.size
+    w1, w2 = np.empty((m, seeds)), np.empty((m, seeds))
+    cp, cd = np.empty((m, seeds), dtype=int), np.empty(m, dtype=int)
+    methods = set()
+    for k in _steps(m, progress, "transport"):
+        y, b = density.measure(k)
+        for s in range(seeds):
+            w1[k, s], info = wasserstein(part.x[k, s], None, y, b, p=1, method=transport, return_info=True)
+            methods.add(info["method"])
+            w2[k, s] = wasserstein(part.x[k, s], None, y, b, p=2, method=transport)
+        cp[k] = particle_clusters(part.x[k])
+        cd[k] = density_clusters(density, k)
+    timings["transport"] = time.perf_counter() - clock
+    grid = dict(cells=int(density.points.shape[0]), **({"mesh": density.info.get("mesh")} if d == 3 else {}))
+    info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
+                flux=density.info.get("flux", flux), grid=grid, particle_method=method,
+                particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
+                transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
+                timings={k: round(v, 3) for k, v in timings.items()})
+    return Comparison(t=t_eval, w1=w1, w2=w2, energy_particles=part.energy,
+                      energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
+                      clusters_density=cd, particles=part, density=density, info=info)
+
+
+def _steps(m, progress, desc):
+    if not progress:
+        return range(m)
+    from tqdm.auto import tqdm
+    return tqdm(range(m), desc=desc, unit="output")
+
+
+def particle_clusters(x):
+    """Cluster counts of token clouds x (n, d) or (B, n, d): single linkage at twenty mean
+    spacings (20 |S^{d-1}|/n)^{1/(d-1)}, clusters of mass >= 1%."""
+    n, d = x.shape[-2], x.shape[-1]
+    tol = (sphere_area(d) / (CLUSTER_LEVEL * n)) ** (1.0 / (d - 1))
+    return cluster_count(x, tol=tol, min_mass=CLUSTER_MASS)
+
+
+def density_clusters(sol, k=-1):
+    """Cluster count of a DensitySolution at output k: components of {ρ >= 0.05/|S|} joined
+    across neighbouring cells (1.5 mean cell widths), of mass >= 1%."""
+    points, areas, rho = sol.points, sol.areas, np.clip(sol.rho[k], 0.0, None)
+    d = points.shape[1]
+    dense = rho >= CLUSTER_LEVEL / sphere_area(d)
+    if not dense.any():
+        return 0
+    mass = rho * areas / np.sum(rho * areas)
+    tol = 1.5 * (sphere_area(d) / points.shape[0]) ** (1.0 / (d - 1))
+    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=CLUSTER_MASS)
+
+
+# --- command line -------------------------------------------------------------------------------
+
+DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=2000, T=20.0, outputs=None, seeds=3,
+                seed=0, cells=512, level=3, flux="upwind", amplitude=0.6, degree=3, out="meanfield-report",
+                quiet=False)
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="meanfield compare",
+        description="Particles vs the density PDE from the same perturbed-uniform initial density: "
+                    "Wasserstein distances, energies and cluster counts at each output time, printed "
+                    "as a table and written to a report folder (PNG plots, report.json, the solutions).",
+        epilog="Options may also come from a TOML file (--config) with the same names, e.g. "
+               "'beta = 9' or 'geometry = \"sphere\"'; the command line overrides it.")
+    add = p.add_argument
+    add("--config", metavar="FILE.toml", help="read options from a TOML file")
+    add("--geometry", choices=tuple(GEOMETRIES), help="S^1 or S^2 (default circle)")
+    add("--model", choices=("SA", "USA"), help="softmax (SA) or unnormalised (USA) attention (default SA)")
+    add("--beta", type=float, help="inverse temperature β (default 4)")
+    add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
+    add("--n", type=int, help="tokens per draw (default 2000)")
+    add("--T", type=float, help="final time (default 20)")
+    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 21 on the sphere, "
+                                   "where each exact W_p costs seconds)")
+    add("--seeds", type=int, help="independent draws of the tokens (default 3)")
+    add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
+    add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
+    add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 3: 642 cells)")
+    add("--flux", help="finite-volume flux: upwind (default), muscl (circle) or tpfa (sphere)")
+    add("--amplitude", type=float, help="size ε of the perturbation of the uniform density (default 0.6)")
+    add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
+    add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")
+    add("--quiet", action="store_true", default=None, help="no progress bars and no table")
+    return p
+
+
+def options(argv):
+    """Defaults, overridden by the TOML config, overridden by the command line."""
+    parser = _parser()
+    args = vars(parser.parse_args(argv))
+    config = args.pop("config")
+    opts = dict(DEFAULTS)
+    if config is not None:
+        with open(config, "rb") as fh:
+            loaded = tomllib.load(fh)
+        unknown = sorted(set(loaded) - set(DEFAULTS))
+        if unknown:
+            parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
+        opts.update(loaded)
+    opts.update({k: v for k, v in args.items() if v is not None})
+    if opts["outputs"] is None:
+        opts["outputs"] = 41 if opts["geometry"] == "circle" else 21
+    if opts["T"] <= 0 or opts["outputs"] < 2:
+        parser.error("T must be > 0 and outputs >= 2")
+    return opts
+
+
+def run(opts):
+    """The comparison described by the options (as from ``options``)."""
+    model = (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
+    d = GEOMETRIES[opts["geometry"]]
+    rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
+    t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
+    return compare(model, rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
+                   cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
+                   progress=not opts["quiet"])
+
+
+def write_report(comparison, folder, options=None):
+    """report.json, particles.npz, density.npz and the PNG plots in ``folder``; returns the paths."""
+    from .plotting.report import report_figures
+    os.makedirs(folder, exist_ok=True)
+    numbers = comparison.to_dict()
+    if options is not None:
+        numbers["options"] = options
+    paths = [os.path.join(folder, "report.json")]
+    with open(paths[0], "w") as fh:
+        json.dump(numbers, fh, indent=1, default=str)
+    for name, sol in (("particles", comparison.particles), ("density", comparison.density)):
+        paths.append(os.path.join(folder, f"{name}.npz"))
+        sol.save(paths[-1])
+    return paths + report_figures(comparison, folder)
+
+
+def main(argv=None):
+    """``meanfield compare [options]``: run, print the table, write the report folder."""
+    opts = options(sys.argv[1:] if argv is None else argv)
+    clock = time.perf_counter()
+    comparison = run(opts)
+    paths = write_report(comparison, opts["out"], opts)
+    if not opts["quiet"]:
+        print(f"{comparison.info['geometry']}, {comparison.info['model_name']}, n = {opts['n']} tokens x "
+              f"{opts['seeds']} draws, {comparison.info['grid']['cells']} cells, "
+              f"W_p by {'/'.join(comparison.info['transport_methods'])}")
+        print(comparison.table())
+        print(f"wrote {len(paths)} files to {opts['out']}/ in {time.perf_counter() - clock:.1f} s")
+    return 0

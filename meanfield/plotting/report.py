@@ -1,0 +1,103 @@
+"""Plots of a particles-vs-density ``Comparison`` (the ``meanfield compare`` report).
+
+- ``solution_figure``: the density with particles on top — on S^1 the space-time density
+  (θ against t) with particle trajectories, on S^2 density maps with the tokens at three times;
+- ``wasserstein_figure``: W_1 and W_2 (particles, density) against t, mean and range over draws;
+- ``energy_figure``: E_β of both measures against t, and their relative gap.
+"""
+import os
+
+import numpy as np
+
+__all__ = ["solution_figure", "wasserstein_figure", "energy_figure", "report_figures"]
+
+TRAJECTORIES = 60          # particle trajectories drawn over the space-time density
+
+
+def _pyplot():
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _one_draw(particles, pick=slice(None)):
+    """The tokens ``pick`` of the first draw of a batched run (x of shape (m, S, n, d))."""
+    from solvers.results import ParticleSolution
+    x = particles.x[:, 0] if particles.x.ndim == 4 else particles.x
+    return ParticleSolution(t=particles.t, x=x[:, pick], energy=None, model=particles.model, info=particles.info)
+
+
+def solution_figure(comparison):
+    """S^1: the space-time density with up to 60 tokens of the first draw at the output times;
+    S^2: Mollweide density maps at the first, middle and last output with that draw's tokens."""
+    plt = _pyplot()
+    name = comparison.info.get("model_name", "")
+    if comparison.density.points.shape[1] == 2:
+        from .circle import spacetime
+        n = comparison.particles.x.shape[-2]
+        pick = np.linspace(0, n - 1, min(TRAJECTORIES, n)).astype(int)
+        fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
+        spacetime(comparison.density, ax=ax, particles=_one_draw(comparison.particles, pick))
+        ax.set_title(f"{name}: density and {pick.size} of the {n} tokens")
+        return fig
+    from .sphere import particles_on_density
+    draw = _one_draw(comparison.particles)
+    m = comparison.t.size
+    ks = sorted({0, m // 2, m - 1})
+    fig = plt.figure(figsize=(5 * len(ks), 3.2), constrained_layout=True)
+    vmax = float(np.max(comparison.density.rho[ks]))
+    for i, k in enumerate(ks):
+        ax = fig.add_subplot(1, len(ks), i + 1, projection="mollweide")
+        particles_on_density(comparison.density, k, draw.x[k], ax=ax, s=1.5, colorbar=i == len(ks) - 1,
+                             vmin=0.0, vmax=vmax)
+    fig.suptitle(f"{name}: density and the {draw.x.shape[1]} tokens of the first draw")
+    return fig
+
+
+def wasserstein_figure(comparison):
+    """W_1 and W_2 (radians) against t: the mean over draws and the band from min to max."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    t = comparison.t
+    for name, w, color in (("$W_1$", comparison.w1, "C0"), ("$W_2$", comparison.w2, "C1")):
+        ax.plot(t, w.mean(axis=1), color=color, label=name)
+        if w.shape[1] > 1:
+            ax.fill_between(t, w.min(axis=1), w.max(axis=1), color=color, alpha=0.25, lw=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("t")
+    ax.set_ylabel("distance (radians)")
+    info = comparison.info
+    ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density "
+                 f"({info.get('grid', {}).get('cells')} cells)")
+    ax.legend()
+    return fig
+
+
+def energy_figure(comparison):
+    """E_β of the density and of each draw of particles against t (top), their relative gap (bottom)."""
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5.5), sharex=True, constrained_layout=True,
+                                      gridspec_kw=dict(height_ratios=(2, 1)))
+    t = comparison.t
+    top.plot(t, comparison.energy_particles, color="C1", lw=0.8, alpha=0.6)
+    top.plot(t, comparison.energy_particles.mean(axis=1), color="C1", label="particles (each draw, mean)")
+    top.plot(t, comparison.energy_density, "k--", label="density")
+    top.set_ylabel(r"$E_\beta$")
+    top.legend()
+    bottom.plot(t, 100 * comparison.energy_gap, color="C3")
+    bottom.axhline(0.0, color="k", lw=0.5)
+    bottom.set_ylabel("gap (%)")
+    bottom.set_xlabel("t")
+    return fig
+
+
+def report_figures(comparison, folder):
+    """Write solution.png, wasserstein.png and energy.png to ``folder``; return their paths."""
+    plt = _pyplot()
+    paths = []
+    for name, make in (("solution", solution_figure), ("wasserstein", wasserstein_figure),
+                       ("energy", energy_figure)):
+        fig = make(comparison)
+        paths.append(os.path.join(folder, f"{name}.png"))
+        fig.savefig(paths[-1], dpi=130)
+        plt.close(fig)
+    return paths

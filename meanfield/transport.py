@@ -1,0 +1,130 @@
+"""Optimal-transport distances on the sphere S^{d-1} with the geodesic cost.
+
+    W_p(μ, ν) = ( min over couplings γ of μ, ν of ∫ d(x, y)^p dγ(x, y) )^{1/p},
+    d(x, y) = arccos<x, y> = 2 atan2(|x - y|, |x + y|)   (the second form keeps full accuracy
+                                                           for nearly equal or antipodal points)
+
+for weighted point measures μ = sum_i a_i δ_{x_i}, ν = sum_j b_j δ_{y_j}. Methods:
+
+- ``"circle"`` (d = 2, exact). With positions in turns s = θ/2π ∈ [0, 1):
+  p = 1, the level median: W_1 = 2π ∫_0^1 |F(s) - α| ds, F = F_μ - F_ν, α a median of F
+  under ds (Rabin–Delon–Gousseau / Cabrelli–Molter), O((n+m) log(n+m));
+  p > 1: W_p^p = (2π)^p inf_θ ∫_0^1 |F_μ^{-1}(q) - (F_ν - θ)^{-1}(q)|^p dq, minimised over the
+  cut θ by POT's binary search (``ot.binary_search_circle``, Delon–Salomon–Sobolevski). For
+  point measures the cost is convex and piecewise linear in θ and the search ends on the kink,
+  so with tolerance 1e-12 the value is exact to round-off.
+- ``"emd"`` (any d, exact): network simplex ``ot.emd2`` on the n×m matrix d(x_i, y_j)^p.
+  Cost on 2 cores about 0.1 s at 1000², 1 s at 2000², 2 s at 3000² for uniform samples
+  (clustered, degenerate measures take several times longer), with 16·n·m bytes of work space; ``"auto"`` uses it up to n·m = 2.5·10^7.
+- ``"sliced"`` (any d, approximate): the spherical sliced Wasserstein distance SSW_p (Bonet et
+  al., ICLR 2023, ``ot.sliced_wasserstein_sphere``) over ``n_projections`` random great circles
+  (seeded, so repeatable). It is a different quantity: zero for μ = ν and following W_p's
+  trends, but its value is not W_p (about half of it for two independent uniform samples);
+  it costs O(n_projections (n+m) log(n+m)) time and O(n_projections (n+m)) memory: slower than
+  the exact solver below a few thousand points, it is there for sizes whose n×m cost matrix is
+  too large. ``"auto"`` falls back to it beyond the exact size.
+
+Weights are validated (finite, non-negative, positive total) and divided by their totals,
+so μ and ν need not be normalised. All values are in radians.
+"""
+import numbers
+import warnings
+
+import numpy as np
+import ot
+from scipy.spatial.distance import cdist
+
+from .checks import as_choice, as_count
+from .geometry import circle_angles
+from .measures import as_measure
+
+__all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
+
+METHODS = ("auto", "circle", "emd", "sliced")
+EXACT_LIMIT = 25_000_000          # largest n·m for the exact network simplex in "auto"
+CIRCLE_TOL = 1e-12                # tolerance of the circle binary search over the cut (turns)
+EMD_MAX_ITER = 1_000_000_000
+
+
+def _as_power(p):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"p must be a real number >= 1; got {p!r}")
+    if not (np.isfinite(p) and p >= 1):
+        raise ValueError(f"p must be >= 1 (W_p is a metric only for p >= 1); got {p}")
+    return float(p)
+
+
+def geodesic_cost(x, y, p=1.0):
+    """The matrix d(x_i, y_j)^p, d = 2 atan2(|x_i - y_j|, |x_i + y_j|), for x (n, d), y (m, d)."""
+    theta = cdist(x, y)
+    np.arctan2(theta, cdist(x, -y), out=theta)             # in place: two n×m arrays at most
+    theta *= 2.0
+    if p != 1:
+        theta **= p
+    return theta
+
+
+def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projections=200, seed=0):
+    """Geodesic W_p (radians) between sum_i a_i δ_{x_i} and sum_j b_j δ_{y_j} on S^{d-1}.
+
+    x (n, d), y (m, d) unit vectors; a, b weights (None = uniform), normalised internally.
+    method: "auto" (exact "circle" for d = 2, exact "emd" while n·m <= EXACT_LIMIT, else
+    "sliced"), "circle", "emd" or "sliced" (see the module docstring). Returns W_p as a float,
+    or (W_p, info) with ``return_info=True``; info["method"] says which method ran and
+    info["exact"] whether the value is W_p itself.
+    """
+    x, a = as_measure(x, a, "x")
+    y, b = as_measure(y, b, "y")
+    if y.shape[1] != x.shape[1]:
+        raise ValueError(f"x and y must live on the same sphere; got d = {x.shape[1]} and d = {y.shape[1]}")
+    p = _as_power(p)
+    as_choice(method, "method", METHODS)
+    d = x.shape[1]
+    if method == "auto":
+        method = "circle" if d == 2 else "emd" if x.shape[0] * y.shape[0] <= EXACT_LIMIT else "sliced"
+    if method == "circle" and d != 2:
+        raise ValueError(f"method='circle' needs points on S^1 (d = 2); got d = {d}: use 'emd' or 'sliced'")
+    info = dict(method=method, exact=method != "sliced", p=p, n=x.shape[0], m=y.shape[0])
+    if method == "circle":
+        value = _circle(circle_angles(x) / (2 * np.pi), a, circle_angles(y) / (2 * np.pi), b, p)
+    elif method == "emd":
+        value = _emd(x, a, y, b, p)
+    else:
+        n_projections = as_count(n_projections, "n_projections")
+        info.update(n_projections=n_projections, seed=seed)
+        value = 2 * np.pi * float(ot.sliced_wasserstein_sphere(x, y, a, b, n_projections=n_projections,
+                                                               p=p, seed=seed))
+    return (value, info) if return_info else value
+
+
+def _circle(u, a, v, b, p):
+    """W_p on S^1 for positions u, v in turns [0, 1) and probability weights a, b; radians."""
+    if p == 1:
+        return 2 * np.pi * _level_median(u, a, v, b)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # POT divides by zero on flat pieces
+        cost = ot.binary_search_circle(u, v, a, b, p=p, eps=CIRCLE_TOL)
+    return 2 * np.pi * float(max(cost[0], 0.0)) ** (1.0 / p)
+
+
+def _level_median(u, a, v, b):
+    """W_1 on the circle of length 1: ∫_0^1 |F(s) - α| ds with F = F_μ - F_ν, α a median of F."""
+    order = np.argsort(np.concatenate([u, v]), kind="stable")
+    pos = np.concatenate([u, v])[order]
+    F = np.cumsum(np.concatenate([a, -b])[order])
+    F[-1] = 0.0                                   # total mass difference, zero up to round-off
+    length = np.diff(pos, append=pos[0] + 1.0)    # the last piece wraps around to pos[0] + 1
+    by_value = np.argsort(F, kind="stable")
+    half = min(np.searchsorted(np.cumsum(length[by_value]), 0.5), F.size - 1)
+    median = F[by_value[half]]
+    return float(np.dot(length, np.abs(F - median)))
+
+
+def _emd(x, a, y, b, p):
+    """Exact W_p by the network simplex; zero-weight atoms are dropped first."""
+    keep_x, keep_y = a > 0, b > 0
+    x, a, y, b = x[keep_x], a[keep_x], y[keep_y], b[keep_y]
+    cost, log = ot.emd2(a / a.sum(), b / b.sum(), geodesic_cost(x, y, p), numItermax=EMD_MAX_ITER, log=True)
+    if log["warning"] is not None:
+        raise RuntimeError(f"ot.emd2 did not reach the optimum: {log['warning']}")
+    return float(max(cost, 0.0)) ** (1.0 / p)

@@ -1,0 +1,154 @@
+"""Particles against the density PDE (the mean-field limit), the cluster counts, and the
+``meanfield compare`` command end to end."""
+import json
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield import compare as cmp
+from meanfield.cli import main as cli_main
+from meanfield.measures import perturbed_uniform
+from meanfield.transport import wasserstein
+from solvers.results import DensitySolution, ParticleSolution
+
+T_EVAL = np.array([0.0, 2.5, 5.0])
+
+
+@pytest.fixture(scope="module")
+def beta4():
+    """SA, β = 4 on S^1 from the default perturbed-uniform ρ_0: eight draws each of n = 1000 and
+    n = 10000 tokens against the 4096-cell solution, and the solutions on 16, 32 and 64 cells."""
+    model, rho0 = mf.SA(4.0), perturbed_uniform(2)
+    fine = cmp.density_solver("circle", model, rho0, T_EVAL, cells=4096)
+    runs = {n: cmp.compare(model, rho0, T_EVAL, n=n, seeds=8, density=fine, seed=1) for n in (1000, 10000)}
+    coarse = {cells: cmp.density_solver("circle", model, rho0, T_EVAL, cells=cells) for cells in (16, 32, 64)}
+    return runs, coarse, fine
+
+
+def test_w2_at_t5_decreases_as_tokens_grow(beta4):
+    """Tenfold n, means over eight draws. By t = 5 clusters have formed and the mass each one
+    captures is off by δm ~ n^{-1/2}: that costs W_1 ~ δm D ~ n^{-1/2} (ratio 10^{-1/2} = 0.32)
+    but W_2 ~ sqrt(δm) D ~ n^{-1/4} (ratio 0.56). At t = 0, i.i.d. sampling: W_2 ~ n^{-1/2}.
+    Over draw seeds 0-9 the ratios were W_2(t=5) 0.37-0.68, W_1(t=5) 0.24-0.40, W_2(t=0) 0.26-0.35."""
+    runs, _, _ = beta4
+    small, large = runs[1000], runs[10000]
+    assert large.w2[-1].mean() < 0.85 * small.w2[-1].mean()
+    assert large.w1[-1].mean() < 0.5 * small.w1[-1].mean()
+    assert large.w2[0].mean() < 0.45 * small.w2[0].mean()
+
+
+def test_w2_at_t5_decreases_as_cells_grow(beta4):
+    runs, coarse, fine = beta4
+    particles = runs[10000].particles.x[-1]
+    w2 = {cells: np.mean([wasserstein(x, None, *sol.measure(-1)) for x in particles])
+          for cells, sol in coarse.items()}
+    assert w2[16] > w2[32] > w2[64]
+    # beyond 64 cells the grid error (0.12 at 64, 0.02 at 512) drops below the particles' own
+    # error at n = 10^4 (0.14-0.19 over draw seeds 0-9), which then sets W_2: the curve flattens
+    assert runs[10000].w2[-1].mean() < w2[16]
+    grid_error = [wasserstein(*sol.measure(-1), *fine.measure(-1)) for sol in coarse.values()]
+    assert grid_error[0] > grid_error[1] > grid_error[2]
+
+
+def test_particle_and_grid_energies_agree_within_one_percent(beta4):
+    runs, _, fine = beta4
+    large = runs[10000]
+    # at t = 0 (sampling: the self-interaction e^β/(2βn) = 0.05 % and noise) and at t = 5
+    # (clusters formed): |gap| <= 0.5 % over draw seeds 0-9. During the fastest growth (t = 2.5)
+    # the amplified sampling noise moves the particles' energy by up to 1.4 % at n = 10^4
+    # (up to 5 % at n = 10^3)
+    assert np.all(np.abs(large.energy_gap[[0, -1]]) < 0.01)
+    assert np.all(np.abs(large.energy_gap) < 0.02)
+    np.testing.assert_array_equal(large.energy_density, fine.energy)
+    # E_β rises along the flow (attractive SA) for the density and for every draw
+    assert np.all(np.diff(large.energy_density) > 0) and np.all(np.diff(large.energy_particles, axis=0) > 0)
+    # the independent energy routine on one draw reproduces the stored particle energy
+    assert np.isclose(mf.energy(large.particles.x[-1, 0], 4.0), large.energy_particles[-1, 0], rtol=1e-12)
+
+
+def test_comparison_records_methods_and_serialises(beta4):
+    runs, _, _ = beta4
+    c = runs[1000]
+    assert c.w1.shape == c.w2.shape == c.energy_particles.shape == c.clusters_particles.shape == (3, 8)
+    assert c.info["transport_methods"] == ["circle"] and c.info["n"] == 1000
+    numbers = json.loads(json.dumps(c.to_dict()))
+    assert numbers["summary"]["w2_final"] == pytest.approx(c.w2[-1].mean())
+    assert len(c.table().splitlines()) == 2 + T_EVAL.size
+
+
+# --- cluster counts ---------------------------------------------------------------------------------
+
+def test_particle_clusters_count_separated_groups():
+    rng = np.random.default_rng(0)
+    centres = np.array([0.3, 2.0, 4.1])
+    theta = np.repeat(centres, 300) + 1e-3 * rng.standard_normal(900)
+    assert cmp.particle_clusters(mf.circle_points(theta)) == 3
+    assert cmp.particle_clusters(mf.circle_points(2 * np.pi * np.arange(900) / 900)) == 1
+    x = mf.uniform_sphere(900, 3, seed=1)
+    poles = mf.normalise(np.concatenate([x[:450] * 1e-3 + [0, 0, 1], x[450:] * 1e-3 - [0, 0, 1]]))
+    np.testing.assert_array_equal(cmp.particle_clusters(np.stack([poles, x])), [2, 1])
+
+
+def test_density_clusters_count_bumps_above_the_level():
+    cells = 256
+    theta = 2 * np.pi * (np.arange(cells) + 0.5) / cells
+    gap = np.abs((theta[:, None] - np.array([1.0, 3.0, 5.0]) + np.pi) % (2 * np.pi) - np.pi)
+    rho = np.exp(-(gap / 0.1) ** 2).sum(axis=1)
+    rho = np.stack([np.full(cells, 1.0), rho])
+    areas = np.full(cells, 2 * np.pi / cells)
+    rho /= (rho @ areas)[:, None]
+    sol = DensitySolution(t=np.array([0.0, 1.0]), points=mf.circle_points(theta), areas=areas, rho=rho,
+                          mass=rho @ areas, energy=np.zeros(2), model=mf.SA(1.0))
+    assert cmp.density_clusters(sol, 0) == 1
+    assert cmp.density_clusters(sol, 1) == 3
+
+
+# --- the command line ---------------------------------------------------------------------------------
+
+def test_cli_circle_end_to_end(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert cli_main(["compare", "--n", "60", "--T", "1", "--outputs", "3", "--seeds", "2", "--cells", "64",
+                     "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "W2" in printed and "SA(beta=4)" in printed
+    for name in ("report.json", "particles.npz", "density.npz", "solution.png", "wasserstein.png", "energy.png"):
+        assert (out / name).stat().st_size > 0
+    numbers = json.loads((out / "report.json").read_text())
+    assert np.array(numbers["w2"]).shape == (3, 2) and numbers["options"]["cells"] == 64
+    particles = ParticleSolution.load(out / "particles.npz")
+    assert particles.x.shape == (3, 2, 60, 2)
+    np.testing.assert_allclose(particles.energy, numbers["energy_particles"])
+    assert DensitySolution.load(out / "density.npz").rho.shape == (3, 64)
+
+
+def test_cli_sphere_end_to_end(tmp_path):
+    out = tmp_path / "sphere"
+    assert cmp.main(["--geometry", "sphere", "--level", "1", "--n", "40", "--T", "0.5", "--outputs", "2",
+                     "--seeds", "1", "--model", "USA", "--beta", "1", "--out", str(out), "--quiet"]) == 0
+    numbers = json.loads((out / "report.json").read_text())
+    assert numbers["info"]["transport_methods"] == ["emd"] and numbers["info"]["grid"]["cells"] == 42
+    assert numbers["info"]["grid"]["mesh"] == "icosphere(1)"
+    assert numbers["info"]["model"]["model"] == "USA"
+    assert (out / "solution.png").stat().st_size > 0
+
+
+def test_config_file_and_command_line_precedence(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('beta = 2.5\nn = 50\ngeometry = "sphere"\n')
+    opts = cmp.options(["--config", str(config), "--n", "40"])
+    assert opts["beta"] == 2.5 and opts["n"] == 40 and opts["geometry"] == "sphere" and opts["T"] == 20.0
+    assert opts["outputs"] == 21 and cmp.options([])["outputs"] == 41
+    config.write_text("temperature = 3\n")
+    with pytest.raises(SystemExit):
+        cmp.options(["--config", str(config)])
+    with pytest.raises(SystemExit):
+        cmp.options(["--T", "0"])
+
+
+def test_compare_refuses_mismatched_inputs(beta4):
+    _, _, fine = beta4
+    with pytest.raises(ValueError, match="same output times"):
+        cmp.compare(mf.SA(4.0), perturbed_uniform(2), [0.0, 1.0], n=10, seeds=1, density=fine)
+    with pytest.raises(ValueError, match="unknown geometry"):
+        cmp.compare(mf.SA(4.0), perturbed_uniform(2), [0.0, 1.0], n=10, geometry="torus")
