@@ -17,10 +17,34 @@ def cluster_labels(x, tol=1e-2):
     """Labels 0..k-1 of the single-linkage clusters of x (n, d) at geodesic scale ``tol``."""
     x = as_points(x, "x")
     tol = as_positive(tol, "tol")
-    n = x.shape[0]
-    pairs = cKDTree(x).query_pairs(2 * np.sin(min(tol, np.pi) / 2), output_type="ndarray")
-    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-    return connected_components(graph, directed=False)[1]
+    return _single_linkage(x, 2 * np.sin(min(tol, np.pi) / 2))
+
+
+def _single_linkage(x, r):
+    """Components of the graph joining points at chord distance <= r, in O(n log n) even for
+    tight clusters: points sharing a box of side r/sqrt(d) are joined outright (the box has
+    diameter r), and two boxes are joined if some pair of their points is within r, which can
+    only happen when their representatives are within 3r."""
+    d = x.shape[1]
+    keys = np.floor(x / (r / np.sqrt(d))).astype(np.int64)
+    _, first, box = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    box = box.ravel()
+    reps = x[first]
+    size = np.bincount(box)
+    cand = cKDTree(reps).query_pairs(3 * r, output_type="ndarray")
+    near = np.linalg.norm(reps[cand[:, 0]] - reps[cand[:, 1]], axis=1) <= r
+    linked = [cand[near]]
+    members = None
+    for a, b in cand[~near & ((size[cand[:, 0]] > 1) | (size[cand[:, 1]] > 1))]:
+        if members is None:
+            order = np.argsort(box, kind="stable")
+            members = np.split(order, np.cumsum(size)[:-1])
+        dist, _ = cKDTree(x[members[b]]).query(x[members[a]], k=1, distance_upper_bound=r)
+        if np.any(np.isfinite(dist)):
+            linked.append(np.array([[a, b]]))
+    edges = np.concatenate(linked)
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(len(first),) * 2)
+    return connected_components(graph, directed=False)[1][box]
 
 
 def cluster_count(x, tol=1e-2, weights=None, min_mass=0.0):

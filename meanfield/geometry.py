@@ -65,7 +65,17 @@ def random_rotation(d, seed=None):
 
 
 def geodesic_distance(x, y):
-    """Great-circle distance arccos<x, y> between rows of x (n, d) and y (m, d): (n, m)."""
+    """Great-circle distances d(x_i, y_j) between rows of x (n, d) and y (m, d): (n, m)."""
     x = as_points(x, "x")
     y = as_points(y, "y", d=x.shape[1])
-    return np.arccos(np.clip(x @ y.T, -1.0, 1.0))
+    return great_circle(x, y)
+
+
+def great_circle(x, y):
+    """d = 2 atan2(|x - y|, |x + y|) (unchecked): accurate for nearly equal and nearly
+    antipodal points, where arccos<x, y> loses half the digits."""
+    from scipy.spatial.distance import cdist
+    theta = cdist(x, y)
+    np.arctan2(theta, cdist(x, -y), out=theta)             # in place: two n×m arrays at most
+    theta *= 2.0
+    return theta

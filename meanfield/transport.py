@@ -32,10 +32,9 @@ import warnings
 
 import numpy as np
 import ot
-from scipy.spatial.distance import cdist
 
 from .checks import as_choice, as_count
-from .geometry import circle_angles
+from .geometry import circle_angles, great_circle
 from .measures import as_measure
 
 __all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
@@ -55,10 +54,8 @@ def _as_power(p):
 
 
 def geodesic_cost(x, y, p=1.0):
-    """The matrix d(x_i, y_j)^p, d = 2 atan2(|x_i - y_j|, |x_i + y_j|), for x (n, d), y (m, d)."""
-    theta = cdist(x, y)
-    np.arctan2(theta, cdist(x, -y), out=theta)             # in place: two n×m arrays at most
-    theta *= 2.0
+    """The matrix d(x_i, y_j)^p of great-circle distances, for x (n, d), y (m, d)."""
+    theta = great_circle(x, y)
     if p != 1:
         theta **= p
     return theta

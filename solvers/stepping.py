@@ -235,9 +235,21 @@ class _NoBar:
         pass
 
 
+class _TimeBar:
+    """A tqdm bar over simulated time; summed step sizes may overshoot the total by
+    round-off, so updates are clamped to what is left."""
+
+    def __init__(self, t_eval):
+        from tqdm.auto import tqdm
+        self.bar = tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve",
+                        bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")
+
+    def update(self, h):
+        self.bar.update(max(0.0, min(h, self.bar.total - self.bar.n)))
+
+    def close(self):
+        self.bar.close()
+
+
 def _progress_bar(progress, t_eval):
-    if not progress:
-        return _NoBar()
-    from tqdm.auto import tqdm
-    return tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve",
-                bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")
+    return _TimeBar(t_eval) if progress else _NoBar()
