@@ -4,6 +4,11 @@
 
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
+
+Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V)
+or "fast" (``spectral``: Fourier / Funk–Hecke expansion, O((n + m) K) on S^1 and
+O((n + m) L²) on S^2 for Q^T K = I, V = ±I, with an a-posteriori error bound and direct
+recomputation of the targets where it fails); "auto" picks the cheaper valid one.
 """
 from . import _numba_env  # noqa: F401
 
@@ -14,12 +19,12 @@ from meanfield.checks import (as_choice, as_float_array, as_points, as_positive,
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import as_model
 
-from . import kernels
+from . import kernels, spectral
 from .results import ParticleSolution
 from .stepping import Checkpoint, integrate
 
 METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
-SUMMATIONS = ("auto", "direct")
+SUMMATIONS = ("auto", "direct", "fast")
 
 
 def _batched(x):
@@ -31,20 +36,65 @@ def _uniform_weights(shape):
     return np.full((B, n), 1.0 / n)
 
 
-def attention_field(model, x, weights=None, sources=None, summation="auto"):
-    """(X, log Φ) at targets x (B, n, d) from sources (B, m, d) (default: x itself) with
-    weights (B, m).  No input checks: internal entry point of the solvers."""
-    y = x if sources is None else sources
-    w = _uniform_weights(y.shape) if weights is None else weights
+def resolve_summation(model, d, n, m, summation="auto"):
+    """"direct" or "fast": what ``attention_field`` does for n targets and m sources in R^d.
+
+    "fast" (``solvers.spectral``) needs Q^T K = I, V = ±I and d in {2, 3}; "auto" takes it
+    when it is valid and its estimated cost is below the direct O(n m) summation's."""
+    as_choice(summation, "summation", SUMMATIONS)
+    if summation == "direct":
+        return "direct"
+    valid = spectral.supports(model, d)
+    if summation == "fast":
+        if not valid:
+            raise ValueError(f"summation='fast' needs Q^T K = I, V = ±I and points on S^1 or S^2 (d = 2 or 3); "
+                             f"got {model!r} with d = {d}; use summation='auto' or 'direct'")
+        return "fast"
+    if not valid:
+        return "direct"
+    direct, fast = spectral.cost(d, model.beta, n, m)
+    return "fast" if fast < direct else "direct"
+
+
+def _direct(model, x, y, w):
+    """Direct log-sum-exp summation (kernels.attention_field) for x (B, n, d), y (B, m, d)."""
     d = x.shape[-1]
     A, V = model.interaction(d)
-    general_A = model.attention_scalar is None
-    general_V = model.value_scalar is None
     out = np.empty(x.shape)
     log_phi = np.empty(x.shape[:2])
-    yT = np.ascontiguousarray(np.swapaxes(y, 1, 2))
-    kernels.attention_field(np.ascontiguousarray(x), yT, np.ascontiguousarray(w), A, V, model.beta,
-                            model.normalised, general_A, general_V, out, log_phi)
+    y = np.ascontiguousarray(y)
+    with kernels.threads_for(kernels.direct_seconds(x.shape[0], x.shape[1], y.shape[1], d)):
+        kernels.attention_field(np.ascontiguousarray(x), y, np.ascontiguousarray(np.swapaxes(y, 1, 2)),
+                                np.ascontiguousarray(w), A, V, model.beta, model.normalised,
+                                model.attention_scalar is None, model.value_scalar is None, out, log_phi)
+    return out, log_phi
+
+
+def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None):
+    """(X, log Φ) at targets x (B, n, d) from sources (B, m, d) (default: x itself) with
+    weights (B, m) >= 0 (default 1/m).  No input checks: internal entry point of the solvers.
+
+    summation: "direct", "fast" or "auto" (``resolve_summation``).  The fast path recomputes
+    directly the targets where its error bound exceeds ``spectral.RTOL``.  ``stats`` (a dict)
+    accumulates the number of calls per summation and of such recomputed targets."""
+    y = x if sources is None else sources
+    w = _uniform_weights(y.shape) if weights is None else weights
+    how = resolve_summation(model, x.shape[-1], x.shape[1], y.shape[1], summation)
+    recomputed = 0
+    if how == "fast":
+        out, log_phi, trusted = spectral.attention_field(model, x, y, w)
+        for b in range(x.shape[0]):
+            redo = np.flatnonzero(~trusted[b])
+            if redo.size:
+                recomputed += redo.size
+                v, lp = _direct(model, x[b, redo][None], y[b][None], w[b][None])
+                out[b, redo] = v[0]
+                log_phi[b, redo] = lp[0]
+    else:
+        out, log_phi = _direct(model, x, y, w)
+    if stats is not None:
+        stats[how] = stats.get(how, 0) + 1
+        stats["recomputed"] = stats.get("recomputed", 0) + recomputed
     if not model.normalised and not np.all(np.isfinite(out)):
         raise FloatingPointError(
             f"USA velocity overflows double precision at beta = {model.beta:g} (e^(beta <Qx,Ky>) > 1e308); "
@@ -57,6 +107,9 @@ def _check_weights(weights, x):
         return None
     w = np.asarray(weights)
     if x.ndim == 3 and w.ndim == 2:
+        if w.shape[0] != x.shape[0]:
+            raise ValueError(f"weights must have shape ({x.shape[1]},) or, one row per system of the batch, "
+                             f"({x.shape[0]}, {x.shape[1]}); got {w.shape}")
         return np.stack([as_weights(row, x.shape[1]) for row in w])
     return np.broadcast_to(as_weights(w, x.shape[-2]), x.shape[:-1]).copy().reshape(-1, x.shape[-2])
 
@@ -65,7 +118,7 @@ def velocity(model, x, weights=None, summation="auto"):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j}."""
     model = as_model(model)
     x = as_points(x, "x", ndim=(2, 3))
-    as_choice(summation, "summation", SUMMATIONS)
+    resolve_summation(model, x.shape[-1], x.shape[-2], x.shape[-2], summation)
     w = _check_weights(weights, x)
     v, _ = attention_field(model, _batched(x), w, summation=summation)
     return v.reshape(x.shape)
@@ -107,26 +160,32 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
     ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
     ``resume=True`` an existing checkpoint is continued, bit for bit.
+    summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
+    and used for the energies too; info["summation"] says which ran and info["recomputed"]
+    how many target evaluations the fast path handed to direct summation.
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
-    as_choice(summation, "summation", SUMMATIONS)
+    how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
     w = _check_weights(weights, x0)
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None:
         dt = default_dt(model, x0.shape[-1])
+    stats = {}
 
     def rhs(x):
-        return attention_field(model, x, w, summation=summation)[0]
+        # the field of the normalised configuration: Runge–Kutta stages leave the sphere by
+        # O(h²), and this extension is the one both summations evaluate identically
+        return attention_field(model, normalise(x), w, summation=how, stats=stats)[0]
 
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=summation)
+                summation=how)
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume)
     xs = xs.reshape((t_eval.size,) + x0.shape)
-    info.update(method=method, dt=dt, summation=summation)
-    en = _trajectory_energy(model, xs, w, summation) if energy else None
+    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0))
+    en = _trajectory_energy(model, xs, w, how) if energy else None
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
 
 
@@ -141,33 +200,41 @@ def _trajectory_energy(model, xs, w, summation):
     return e.reshape(xs.shape[:-2])
 
 
-def angle_velocity(model, theta):
+def angle_velocity(model, theta, summation="auto"):
     """dθ_i/dt on the circle, θ (n,) or (B, n): (1/Z_i) sum_j e^{β cos(θ_i-θ_j)} sin(θ_j-θ_i)
-    (Z_i the softmax sum for SA, n for USA; times -1 for V = -I)."""
+    (Z_i the softmax sum for SA, n for USA; times -1 for V = -I).  "direct" sums in angles;
+    "fast" is <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``."""
     model = as_model(model)
     theta = as_float_array(theta, "theta")
-    if theta.ndim not in (1, 2) or theta.shape[-1] == 0:
-        raise ValueError(f"theta must have shape (n,) or (B, n); got {theta.shape}")
+    if theta.ndim not in (1, 2) or theta.size == 0:
+        raise ValueError(f"theta must be a non-empty array of shape (n,) or (B, n); got {theta.shape}")
     if not model.is_isotropic:
         raise ValueError("the angle form needs Q = K = I and V = ±I; use solve() with Cartesian points")
     th = np.atleast_2d(theta)
+    if resolve_summation(model, 2, th.shape[1], th.shape[1], summation) == "fast":
+        v, _ = attention_field(model, circle_points(th), summation="fast")
+        return (np.cos(th) * v[..., 1] - np.sin(th) * v[..., 0]).reshape(theta.shape)
     out = np.empty(th.shape)
-    kernels.circle_angle_field(th, th, _uniform_weights(th.shape), model.beta, model.sign,
-                               model.normalised, out)
+    with kernels.threads_for(4 * kernels.direct_seconds(th.shape[0], th.shape[1], th.shape[1], 2)):
+        kernels.circle_angle_field(th, th, _uniform_weights(th.shape), model.beta, model.sign,
+                                   model.normalised, out)
     return out.reshape(theta.shape)
 
 
-def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, rtol=1e-8, atol=1e-10, progress=False):
+def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
+                 progress=False):
     """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
-    (unwrapped angles) and .x = (cos θ, sin θ)."""
+    (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
-    angle_velocity(model, theta0)  # validates shapes and the model
+    angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation
+    n = theta0.shape[-1]
+    how = resolve_summation(model, 2, n, n, summation)
     if scheme != "dopri5" and dt is None:
         dt = default_dt(model, 2)
-    ths, info = integrate(lambda th: angle_velocity(model, th), theta0, t_eval, scheme=scheme, dt=dt,
+    ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
                           rtol=rtol, atol=atol, progress=progress)
-    info.update(method=method, dt=dt)
+    info.update(method=method, dt=dt, summation=how)
     xs = circle_points(ths)
-    en = _trajectory_energy(model, xs, None, "direct")
+    en = _trajectory_energy(model, xs, None, how)
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, theta=ths)

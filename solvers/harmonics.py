@@ -1,0 +1,265 @@
+"""Numba transforms for sums of zonal kernels on S^1 and S^2, O((n + m) · modes · C).
+
+A zonal kernel with the expansion k(<x, y>) = sum_l κ_l (2l+1) P_l(<x, y>) (on S^1:
+sum_k κ_k e^{ik(θ-φ)}) turns S_ic = sum_j W_jc k(<x_i, y_j>) into an *analysis* of the
+weighted sources followed by a *synthesis* at the targets.
+
+Circle, with e = y_0 + i y_1 = e^{iφ}:
+
+    analysis    A[k, 2c] + i A[k, 2c+1] = sum_j W_jc e_j^k                (k = 0..K)
+    synthesis   S_ic = sum_k Re(e_i^k) A[k, 2c] + Im(e_i^k) A[k, 2c+1]
+
+(with A scaled by κ_0, 2κ_k in between, this is sum_k κ_k e^{ik(θ-φ)}).
+
+Sphere, with z = y_2 and e = y_0 + i y_1 = sin θ e^{iφ}: the addition theorem
+(2l+1) P_l(<x, y>) = sum_{m=0}^{l} ε_m q_lm(z_x) q_lm(z_y) Re(e_x^m conj(e_y^m)), ε_0 = 1,
+ε_m = 2, holds for the polynomials q_lm = P_l^m / sin^m θ normalised by
+
+    q_00 = 1,   q_mm = sqrt((2m+1)/(2m)) q_{m-1,m-1},   q_{m+1,m} = sqrt(2m+3) z q_mm,
+    q_lm = a_lm (z q_{l-1,m} - b_lm q_{l-2,m}),
+    a_lm = sqrt((4l²-1)/(l²-m²)),  b_lm = sqrt(((l-1)²-m²)/(4(l-1)²-1))
+
+(the fully normalised associated Legendre recurrence times sqrt(4π)/sin^m θ; using the
+powers e^m instead of sin^m θ e^{imφ} avoids angles and poles).  Then
+
+    analysis    A[m, l, 2c] + i A[m, l, 2c+1] = sum_j W_jc q_lm(z_j) e_j^m
+    synthesis   S_ic = sum_{m <= l} q_lm(z_i) (Re(e_i^m) A[m, l, 2c] + Im(e_i^m) A[m, l, 2c+1])
+
+and scaling A[m, l] by ε_m κ_l in between gives S_ic = sum_j W_jc k(<x_i, y_j>).
+
+Points are processed in groups of ``LANES`` (the SIMD direction); the analysis splits the
+sources into a number of chunks that depends only on m (not on the thread count), so the
+result is deterministic.  Powers e^m below ``TINY`` are flushed to zero: their terms are
+below 1e-200 of the sum and would otherwise turn subnormal.
+"""
+from . import _numba_env  # noqa: F401
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+LANES = 64
+CHUNK = 2048      # sources per analysis chunk (at most MAX_CHUNKS chunks)
+MAX_CHUNKS = 32
+TINY = 1e-200
+_FAST = {"contract", "reassoc", "nsz"}
+
+
+def _chunks(m):
+    count = int(min(MAX_CHUNKS, max(1, -(-m // CHUNK))))
+    return np.linspace(0, m, count + 1).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- circle
+
+@njit(cache=True, fastmath=_FAST)
+def _circle_analysis_chunk(y, W, j0, j1, A):
+    K = A.shape[0] - 1
+    C = W.shape[1]
+    er = np.empty(LANES)
+    ei = np.empty(LANES)
+    for g in range(j0, j1, LANES):
+        P = min(LANES, j1 - g)
+        for p in range(P):
+            er[p] = 1.0
+            ei[p] = 0.0
+        for k in range(K + 1):
+            if k > 0:
+                for p in range(P):
+                    re = er[p] * y[g + p, 0] - ei[p] * y[g + p, 1]
+                    ei[p] = er[p] * y[g + p, 1] + ei[p] * y[g + p, 0]
+                    er[p] = re
+            for c in range(C):
+                sr = 0.0
+                si = 0.0
+                for p in range(P):
+                    sr += W[g + p, c] * er[p]
+                    si += W[g + p, c] * ei[p]
+                A[k, 2 * c] += sr
+                A[k, 2 * c + 1] += si
+
+
+@njit(parallel=True, cache=True)
+def _circle_analysis(y, W, bounds, parts):
+    for q in prange(bounds.size - 1):
+        _circle_analysis_chunk(y, W, bounds[q], bounds[q + 1], parts[q])
+
+
+def circle_analysis(y, W, K):
+    """A (K+1, 2C): A[k, 2c] + i A[k, 2c+1] = sum_j W_jc (y_j0 + i y_j1)^k."""
+    bounds = _chunks(y.shape[0])
+    parts = np.zeros((bounds.size - 1, K + 1, 2 * W.shape[1]))
+    _circle_analysis(y, W, bounds, parts)
+    return parts.sum(axis=0)
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def circle_synthesis(x, A, S):
+    """S[i, c] = sum_k Re(e_i^k) A[k, 2c] + Im(e_i^k) A[k, 2c+1], e_i = x_i0 + i x_i1."""
+    n = x.shape[0]
+    K = A.shape[0] - 1
+    C = S.shape[1]
+    for grp in prange((n + LANES - 1) // LANES):
+        g = grp * LANES
+        P = min(LANES, n - g)
+        er = np.ones(LANES)
+        ei = np.zeros(LANES)
+        acc = np.zeros((C, LANES))
+        for k in range(K + 1):
+            if k > 0:
+                for p in range(P):
+                    re = er[p] * x[g + p, 0] - ei[p] * x[g + p, 1]
+                    ei[p] = er[p] * x[g + p, 1] + ei[p] * x[g + p, 0]
+                    er[p] = re
+            for c in range(C):
+                ar = A[k, 2 * c]
+                ai = A[k, 2 * c + 1]
+                for p in range(P):
+                    acc[c, p] += er[p] * ar + ei[p] * ai
+        for p in range(P):
+            for c in range(C):
+                S[g + p, c] = acc[c, p]
+
+
+# ----------------------------------------------------------------------------- sphere
+
+@njit(cache=True)
+def legendre_tables(L):
+    """Recurrence coefficients: diag[m] = sqrt((2m+1)/(2m)), a[m, l] = a_lm, b[m, l] = b_lm."""
+    diag = np.ones(L + 1)
+    a = np.zeros((L + 1, L + 1))
+    b = np.zeros((L + 1, L + 1))
+    for m in range(1, L + 1):
+        diag[m] = math.sqrt((2.0 * m + 1.0) / (2.0 * m))
+    for m in range(L + 1):
+        if m + 1 <= L:
+            a[m, m + 1] = math.sqrt(2.0 * m + 3.0)
+        for l in range(m + 2, L + 1):
+            a[m, l] = math.sqrt((4.0 * l * l - 1.0) / (l * l - m * m))
+            b[m, l] = math.sqrt(((l - 1.0) ** 2 - m * m) / (4.0 * (l - 1.0) ** 2 - 1.0))
+    return diag, a, b
+
+
+@njit(cache=True, inline="always", fastmath=_FAST)
+def _next_power(pts, g, P, er, ei, qmm, d):
+    """e^m = e^{m-1} e and q_mm = d q_{m-1,m-1} for the group's points (tiny powers flushed)."""
+    for p in range(P):
+        re = er[p] * pts[g + p, 0] - ei[p] * pts[g + p, 1]
+        im = er[p] * pts[g + p, 1] + ei[p] * pts[g + p, 0]
+        small = abs(re) + abs(im) < TINY
+        er[p] = 0.0 if small else re
+        ei[p] = 0.0 if small else im
+        qmm[p] *= d
+
+
+@njit(cache=True, fastmath=_FAST)
+def _sphere_analysis_chunk(y, W, j0, j1, diag, a, b, A):
+    L = A.shape[0] - 1
+    C = W.shape[1]
+    er = np.empty(LANES)
+    ei = np.empty(LANES)
+    qmm = np.empty(LANES)
+    q0 = np.empty(LANES)
+    q1 = np.empty(LANES)
+    q2 = np.empty(LANES)
+    U = np.empty((2 * C, LANES))
+    for g in range(j0, j1, LANES):
+        P = min(LANES, j1 - g)
+        for p in range(P):
+            er[p] = 1.0
+            ei[p] = 0.0
+            qmm[p] = 1.0
+        for m in range(L + 1):
+            if m > 0:
+                _next_power(y, g, P, er, ei, qmm, diag[m])
+            for c in range(C):
+                for p in range(P):
+                    U[2 * c, p] = W[g + p, c] * er[p]
+                    U[2 * c + 1, p] = W[g + p, c] * ei[p]
+            for l in range(m, L + 1):
+                if l == m:
+                    for p in range(P):
+                        q0[p] = qmm[p]
+                elif l == m + 1:
+                    for p in range(P):
+                        q0[p] = a[m, l] * y[g + p, 2] * q1[p]
+                else:
+                    alm = a[m, l]
+                    blm = b[m, l]
+                    for p in range(P):
+                        q0[p] = alm * (y[g + p, 2] * q1[p] - blm * q2[p])
+                for k in range(2 * C):
+                    s = 0.0
+                    for p in range(P):
+                        s += q0[p] * U[k, p]
+                    A[m, l, k] += s
+                q2, q1, q0 = q1, q0, q2
+
+
+@njit(parallel=True, cache=True)
+def _sphere_analysis(y, W, bounds, diag, a, b, parts):
+    for q in prange(bounds.size - 1):
+        _sphere_analysis_chunk(y, W, bounds[q], bounds[q + 1], diag, a, b, parts[q])
+
+
+def sphere_analysis(y, W, L):
+    """A (L+1, L+1, 2C): A[m, l, 2c] + i A[m, l, 2c+1] = sum_j W_jc q_lm(y_j2) (y_j0 + i y_j1)^m."""
+    diag, a, b = legendre_tables(L)
+    bounds = _chunks(y.shape[0])
+    parts = np.zeros((bounds.size - 1, L + 1, L + 1, 2 * W.shape[1]))
+    _sphere_analysis(y, W, bounds, diag, a, b, parts)
+    return parts.sum(axis=0)
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def _sphere_synthesis(x, A, diag, a, b, S):
+    n = x.shape[0]
+    L = A.shape[0] - 1
+    C = S.shape[1]
+    for grp in prange((n + LANES - 1) // LANES):
+        g = grp * LANES
+        P = min(LANES, n - g)
+        er = np.ones(LANES)
+        ei = np.zeros(LANES)
+        qmm = np.ones(LANES)
+        q0 = np.empty(LANES)
+        q1 = np.empty(LANES)
+        q2 = np.empty(LANES)
+        T = np.empty((2 * C, LANES))
+        acc = np.zeros((C, LANES))
+        for m in range(L + 1):
+            if m > 0:
+                _next_power(x, g, P, er, ei, qmm, diag[m])
+            for k in range(2 * C):
+                for p in range(P):
+                    T[k, p] = 0.0
+            for l in range(m, L + 1):
+                if l == m:
+                    for p in range(P):
+                        q0[p] = qmm[p]
+                elif l == m + 1:
+                    for p in range(P):
+                        q0[p] = a[m, l] * x[g + p, 2] * q1[p]
+                else:
+                    alm = a[m, l]
+                    blm = b[m, l]
+                    for p in range(P):
+                        q0[p] = alm * (x[g + p, 2] * q1[p] - blm * q2[p])
+                for k in range(2 * C):
+                    coef = A[m, l, k]
+                    for p in range(P):
+                        T[k, p] += q0[p] * coef
+                q2, q1, q0 = q1, q0, q2
+            for c in range(C):
+                for p in range(P):
+                    acc[c, p] += er[p] * T[2 * c, p] + ei[p] * T[2 * c + 1, p]
+        for p in range(P):
+            for c in range(C):
+                S[g + p, c] = acc[c, p]
+
+
+def sphere_synthesis(x, A, S):
+    """S[i, c] = sum_{m <= l} q_lm(x_i2) (Re(e_i^m) A[m, l, 2c] + Im(e_i^m) A[m, l, 2c+1])."""
+    diag, a, b = legendre_tables(A.shape[0] - 1)
+    _sphere_synthesis(x, A, diag, a, b, S)

@@ -1,0 +1,169 @@
+"""Fast summation of the attention kernel on S^1 and S^2 (Q^T K = I, V = ±I).
+
+The shifted kernel has the expansions (Fourier on S^1, Funk–Hecke on S^2)
+
+    e^{β(cos(θ-φ) - 1)} = sum_{k in Z} κ_k e^{ik(θ-φ)},          κ_k = e^{-β} I_k(β)
+    e^{β(<x,y> - 1)}    = sum_{l >= 0} κ_l (2l+1) P_l(<x,y>),  κ_l = e^{-β} i_l(β)
+
+with κ > 0 and sum_k κ_k = sum_l (2l+1) κ_l = 1.  Truncating where the tail of that sum
+drops below ``TRUNCATION`` = 1e-17 (degree K, L ≈ 8.6 √β + O(1)) and using the transforms of
+``solvers.harmonics``, the potentials
+
+    S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)},   W = (w, w y_1, ..., w y_d)   (columns c = 0..d)
+
+cost O((n + m) K d) on S^1 and O((n + m) L² d) on S^2; S_i0 = e^{-β} Φ(x_i) and
+S_i,1.. = e^{-β} G(x_i), G = sum_j w_j e^{β<x,y_j>} y_j, so that
+
+    log Φ = log S_0 + β,   X = ±P_x G / Φ (SA)   or   X = ±e^β P_x G (USA).
+
+Accuracy.  Every term of the expansion is bounded by the kernel at <x,y> = 1, so the
+truncated sum is evaluated with an absolute error of at most δ sum_j |W_jc|, with
+
+    δ = (L + 1 + 3β) eps + TRUNCATION:
+
+round-off grows with the number of modes, and the kernel itself is ill-conditioned: an
+O(eps) change of <x, y> changes e^{β<x,y>} by β eps relative (direct summation shares that
+term).  Measured against extended-precision sums (clusters of any width, β up to 1000) the
+error stays below (0.35 (L + 1) + 1.2 β) eps; tests/test_spectral.py checks the bound.
+With W_tot = sum_j w_j this gives, to first order in δ,
+
+    |log Φ_fast - log Φ| <= δ W_tot / S_0,
+    |X_fast - X| <= (1 + √d) δ W_tot / S_0          (SA; |X| <= 1)
+    |X_fast - X| <= √d δ W_tot / S_0 · Φ            (USA; |X| <= Φ)
+
+i.e. a relative error (in the field's natural scale) of ε_i = (1 + √d) δ W_tot / (S_0 - δ W_tot).
+Where Φ(x_i) is small compared with the total mass (SA at large β away from the clusters:
+S_0 can be as small as e^{-2β} W_tot) ε_i exceeds ``RTOL``, and those targets — only those —
+are recomputed by direct log-sum-exp summation over all sources (``particles.attention_field``).
+"""
+from . import _numba_env  # noqa: F401
+
+from functools import lru_cache
+
+import numpy as np
+
+from meanfield.geometry import normalise
+
+from . import harmonics, kernels
+
+TRUNCATION = 1e-17
+RTOL = 1e-10
+EPS = np.finfo(float).eps
+
+# Cost model (one core of the reference machine), used by summation="auto": seconds per
+# (point, mode) of an analysis or synthesis with 4 weight columns, and per call.
+FAST_MODE = {2: 1.5e-9, 3: 2.0e-9}
+FAST_OVERHEAD = 2e-4
+
+
+def supports(model, d):
+    """Fast summation applies to Q^T K = I, V = ±I on S^1 (d = 2) and S^2 (d = 3)."""
+    return d in (2, 3) and model.is_isotropic
+
+
+@lru_cache(maxsize=64)
+def kernel_coefficients(beta, d):
+    """κ_0..κ_K of e^{β(<x,y>-1)} (d = 2: e^{-β} I_k(β); d = 3: e^{-β} i_l(β)), truncated at the
+    smallest degree whose tail sum_{k>K} (2κ_k resp. (2l+1)κ_l) is <= TRUNCATION.
+
+    Miller's algorithm: the three-term recurrences I_{k-1} = I_{k+1} + (2k/β) I_k and
+    i_{l-1} = i_{l+1} + ((2l+1)/β) i_l, run downwards from a degree far beyond the truncation
+    (where they are stable) as the ratios ρ_k = κ_k/κ_{k-1} = 1/(c_k + ρ_{k+1}), give κ up to
+    a factor, fixed by the identity at <x,y> = 1: κ_0 + 2 sum κ_k = 1 resp. sum (2l+1) κ_l = 1."""
+    if beta == 0:
+        return np.ones(1)
+    top = int(12 * np.sqrt(beta) + 2 * beta ** (1 / 3) + 64)
+    shift = 0.0 if d == 2 else 0.5
+    ratio = np.zeros(top + 2)
+    for k in range(top, 0, -1):
+        ratio[k] = 1.0 / (2 * (k + shift) / beta + ratio[k + 1])
+    t = np.cumprod(np.concatenate([[1.0], ratio[1:top + 1]]))
+    k = np.arange(top + 1)
+    weight = (np.where(k == 0, 1.0, 2.0) if d == 2 else 2 * k + 1) * t
+    total = weight.sum()
+    tail = np.cumsum(weight[::-1])[::-1] / total          # tail[k] = sum_{j >= k} weight_j
+    degree = int(np.argmax(tail <= TRUNCATION)) - 1
+    out = t[:degree + 1] / total
+    out.setflags(write=False)
+    return out
+
+
+def degree(beta, d):
+    """Truncation degree K (S^1) or L (S^2)."""
+    return kernel_coefficients(beta, d).size - 1
+
+
+def kernel_sum(beta, x, y, W):
+    """S (n, C) with S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)} for targets x (n, d), sources
+    y (m, d), d in {2, 3}, and weights W (m, C) of any sign."""
+    d = x.shape[1]
+    if d not in (2, 3):
+        raise ValueError(f"fast summation needs points on S^1 or S^2 (d = 2 or 3); got d = {d}")
+    kappa = kernel_coefficients(beta, d)
+    x = np.ascontiguousarray(x, dtype=float)
+    y = np.ascontiguousarray(y, dtype=float)
+    W = np.ascontiguousarray(W, dtype=float)
+    S = np.empty((x.shape[0], W.shape[1]))
+    eps_m = np.where(np.arange(kappa.size) == 0, 1.0, 2.0)
+    with kernels.threads_for(_transform_seconds(d, kappa.size - 1, x.shape[0] + y.shape[0], W.shape[1])):
+        if d == 2:
+            A = harmonics.circle_analysis(y, W, kappa.size - 1)
+            A *= (eps_m * kappa)[:, None]
+            harmonics.circle_synthesis(x, A, S)
+        else:
+            A = harmonics.sphere_analysis(y, W, kappa.size - 1)
+            A *= (eps_m[:, None] * kappa[None, :])[:, :, None]
+            harmonics.sphere_synthesis(x, A, S)
+    return S
+
+
+def roundoff(beta, d):
+    """δ: the absolute error of kernel_sum per unit of sum_j |W_jc|."""
+    return (degree(beta, d) + 1 + 3 * beta) * EPS + TRUNCATION
+
+
+def attention_field(model, x, y, w, rtol=RTOL):
+    """(X, log Φ, trusted) for targets x (B, n, d), sources y (B, m, d), weights w (B, m).
+
+    ``trusted`` (B, n) is False where the error bound ε_i exceeds ``rtol``: the caller must
+    recompute those targets directly (their X and log Φ here are placeholders).  The sums are
+    those of the unit vectors x/|x|, y/|y| (inputs are unit vectors up to ``checks.UNIT_TOL``)."""
+    B, n, d = x.shape
+    beta = model.beta
+    delta = roundoff(beta, d)
+    x = normalise(x)
+    y = normalise(y)
+    out = np.empty(x.shape)
+    log_phi = np.empty((B, n))
+    trusted = np.empty((B, n), dtype=bool)
+    for b in range(B):
+        W = np.empty((y.shape[1], d + 1))
+        W[:, 0] = w[b]
+        W[:, 1:] = w[b][:, None] * y[b]
+        S = kernel_sum(beta, x[b], y[b], W)
+        floor = delta * w[b].sum()
+        good = S[:, 0] - floor > (1.0 + np.sqrt(d)) * floor / rtol
+        phi = np.where(good, S[:, 0], 1.0)
+        G = S[:, 1:]
+        X = G - np.sum(G * x[b], axis=1, keepdims=True) * x[b]
+        if model.normalised:
+            X /= phi[:, None]
+        else:
+            X *= np.exp(beta / 2)      # in two halves: e^β alone overflows for β > 709
+            X *= np.exp(beta / 2)
+        out[b] = model.sign * X
+        log_phi[b] = np.log(phi) + beta
+        trusted[b] = good
+    return out, log_phi, trusted
+
+
+def _transform_seconds(d, degree, points, columns):
+    """Estimated one-core time of an analysis plus a synthesis over ``points`` points."""
+    modes = degree + 1 if d == 2 else (degree + 1) * (degree + 2) / 2
+    return FAST_MODE[d] * points * modes * columns / 4
+
+
+def cost(d, beta, n, m):
+    """Estimated one-core seconds (direct, fast) for n targets and m sources."""
+    return (kernels.direct_seconds(1, n, m, d),
+            FAST_OVERHEAD + _transform_seconds(d, degree(beta, d), n + m, d + 1))
