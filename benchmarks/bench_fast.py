@@ -61,7 +61,8 @@ def table(d):
               f"{stats['recomputed'] // stats['fast']:>11}")
     measured = [k for k in SIZES if k <= DIRECT_MAX]
     big = [k for k in SIZES if k >= 10**4]
-    print(f"fitted exponents (least squares in log-log): direct {slope(measured, [direct_t[k] for k in measured]):.2f} "
+    direct_exponent = slope(measured, [direct_t[k] for k in measured])
+    print(f"fitted exponents (least squares in log-log): direct {direct_exponent:.2f} "
           f"(n = {measured[0]:.0e}..{measured[-1]:.0e}), fast {slope(big, [fast_t[k] for k in big]):.2f} "
           f"(n = {big[0]:.0e}..{big[-1]:.0e})")
 

@@ -43,7 +43,7 @@ LANES = 64
 CHUNK = 2048      # sources per analysis chunk (at most MAX_CHUNKS chunks)
 MAX_CHUNKS = 32
 TINY = 1e-200
-_FAST = {"contract", "reassoc", "nsz"}
+_FAST = {"contract", "nsz"}   # no "reassoc": see solvers/kernels.py (bit-exact resume)
 
 
 def _chunks(m):
