@@ -36,7 +36,7 @@ def solution_figure(comparison):
         n = comparison.particles.x.shape[-2]
         pick = np.linspace(0, n - 1, min(TRAJECTORIES, n)).astype(int)
         fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
-        spacetime(comparison.density, ax=ax, particles=_one_draw(comparison.particles, pick))
+        spacetime(comparison.density, ax=ax, particles=_one_draw(comparison.particles, pick), log=True)
         ax.set_title(f"{name}: density and {pick.size} of the {n} tokens")
         return fig
     from .sphere import particles_on_density
