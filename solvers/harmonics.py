@@ -153,6 +153,23 @@ def _next_power(pts, g, P, er, ei, qmm, d):
         qmm[p] *= d
 
 
+@njit(cache=True, inline="always", fastmath=_FAST)
+def _legendre_next(pts, g, P, m, l, a, b, qmm, q0, q1, q2):
+    """q0 <- q_lm(z) at the points pts[g:g+P] from q_{l-1,m} (q1) and q_{l-2,m} (q2):
+    q_mm, then q_{m+1,m} = a_{m,m+1} z q_mm, then q_lm = a_lm (z q_{l-1,m} - b_lm q_{l-2,m})."""
+    if l == m:
+        for p in range(P):
+            q0[p] = qmm[p]
+    elif l == m + 1:
+        for p in range(P):
+            q0[p] = a[m, l] * pts[g + p, 2] * q1[p]
+    else:
+        alm = a[m, l]
+        blm = b[m, l]
+        for p in range(P):
+            q0[p] = alm * (pts[g + p, 2] * q1[p] - blm * q2[p])
+
+
 @njit(cache=True, fastmath=_FAST)
 def _sphere_analysis_chunk(y, W, j0, j1, diag, a, b, A):
     L = A.shape[0] - 1
@@ -178,17 +195,7 @@ def _sphere_analysis_chunk(y, W, j0, j1, diag, a, b, A):
                     U[2 * c, p] = W[g + p, c] * er[p]
                     U[2 * c + 1, p] = W[g + p, c] * ei[p]
             for l in range(m, L + 1):
-                if l == m:
-                    for p in range(P):
-                        q0[p] = qmm[p]
-                elif l == m + 1:
-                    for p in range(P):
-                        q0[p] = a[m, l] * y[g + p, 2] * q1[p]
-                else:
-                    alm = a[m, l]
-                    blm = b[m, l]
-                    for p in range(P):
-                        q0[p] = alm * (y[g + p, 2] * q1[p] - blm * q2[p])
+                _legendre_next(y, g, P, m, l, a, b, qmm, q0, q1, q2)
                 for k in range(2 * C):
                     s = 0.0
                     for p in range(P):
@@ -235,17 +242,7 @@ def _sphere_synthesis(x, A, diag, a, b, S):
                 for p in range(P):
                     T[k, p] = 0.0
             for l in range(m, L + 1):
-                if l == m:
-                    for p in range(P):
-                        q0[p] = qmm[p]
-                elif l == m + 1:
-                    for p in range(P):
-                        q0[p] = a[m, l] * x[g + p, 2] * q1[p]
-                else:
-                    alm = a[m, l]
-                    blm = b[m, l]
-                    for p in range(P):
-                        q0[p] = alm * (x[g + p, 2] * q1[p] - blm * q2[p])
+                _legendre_next(x, g, P, m, l, a, b, qmm, q0, q1, q2)
                 for k in range(2 * C):
                     coef = A[m, l, k]
                     for p in range(P):
