@@ -21,7 +21,7 @@ from meanfield.models import as_model
 
 from . import kernels, spectral
 from .results import ParticleSolution
-from .stepping import Checkpoint, integrate
+from .stepping import Checkpoint, digest, integrate
 
 METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
 SUMMATIONS = ("auto", "direct", "fast")
@@ -179,7 +179,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         return attention_field(model, normalise(x), w, summation=how, stats=stats)[0]
 
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=how)
+                summation=how, weights=None if w is None else digest(w))
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume)

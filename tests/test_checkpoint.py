@@ -174,3 +174,12 @@ def test_solve_killed_by_sigkill_resumes_exactly(tmp_path):
     full = particles.solve(mf.SA(4.0), x0, t, dt=0.01)
     assert resumed.info["nsteps"] == full.info["nsteps"] == 800
     assert np.array_equal(resumed.x, full.x) and np.array_equal(resumed.energy, full.energy)
+
+
+def test_checkpoint_with_other_weights_is_refused(tmp_path):
+    path = tmp_path / "weighted.npz"
+    x0 = mf.uniform_sphere(8, 3, seed=0)
+    w = np.linspace(1.0, 2.0, 8)
+    particles.solve(mf.USA(1.0), x0, [0, 1], weights=w, checkpoint=path, checkpoint_every=5)
+    with pytest.raises(ValueError, match="different run"):
+        particles.solve(mf.USA(1.0), x0, [0, 1], weights=w[::-1], checkpoint=path, resume=True)
