@@ -21,8 +21,8 @@ import numpy as np
 import scipy.fft
 
 import meanfield as mf
-from solvers import circle
-from solvers.stepping import fixed_step
+from meanfield.solvers import circle
+from meanfield.solvers.stepping import fixed_step
 
 SIZES = (256, 1024, 4096, 16384)
 

@@ -11,8 +11,8 @@ import time
 import numpy as np
 
 import meanfield as mf
-from solvers import particles, sphere
-from solvers.mesh import icosahedron_points, voronoi_mesh
+from meanfield.solvers import particles, sphere
+from meanfield.solvers.mesh import icosahedron_points, voronoi_mesh
 
 
 def median_time(f, repeats):

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import meanfield as mf
-from solvers import particles, reference
+from meanfield.solvers import particles, reference
 
 try:
     import torch

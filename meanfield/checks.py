@@ -62,6 +62,20 @@ def as_weights(w, n, name="weights"):
     return np.ascontiguousarray(arr)
 
 
+def as_batch_weights(weights, x, name="weights"):
+    """Weights for points x (n, d) or a batch (B, n, d): None, one row (n,) shared by every
+    system, or one row per system (B, n); returned as (B, n) (None stays None)."""
+    if weights is None:
+        return None
+    w = np.asarray(weights)
+    if x.ndim == 3 and w.ndim == 2:
+        if w.shape[0] != x.shape[0]:
+            raise ValueError(f"{name} must have shape ({x.shape[1]},) or, one row per system of the batch, "
+                             f"({x.shape[0]}, {x.shape[1]}); got {w.shape}")
+        return np.stack([as_weights(row, x.shape[1], name) for row in w])
+    return np.broadcast_to(as_weights(w, x.shape[-2], name), x.shape[:-1]).copy().reshape(-1, x.shape[-2])
+
+
 def as_seed(seed, name="seed"):
     """A seed for ``np.random.default_rng``: None, an int >= 0, or a Generator / SeedSequence /
     BitGenerator."""

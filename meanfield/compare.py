@@ -4,8 +4,8 @@ From one initial density ρ_0 and one model, run
 
 - the particle system with n tokens drawn i.i.d. from ρ_0, for several independent draws
   (one batched solve), and
-- the finite-volume solver for ∂_t ρ + div(ρ X[ρ]) = 0 (``solvers.circle`` on S^1,
-  ``solvers.sphere`` on S^2),
+- the finite-volume solver for ∂_t ρ + div(ρ X[ρ]) = 0 (``meanfield.solvers.circle`` on S^1,
+  ``meanfield.solvers.sphere`` on S^2),
 
 and report at every output time: W_1 and W_2 between each empirical measure
 μ^n_t = (1/n) sum δ_{x_i(t)} and the grid measure sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians;
@@ -108,9 +108,9 @@ def _pm(values, s):
 def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=False):
     """The finite-volume solution on S^1 (``cells`` cells) or S^2 (``icosphere(level)``)."""
     if geometry == "circle":
-        from solvers import circle
+        from meanfield.solvers import circle
         return circle.solve(model, rho0, t_eval, cells=as_count(cells, "cells"), flux=flux, progress=progress)
-    from solvers import sphere
+    from meanfield.solvers import sphere
     mesh = sphere.icosphere(as_count(level, "level", minimum=0))
     return sphere.solve(model, rho0, t_eval, mesh=mesh, flux=flux, progress=progress)
 
@@ -123,7 +123,7 @@ def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=51
     (N, d) -> densities on S^1 (geometry="circle") or S^2 ("sphere"). n tokens per draw, ``seeds``
     independent draws (the draws come from ``numpy.random.default_rng(seed)``). cells (circle) or
     level (sphere, ``icosphere(level)``) and flux set the grid; method, dt and summation the
-    particle integrator (``solvers.particles.solve``); transport the ``wasserstein`` method
+    particle integrator (``meanfield.solvers.particles.solve``); transport the ``wasserstein`` method
     ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7). A precomputed ``density``
     (DensitySolution at the same t_eval) skips the PDE solve. Returns a ``Comparison``.
     """
@@ -135,7 +135,7 @@ def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=51
     timings = {}
     clock = time.perf_counter()
     x0 = sample_density(rho0, n, d, seed=seed, batch=seeds)
-    from solvers import particles
+    from meanfield.solvers import particles
     part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
                            energy=False)
     part.energy = np.array([[energy(xs, model.beta, summation=summation) for xs in xk] for xk in part.x])

@@ -12,7 +12,7 @@ import numpy as np
 
 from .checks import as_beta, as_float_array
 
-__all__ = ["SA", "USA", "velocity", "model_from_dict"]
+__all__ = ["SA", "USA", "model_from_dict", "as_model"]
 
 
 def _as_matrix(value, name):
@@ -150,8 +150,3 @@ def as_model(model):
         raise TypeError(f"model must be meanfield.SA(...) or meanfield.USA(...); got {type(model).__name__}")
     return model
 
-
-def velocity(model, x, weights=None):
-    """Tangent velocities X(x_i) of the tokens ``x`` (n, d) or a batch (B, n, d)."""
-    from solvers.particles import velocity as _velocity
-    return _velocity(model, x, weights=weights)

@@ -474,7 +474,7 @@ def particle_clusters(params, seed):
     from .energy import energy
     from .geometry import uniform_sphere
     from .models import SA, USA
-    from solvers.particles import solve
+    from meanfield.solvers.particles import solve
 
     models = {"SA": SA, "USA": USA}
     name = params.get("model", "SA")

@@ -13,11 +13,12 @@ recomputation of the targets where it fails); "auto" picks the cheaper valid one
 from . import _numba_env  # noqa: F401
 
 import numpy as np
+from scipy.special import logsumexp
 
-from meanfield.checks import (as_choice, as_float_array, as_points, as_positive, as_time_grid,
-                              as_weights)
+from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_points, as_positive,
+                              as_time_grid)
 from meanfield.geometry import circle_points, normalise
-from meanfield.models import as_model
+from meanfield.models import SA, as_model
 
 from . import kernels, spectral
 from .results import ParticleSolution
@@ -39,7 +40,7 @@ def _uniform_weights(shape):
 def resolve_summation(model, d, n, m, summation="auto"):
     """"direct" or "fast": what ``attention_field`` does for n targets and m sources in R^d.
 
-    "fast" (``solvers.spectral``) needs Q^T K = I, V = ±I and d in {2, 3}; "auto" takes it
+    "fast" (``meanfield.solvers.spectral``) needs Q^T K = I, V = ±I and d in {2, 3}; "auto" takes it
     when it is valid and its estimated cost is below the direct O(n m) summation's."""
     as_choice(summation, "summation", SUMMATIONS)
     if summation == "direct":
@@ -102,24 +103,12 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     return out, log_phi
 
 
-def _check_weights(weights, x):
-    if weights is None:
-        return None
-    w = np.asarray(weights)
-    if x.ndim == 3 and w.ndim == 2:
-        if w.shape[0] != x.shape[0]:
-            raise ValueError(f"weights must have shape ({x.shape[1]},) or, one row per system of the batch, "
-                             f"({x.shape[0]}, {x.shape[1]}); got {w.shape}")
-        return np.stack([as_weights(row, x.shape[1]) for row in w])
-    return np.broadcast_to(as_weights(w, x.shape[-2]), x.shape[:-1]).copy().reshape(-1, x.shape[-2])
-
-
 def velocity(model, x, weights=None, summation="auto"):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j}."""
     model = as_model(model)
     x = as_points(x, "x", ndim=(2, 3))
     resolve_summation(model, x.shape[-1], x.shape[-2], x.shape[-2], summation)
-    w = _check_weights(weights, x)
+    w = as_batch_weights(weights, x)
     v, _ = attention_field(model, _batched(x), w, summation=summation)
     return v.reshape(x.shape)
 
@@ -167,7 +156,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
     how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
-    w = _check_weights(weights, x0)
+    w = as_batch_weights(weights, x0)
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None:
         dt = default_dt(model, x0.shape[-1])
@@ -189,15 +178,29 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
 
 
+def log_energies(beta, x, weights=None, summation="auto"):
+    """log(2β E_β) = log Σ_ij w_i w_j e^{β<x_i,x_j>} (β > 0) for each system of x (B, n, d),
+    weights (B, n) (default 1/n): log-sum-exp over the field's log Φ, overflow-free for any β."""
+    w = _uniform_weights(x.shape) if weights is None else weights
+    _, log_phi = attention_field(SA(beta), x, w, summation=summation)
+    return logsumexp(log_phi, b=w, axis=1)
+
+
+def energies(beta, x, weights=None, summation="auto"):
+    """E_β for each system of x (B, n, d); at β = 0 the limit (1/2)|Σ_i w_i x_i|² of E_β - 1/(2β)."""
+    w = _uniform_weights(x.shape) if weights is None else weights
+    if beta == 0:
+        mean = np.einsum("bn,bnd->bd", w, x)
+        return 0.5 * np.einsum("bd,bd->b", mean, mean)
+    return np.exp(log_energies(beta, x, w, summation)) / (2.0 * beta)
+
+
 def _trajectory_energy(model, xs, w, summation):
-    from meanfield.energy import energy as _energy
     if not model.is_isotropic:
         return np.full(xs.shape[:-2], np.nan)
     flat = xs.reshape((-1,) + xs.shape[-2:])
     wf = None if w is None else np.repeat(w[None], xs.shape[0], axis=0).reshape(-1, xs.shape[-2])
-    e = np.array([_energy(flat[i], model.beta, None if wf is None else wf[i], summation=summation)
-                  for i in range(flat.shape[0])])
-    return e.reshape(xs.shape[:-2])
+    return energies(model.beta, flat, wf, summation).reshape(xs.shape[:-2])
 
 
 def angle_velocity(model, theta, summation="auto"):

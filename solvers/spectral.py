@@ -7,7 +7,7 @@ The shifted kernel has the expansions (Fourier on S^1, Funk–Hecke on S^2)
 
 with κ > 0 and sum_k κ_k = sum_l (2l+1) κ_l = 1.  Truncating where the tail of that sum
 drops below ``TRUNCATION`` = 1e-17 (degree K, L ≈ 8.6 √β + O(1)) and using the transforms of
-``solvers.harmonics``, the potentials
+``meanfield.solvers.harmonics``, the potentials
 
     S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)},   W = (w, w y_1, ..., w y_d)   (columns c = 0..d)
 

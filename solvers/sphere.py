@@ -3,7 +3,7 @@
     ∂_t ρ + div_S(ρ X[ρ]) = 0,   X = ±(1/β) ∇_S Φ (USA),  ±(1/β) ∇_S log Φ (SA),
     Φ(x) = ∫ e^{β<x,y>} ρ(y) dσ(y)
 
-on a spherical Voronoi mesh (``solvers.mesh``).  The cell values ρ_i carry the measure
+on a spherical Voronoi mesh (``meanfield.solvers.mesh``).  The cell values ρ_i carry the measure
 Σ_j m_j δ_{c_j}, m_j = ρ_j |C_j|; the cell velocities X_i and log Φ_i are the particle field of
 that measure at the generators c_i (``particles.attention_field``: direct log-sum-exp
 quadrature or the spherical-harmonic fast path).  The semi-discrete scheme is
@@ -89,7 +89,7 @@ def _check_mesh(mesh):
     if mesh is None:
         return icosphere(DEFAULT_LEVEL)
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a solvers.mesh.Mesh (icosphere(level), fibonacci(n), voronoi_mesh(points)) "
+        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), voronoi_mesh(points)) "
                         f"or None; got {type(mesh).__name__}")
     return mesh
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from solvers import circle, particles, sphere, stepping
+from meanfield.solvers import circle, particles, sphere, stepping
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = np.linspace(0.0, 2.0, 5)
@@ -142,7 +142,7 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
 KILLED_SOLVE = """
 import time, numpy as np
 import meanfield as mf
-from solvers import particles, stepping
+from meanfield.solvers import particles, stepping
 real = stepping.fixed_step
 def slow_step(*args):
     time.sleep(0.004)          # slows the run down so that the test can kill it mid-way

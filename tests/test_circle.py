@@ -7,8 +7,8 @@ import meanfield as mf
 from meanfield.exact import two_dirac_angle, wrapped_cauchy_cdf, wrapped_cauchy_radius
 from meanfield.plotting import circle as circle_plots
 from meanfield.theory import growth_rate
-from solvers import circle, reference
-from solvers.results import DensitySolution, ParticleSolution
+from meanfield.solvers import circle, reference
+from meanfield.solvers.results import DensitySolution, ParticleSolution
 
 
 def _tangent_velocity(model, rho):

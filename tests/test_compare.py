@@ -10,7 +10,7 @@ from meanfield import compare as cmp
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein
-from solvers.results import DensitySolution, ParticleSolution
+from meanfield.solvers.results import DensitySolution, ParticleSolution
 
 T_EVAL = np.array([0.0, 2.5, 5.0])
 

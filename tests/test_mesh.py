@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy.spatial import SphericalVoronoi, cKDTree
 
-from solvers import mesh as M
-from solvers.mesh import Mesh, fibonacci, icosphere, voronoi_mesh
+from meanfield.solvers import mesh as M
+from meanfield.solvers.mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 
 
 @pytest.mark.parametrize("level", range(5))
@@ -155,5 +155,5 @@ def test_bad_input():
 
 
 def test_icosphere_is_exported_by_the_solver():
-    from solvers import sphere
+    from meanfield.solvers import sphere
     assert sphere.icosphere(1).size == 42

@@ -4,8 +4,8 @@ import pytest
 
 import meanfield as mf
 from meanfield import clusters, exact, theory
-from solvers import particles, reference
-from solvers.results import ParticleSolution
+from meanfield.solvers import particles, reference
+from meanfield.solvers.results import ParticleSolution
 
 
 def random_qkv(d, seed):

@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 import meanfield as mf
 from meanfield.clusters import cluster_count
 from meanfield.transport import wasserstein
-from solvers import circle, particles, sphere
+from meanfield.solvers import circle, particles, sphere
 
 FAST = settings(max_examples=12, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

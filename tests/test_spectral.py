@@ -12,7 +12,7 @@ import pytest
 from scipy.special import eval_legendre, ive
 
 import meanfield as mf
-from solvers import harmonics, kernels, particles, reference, spectral
+from meanfield.solvers import harmonics, kernels, particles, reference, spectral
 
 
 def weights_matrix(w, y):

@@ -6,9 +6,9 @@ from scipy.special import eval_legendre
 import meanfield as mf
 from meanfield.exact import mobius_density, mobius_mean, mobius_radius, two_dirac_angle
 from meanfield.theory import growth_rate
-from solvers import particles, sphere
-from solvers.mesh import fibonacci, icosphere
-from solvers.results import DensitySolution
+from meanfield.solvers import particles, sphere
+from meanfield.solvers.mesh import fibonacci, icosphere
+from meanfield.solvers.results import DensitySolution
 
 AXIS = np.array([0.2, 0.3, 0.93]) / np.linalg.norm([0.2, 0.3, 0.93])  # generic: no mesh symmetry
 

@@ -22,7 +22,7 @@ import numpy as np
 import meanfield as mf
 from meanfield import theory
 from meanfield.figures import Experiment, max_relative_decrease
-from solvers import circle, particles
+from meanfield.solvers import circle, particles
 
 BETAS = (1.0, 4.0)
 

@@ -33,7 +33,7 @@ import meanfield as mf
 from meanfield.clusters import inner_product_histogram
 from meanfield.figures import Experiment
 from meanfield.theory import equiangular_curve
-from solvers import particles
+from meanfield.solvers import particles
 
 N = 32
 BETA = 2.0

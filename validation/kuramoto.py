@@ -23,7 +23,7 @@ import meanfield as mf
 from meanfield import exact
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment
-from solvers import circle, particles
+from meanfield.solvers import circle, particles
 
 R0 = 0.1
 

@@ -19,7 +19,7 @@ import meanfield as mf
 from meanfield import theory
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment, max_relative_decrease
-from solvers import circle, particles
+from meanfield.solvers import circle, particles
 
 EPS = 1e-8        # size of the initial perturbation
 TOL = 0.05        # geodesic cluster scale (below the initial spacing 2π/n)

@@ -21,7 +21,7 @@ import meanfield as mf
 from meanfield import sweep
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment, validation_dir
-from solvers import particles
+from meanfield.solvers import particles
 
 TOL = 1e-2
 

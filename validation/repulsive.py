@@ -19,7 +19,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.figures import Experiment, max_relative_decrease
-from solvers import particles
+from meanfield.solvers import particles
 
 BETA = 3.0   # at β = 1 the landscape is nearly flat along tight frames (e^t ≈ 1 + t + t²/2): slow
 

@@ -15,7 +15,7 @@ import numpy as np
 import meanfield as mf
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment, max_relative_decrease
-from solvers import particles
+from meanfield.solvers import particles
 
 TOL = 1e-2            # geodesic cluster scale
 BETAS = (1.0, 9.0)

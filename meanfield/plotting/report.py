@@ -21,7 +21,7 @@ def _pyplot():
 
 def _one_draw(particles, pick=slice(None)):
     """The tokens ``pick`` of the first draw of a batched run (x of shape (m, S, n, d))."""
-    from solvers.results import ParticleSolution
+    from meanfield.solvers.results import ParticleSolution
     x = particles.x[:, 0] if particles.x.ndim == 4 else particles.x
     return ParticleSolution(t=particles.t, x=x[:, pick], energy=None, model=particles.model, info=particles.info)
 

@@ -110,7 +110,7 @@ def _circle():
 
 
 def _particle_points(particles, t):
-    from solvers.results import ParticleSolution
+    from meanfield.solvers.results import ParticleSolution
     if isinstance(particles, ParticleSolution):
         x = particles.x
         if x.ndim != 3:
