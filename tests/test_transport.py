@@ -122,10 +122,22 @@ def test_circle_is_the_automatic_choice_in_the_plane():
     assert isinstance(value, float)
 
 
-def test_auto_falls_back_to_sliced_beyond_the_exact_size(monkeypatch):
+def test_auto_uses_multiscale_beyond_the_exact_size(monkeypatch):
     x, y = uniform_sphere(50, 3, seed=1), uniform_sphere(40, 3, seed=2)
-    assert wasserstein(x, None, y, None, return_info=True)[1]["method"] == "emd"
+    exact, info = wasserstein(x, None, y, None, return_info=True)
+    assert info["method"] == "emd"
     monkeypatch.setattr(transport, "EXACT_LIMIT", 50 * 40 - 1)
+    value, info = wasserstein(x, None, y, None, return_info=True)
+    assert info["method"] == "multiscale" and not info["exact"] and info["bound"] < 1e-6
+    assert abs(value - exact) <= info["bound"]
+
+
+def test_auto_falls_back_to_sliced_without_or_tools(monkeypatch):
+    x, y = uniform_sphere(50, 3, seed=1), uniform_sphere(40, 3, seed=2)
+    monkeypatch.setattr(transport, "EXACT_LIMIT", 50 * 40 - 1)
+    monkeypatch.setattr(transport, "have_flow_solver", lambda: False)
+    with pytest.raises(ImportError, match="OR-Tools"):
+        wasserstein(x, None, y, None, method="multiscale")
     value, info = wasserstein(x, None, y, None, return_info=True)
     assert info["method"] == "sliced" and not info["exact"]
     assert value == wasserstein(x, None, y, None, method="sliced")          # seeded: repeatable
