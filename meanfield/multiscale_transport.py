@@ -12,44 +12,33 @@ Oberman–Ruan (2015), it is found on a sparse set E of candidate pairs:
 2. Candidates. E = {(i, j): x_i ∈ I, y_j ∈ J, Γ_IJ > 0} ∪ {(i, j): y_j among the 4 nearest atoms
    of ν to x_i, or x_i among the 4 nearest of μ to y_j}. E holds the support of the coupling
    Γ_IJ (a_i / A_I)(b_j / B_J), so the sparse problem is feasible.
-3. Sparse solve. Restricted to E, transport is a minimum-cost flow, solved exactly in integers
-   by OR-Tools (cost-scaling push–relabel): masses are quantised to integers ã_i ≈ a_i S with
-   S = 2^50 (largest-remainder rounding keeps the totals equal), costs to c̃_ij = round(c_ij C)
-   with C = 2^30 / π^p.
-4. Certificate. Potentials with u_i + v_j <= c̃_ij on E, with equality on the support of the
-   flow, are the shortest-path distances of the residual graph (label-correcting Bellman–Ford).
-   If u_i + v_j <= c̃_ij holds for EVERY pair (checked cell against cell; a pair of cells is
-   skipped when the chord bound |x - y| >= |c_I - c_J| - r_I - r_J proves it), (u, v) is dual
-   feasible and the flow optimal for the full quantised problem (LP duality). Otherwise the
-   violating pairs join E and step 3 is repeated.
+3. Sparse solve. Restricted to E, the transport problem is solved exactly by POT's sparse
+   network simplex (``ot.emd`` with a ``scipy.sparse.coo_array`` cost, POT >= 0.9.7), which also
+   returns dual potentials u, v with u_i + v_j <= c_ij on E and equality on the plan's support.
+4. Certificate. If u_i + v_j <= c_ij + τ holds for EVERY pair (τ = 1e-10 π^p; checked cell against
+   cell, a pair of cells being skipped when the chord bound |x - y| >= |x - c_J| - r_J already
+   proves it), (u, v - τ) is dual feasible for the full problem and the plan is optimal:
+       sum a_i u_i + sum b_j v_j - τ  <=  W_p^p  <=  sum γ_ij c_ij       (LP duality).
+   Otherwise the violating pairs join E and step 3 is repeated (a few rounds in practice).
 
-The flow is then an optimal coupling of the quantised problem; its cost under the true c differs
-from W_p^p(μ, ν) by at most β = 1/C + (π^p/2)(|a - ã/S|_1 + |b - b̃/S|_1): twice the cost rounding
-1/(2C), plus the mass rounding through the dual (c-concave potentials oscillate by at most π^p).
-For p = 2 and 10^5 atoms, β ≈ 1e-8 rad²; ``bound`` turns β into a bound on W_p itself.
+The value is exact up to round-off, like the dense network simplex: ``info["gap"]`` reports
+the certified duality gap UB - LB on W_p^p. Memory is O(n + m + |E|), |E| ≈ 20 (n + m).
 """
 import numpy as np
 import ot
 from numba import njit
+from scipy.sparse import coo_array
 from scipy.spatial import cKDTree
 
-__all__ = ["multiscale_wasserstein", "have_flow_solver"]
+__all__ = ["multiscale_wasserstein"]
 
-MASS_SCALE = 1 << 50        # S: total integer mass
-COST_RANGE = 1 << 30        # largest integer cost, that of an antipodal pair
 CELL_SIZE = 16              # atoms (of μ and ν together) per coarse cell
 NEIGHBOURS = 4              # nearest-neighbour candidates per atom, each way
 DIRECT = 2_000_000          # n·m solved by the dense network simplex inside the recursion
 MAX_ROUNDS = 50
-
-
-def have_flow_solver():
-    """Whether OR-Tools (the optional dependency of method "multiscale") is installed."""
-    try:
-        from ortools.graph.python import min_cost_flow  # noqa: F401
-    except ImportError:
-        return False
-    return True
+TOLERANCE = 1e-10           # τ / π^p: dual feasibility accepted up to round-off (the simplex's
+                            # potentials, sums along tree paths, carry errors ~1e-12 π^p)
+MAX_ITER = 1_000_000_000    # network simplex iterations (POT's default 1e5 stops early)
 
 
 def multiscale_wasserstein(x, a, y, b, p, seed=0):
@@ -60,49 +49,33 @@ def multiscale_wasserstein(x, a, y, b, p, seed=0):
     x, y : arrays (n, d), (m, d) of unit vectors.
     a, b : arrays (n,), (m,) of non-negative weights summing to 1.
     p : float >= 1.
-    seed : seed of the random coarse centres (the value does not depend on it beyond ``bound``).
+    seed : seed of the random coarse centres (the value does not depend on it).
 
     Returns
     -------
-    value : float, (sum γ_ij c_ij)^{1/p} for the certified optimal coupling γ of the quantised problem.
-    info : dict with ``bound`` (|value - W_p| <= bound), ``rounds`` (sparse solves at the finest
+    value : float, (sum γ_ij c_ij)^{1/p} for the certified optimal coupling γ.
+    info : dict with ``gap`` (certified UB - LB on W_p^p), ``rounds`` (sparse solves at the finest
         level), ``pairs`` (final size of E) and ``levels`` (depth of the coarse hierarchy).
     """
     keep_x, keep_y = a > 0, b > 0
     x, a, y, b = x[keep_x], a[keep_x] / a[keep_x].sum(), y[keep_y], b[keep_y] / b[keep_y].sum()
-    scale = COST_RANGE / np.pi ** p
-    rng = np.random.default_rng(seed)
-    a_int, b_int = _quantise(a), _quantise(b)
-    stats = dict(levels=0, rounds=0)
-    rows, cols, flow = _sparse_optimum(x, a, a_int, y, b, b_int, p, scale, rng, stats, certify=True)
-    cost = float(flow @ _pair_cost_kernel(x, y, rows, cols, float(p))) / MASS_SCALE
-    beta = 1.0 / scale + 0.5 * np.pi ** p * (np.abs(a - a_int / MASS_SCALE).sum() + np.abs(b - b_int / MASS_SCALE).sum())
-    value = max(cost, 0.0) ** (1.0 / p)
-    bound = max(value - max(cost - beta, 0.0) ** (1.0 / p), (cost + beta) ** (1.0 / p) - value)
-    return value, dict(bound=float(bound), rounds=stats["rounds"], pairs=int(rows.size), levels=stats["levels"])
+    stats = dict(levels=0, rounds=0, pairs=0)
+    rows, cols, flow, cost, (u, v) = _sparse_optimum(x, a, y, b, p, np.random.default_rng(seed), stats, True)
+    primal = float(flow @ cost)
+    gap = max(primal - float(a @ u + b @ v - TOLERANCE * np.pi ** p), 0.0)
+    return max(primal, 0.0) ** (1.0 / p), dict(gap=gap, rounds=stats["rounds"], pairs=int(stats["pairs"]),
+                                               levels=stats["levels"])
 
 
-def _quantise(w):
-    """Integers w̃ with sum S and |w̃_i - S w_i| < 1: floor, then the remainder to the largest fractions."""
-    exact = w * MASS_SCALE
-    q = np.floor(exact).astype(np.int64)
-    rest = MASS_SCALE - int(q.sum())
-    if rest >= 0:
-        q[np.argsort(q - exact, kind="stable")[:rest]] += 1          # largest fractional parts first
-    else:                                                             # round-off in sum w = 1
-        q[np.argsort(-q, kind="stable")[:-rest]] -= 1
-    return q
-
-
-def _sparse_optimum(x, a, a_int, y, b, b_int, p, scale, rng, stats, certify):
-    """An optimal coupling (rows, cols, integer flows) of the quantised problem on a sparse support;
-    the coarse levels (certify=False) stop after the first sparse solve."""
+def _sparse_optimum(x, a, y, b, p, rng, stats, certify):
+    """An optimal coupling (rows, cols, masses, costs) and its potentials (u, v), on a sparse
+    support; the coarse levels (certify=False) stop after the first sparse solve."""
     n, m = x.shape[0], y.shape[0]
     if not certify and n * m <= DIRECT:
         from .transport import geodesic_cost
-        plan = ot.emd(a, b, geodesic_cost(x, y, p), numItermax=1_000_000_000)
+        plan = ot.emd(a, b, geodesic_cost(x, y, p), numItermax=MAX_ITER)
         rows, cols = np.nonzero(plan)
-        return rows, cols, None
+        return rows, cols, plan[rows, cols], None, None
     stats["levels"] += 1
     centres = _centres(x, y, rng)
     tree = cKDTree(centres)
@@ -110,25 +83,32 @@ def _sparse_optimum(x, a, a_int, y, b, b_int, p, scale, rng, stats, certify):
     K = centres.shape[0]
     A, B = np.bincount(lab_x, a, K), np.bincount(lab_y, b, K)
     I, J = np.flatnonzero(A > 0), np.flatnonzero(B > 0)
-    coarse_rows, coarse_cols, _ = _sparse_optimum(centres[I], A[I], _quantise(A[I]), centres[J], B[J],
-                                                  _quantise(B[J]), p, scale, rng, stats, certify=False)
+    coarse_rows, coarse_cols = _sparse_optimum(centres[I], A[I], centres[J], B[J], p, rng, stats, False)[:2]
     cells_x, cells_y = _Cells(x, lab_x, centres), _Cells(y, lab_y, centres)
     rows, cols = _block_pairs(cells_x.order, cells_x.start, cells_y.order, cells_y.start,
                               I[coarse_rows], J[coarse_cols])
     near_rows, near_cols = _neighbour_pairs(x, y)
     rows, cols = _union(n, m, (rows, near_rows), (cols, near_cols))
     for _ in range(MAX_ROUNDS):
-        cost_int = np.rint(_pair_cost_kernel(x, y, rows, cols, float(p)) * scale).astype(np.int64)
-        flow = _min_cost_flow(n, m, rows, cols, cost_int, a_int, b_int)
+        cost = _pair_cost_kernel(x, y, rows, cols, float(p))
+        plan, log = ot.emd(a, b, coo_array((cost, (rows, cols)), shape=(n, m)), numItermax=MAX_ITER, log=True)
+        if log["warning"] is not None:
+            raise RuntimeError(f"multiscale transport: the sparse network simplex stopped: {log['warning']}")
         if not certify:
-            support = flow > 0
-            return rows[support], cols[support], flow[support]
+            return plan.row, plan.col, plan.data, None, None
         stats["rounds"] += 1
-        dist = _residual_distances(n, m, rows, cols, cost_int, flow > 0)
-        bad_rows, bad_cols = _violations(x, y, -dist[:n], dist[n:], cells_x, cells_y, centres, p, scale)
+        stats["pairs"] = rows.size
+        u, v = np.asarray(log["u"], float), np.asarray(log["v"], float)
+        bad_rows, bad_cols = _violations(x, y, u, v, cells_x, cells_y, centres, p)
         if bad_rows.size == 0:
-            return rows, cols, flow
+            mass = plan.data
+            return plan.row, plan.col, mass, _pair_cost_kernel(x, y, plan.row.astype(np.int64),
+                                                               plan.col.astype(np.int64), float(p)), (u, v)
+        size = rows.size
         rows, cols = _union(n, m, (rows, bad_rows), (cols, bad_cols))
+        if rows.size == size:
+            raise RuntimeError("multiscale transport: the network simplex potentials violate u + v <= c "
+                               "on its own pairs beyond round-off")
     raise RuntimeError(f"multiscale transport: no certified optimum after {MAX_ROUNDS} rounds")
 
 
@@ -203,78 +183,15 @@ def _block_pairs(order_x, start_x, order_y, start_y, I, J):
     return rows, cols
 
 
-def _min_cost_flow(n, m, rows, cols, cost_int, a_int, b_int):
-    """Integer flows on the arcs x_r -> y_c of least total cost c̃ carrying ã to b̃."""
-    from ortools.graph.python import min_cost_flow
-    solver = min_cost_flow.SimpleMinCostFlow()
-    arcs = solver.add_arcs_with_capacity_and_unit_cost(rows, cols + n, np.full(rows.size, MASS_SCALE, np.int64),
-                                                       cost_int)
-    solver.set_nodes_supplies(np.arange(n + m), np.concatenate([a_int, -b_int]))
-    status = solver.solve()
-    if status != solver.OPTIMAL:
-        raise RuntimeError(f"multiscale transport: the sparse min-cost flow ended with status {status}")
-    return solver.flows(arcs)
-
-
-@njit(cache=True)
-def _residual_distances(n, m, rows, cols, cost, support):
-    """Shortest distances from a virtual source (arcs of length 0 to every node) in the residual
-    graph: x_r -> y_c of length c̃ for every pair, y_c -> x_r of length -c̃ on the support.
-    u = -dist[:n], v = dist[n:] then satisfy u_r + v_c <= c̃ on E with equality on the support.
-    Label-correcting (FIFO Bellman–Ford); no negative cycle exists when the flow is optimal."""
-    N = n + m
-    degree = np.zeros(N + 1, np.int64)
-    for e in range(rows.size):
-        degree[rows[e] + 1] += 1
-        if support[e]:
-            degree[n + cols[e] + 1] += 1
-    start = np.cumsum(degree)
-    head = np.empty(start[N], np.int64)
-    length = np.empty(start[N], np.int64)
-    fill = start[:N].copy()
-    for e in range(rows.size):
-        r, c = rows[e], n + cols[e]
-        head[fill[r]] = c
-        length[fill[r]] = cost[e]
-        fill[r] += 1
-        if support[e]:
-            head[fill[c]] = r
-            length[fill[c]] = -cost[e]
-            fill[c] += 1
-    dist = np.zeros(N, np.int64)
-    queue = np.arange(N)
-    queued = np.ones(N, np.bool_)
-    first, size = 0, N
-    passes = np.zeros(N, np.int64)
-    while size > 0:
-        node = queue[first]
-        first = (first + 1) % N
-        size -= 1
-        queued[node] = False
-        for k in range(start[node], start[node + 1]):
-            target = head[k]
-            candidate = dist[node] + length[k]
-            if candidate < dist[target]:
-                dist[target] = candidate
-                passes[target] += 1
-                if passes[target] > N:
-                    raise RuntimeError("negative cycle in the residual graph: the flow is not optimal")
-                if not queued[target]:
-                    queued[target] = True
-                    queue[(first + size) % N] = target
-                    size += 1
-    return dist
-
-
-def _violations(x, y, u, v, cells_x, cells_y, centres, p, scale):
-    """All pairs with u_i + v_j > c̃_ij. With c̃ >= C θ^p - 1/2 and θ >= 2 asin(chord/2), only cells
-    of ν within the chord reach of cell I (from max u over I and max v overall) can hold one."""
+def _violations(x, y, u, v, cells_x, cells_y, centres, p):
+    """All pairs with u_i + v_j > c_ij + τ. As θ >= 2 asin(chord/2), only cells of ν within the
+    chord reach of cell I (from max u over I and max v overall) can hold one."""
     K = centres.shape[0]
     u_max, v_max = np.full(K, -np.inf), np.full(K, -np.inf)
-    np.maximum.at(u_max, np.repeat(np.arange(K), np.diff(cells_x.start)), u[cells_x.order].astype(float))
-    np.maximum.at(v_max, np.repeat(np.arange(K), np.diff(cells_y.start)), v[cells_y.order].astype(float))
+    np.maximum.at(u_max, np.repeat(np.arange(K), np.diff(cells_x.start)), u[cells_x.order])
+    np.maximum.at(v_max, np.repeat(np.arange(K), np.diff(cells_y.start)), v[cells_y.order])
     occupied_x, occupied_y = np.flatnonzero(np.isfinite(u_max)), np.flatnonzero(np.isfinite(v_max))
-    theta = np.minimum(np.maximum((u_max[occupied_x] + v_max[occupied_y].max() + 1.0) / scale, 0.0) ** (1.0 / p), np.pi)
+    theta = np.minimum(np.maximum(u_max[occupied_x] + v_max[occupied_y].max(), 0.0) ** (1.0 / p) + 1e-9, np.pi)
     reach = 2.0 * np.sin(0.5 * theta) + cells_x.radius[occupied_x] + cells_y.radius[occupied_y].max() + 1e-12
     lists = cKDTree(centres[occupied_y]).query_ball_point(centres[occupied_x], reach)
     counts = np.array([len(cells) for cells in lists], np.int64)
@@ -282,12 +199,12 @@ def _violations(x, y, u, v, cells_x, cells_y, centres, p, scale):
         return np.empty(0, np.int64), np.empty(0, np.int64)
     pair_start = np.concatenate([[0], np.cumsum(counts)])
     pair_cells = occupied_y[np.concatenate([np.asarray(cells, np.int64) for cells in lists])]
-    return _cell_violations(x, y, u, v, float(p), scale, cells_x.order, cells_x.start, occupied_x,
+    return _cell_violations(x, y, u, v, float(p), TOLERANCE * np.pi ** p, cells_x.order, cells_x.start, occupied_x,
                             cells_y.order, cells_y.start, centres, cells_y.radius, v_max, pair_start, pair_cells)
 
 
 @njit(cache=True)
-def _cell_violations(x, y, u, v, p, scale, order_x, start_x, cells, order_y, start_y, centres, radius_y,
+def _cell_violations(x, y, u, v, p, tol, order_x, start_x, cells, order_y, start_y, centres, radius_y,
                      v_max, pair_start, pair_cells):
     rows = []
     cols = []
@@ -301,11 +218,11 @@ def _cell_violations(x, y, u, v, p, scale, order_x, start_x, cells, order_y, sta
                 for e in range(x.shape[1]):
                     chord += (x[i, e] - centres[J, e]) ** 2
                 gap = max(np.sqrt(chord) - radius_y[J], 0.0)
-                if scale * (2.0 * np.arcsin(min(0.5 * gap, 1.0))) ** p - 1.0 >= u[i] + v_max[J]:
+                if (2.0 * np.arcsin(min(0.5 * gap, 1.0))) ** p + tol >= u[i] + v_max[J]:
                     continue
                 for t in range(start_y[J], start_y[J + 1]):
                     j = order_y[t]
-                    if u[i] + v[j] > 0 and np.rint(_geodesic(x, i, y, j) ** p * scale) < u[i] + v[j]:
+                    if u[i] + v[j] > tol and _geodesic(x, i, y, j) ** p + tol < u[i] + v[j]:
                         rows.append(i)
                         cols.append(j)
     out_rows = np.empty(len(rows), np.int64)

@@ -22,13 +22,11 @@ for weighted point measures μ = sum_i a_i δ_{x_i}, ν = sum_j b_j δ_{y_j}. Me
   trends, but its value is not W_p (about half of it for two independent uniform samples);
   it costs O(n_projections (n+m) log(n+m)) time and O(n_projections (n+m)) memory: slower than
   the exact solver below a few thousand points, it is there for sizes whose n×m cost matrix is
-  too large. ``"auto"`` falls back to it beyond the exact size when OR-Tools is missing.
-- ``"multiscale"`` (any d, exact up to a certified bound): coarse-to-fine transport on a sparse
-  set of candidate pairs, solved as an integer min-cost flow (OR-Tools, the optional extra
-  ``meanfield-attention[multiscale]``) and certified optimal for all n·m pairs by a dual check
-  (``meanfield.multiscale_transport``). Memory O(n + m + pairs); ``info["bound"]`` bounds
-  |value - W_p| (about 1e-8 rad for p = 2 from the quantisation of masses and costs), and
-  ``info["exact"]`` is False. ``"auto"`` uses it beyond the exact size.
+  too large.
+- ``"multiscale"`` (any d, exact): coarse-to-fine transport on a sparse set of candidate pairs,
+  solved by POT's sparse network simplex and certified optimal over all n·m pairs by a dual
+  check (``meanfield.multiscale_transport``); memory O(n + m + pairs), ``info["gap"]`` is the
+  certified duality gap on W_p^p. ``"auto"`` uses it beyond ``EXACT_LIMIT``.
 
 Weights are validated (finite, non-negative, positive total) and divided by their totals,
 so μ and ν need not be normalised. All values are in radians.
@@ -42,7 +40,7 @@ import ot
 from .checks import as_choice, as_count
 from .geometry import circle_angles, great_circle
 from .measures import as_measure
-from .multiscale_transport import have_flow_solver, multiscale_wasserstein
+from .multiscale_transport import multiscale_wasserstein
 
 __all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
 
@@ -72,11 +70,11 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
     """Geodesic W_p (radians) between sum_i a_i δ_{x_i} and sum_j b_j δ_{y_j} on S^{d-1}.
 
     x (n, d), y (m, d) unit vectors; a, b weights (None = uniform), normalised internally.
-    method: "auto" (exact "circle" for d = 2, exact "emd" while n·m <= EXACT_LIMIT, else
-    "multiscale" where OR-Tools is installed and "sliced" where not), "circle", "emd",
-    "multiscale" or "sliced" (see the module docstring). Returns W_p as a float, or (W_p, info)
-    with ``return_info=True``; info["method"] says which method ran, info["exact"] whether the
-    value is W_p itself and, for "multiscale", info["bound"] a bound on |value - W_p|.
+    method: "auto" (exact "circle" for d = 2, exact "emd" while n·m <= EXACT_LIMIT, else exact
+    "multiscale"), "circle", "emd", "multiscale" or "sliced" (see the module docstring). Returns
+    W_p as a float, or (W_p, info) with ``return_info=True``; info["method"] says which method
+    ran and info["exact"] whether the value is W_p itself (for "multiscale", info["gap"] is the
+    certified duality gap on W_p^p).
     """
     x, a = as_measure(x, a, "x")
     y, b = as_measure(y, b, "y")
@@ -86,14 +84,10 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
     as_choice(method, "method", METHODS)
     d = x.shape[1]
     if method == "auto":
-        method = ("circle" if d == 2 else "emd" if x.shape[0] * y.shape[0] <= EXACT_LIMIT
-                  else "multiscale" if have_flow_solver() else "sliced")
+        method = "circle" if d == 2 else "emd" if x.shape[0] * y.shape[0] <= EXACT_LIMIT else "multiscale"
     if method == "circle" and d != 2:
         raise ValueError(f"method='circle' needs points on S^1 (d = 2); got d = {d}: use 'emd' or 'sliced'")
-    if method == "multiscale" and not have_flow_solver():
-        raise ImportError("method='multiscale' needs OR-Tools: pip install 'meanfield-attention[multiscale]' "
-                          "(or ortools); 'emd' and 'sliced' work without it")
-    info = dict(method=method, exact=method in ("circle", "emd"), p=p, n=x.shape[0], m=y.shape[0])
+    info = dict(method=method, exact=method != "sliced", p=p, n=x.shape[0], m=y.shape[0])
     if method == "circle":
         value = _circle(circle_angles(x) / (2 * np.pi), a, circle_angles(y) / (2 * np.pi), b, p)
     elif method == "emd":
