@@ -171,3 +171,46 @@ def test_noise_needs_euler_and_a_valid_amplitude():
         particles.solve(mf.SA(1.0), x0, [0, 1], method="euler", noise=-0.1)
     with pytest.raises(ValueError, match="seed"):
         particles.solve(mf.SA(1.0), x0, [0, 1], method="euler", noise=0.1, seed=-3)
+
+
+# --- without layer normalisation --------------------------------------------------------------
+
+def _raw_attention(beta, A, V, x):
+    """ẋ_i = Σ_j softmax_j(β <x_i, A x_j>) V x_j, the unrescaled Euclidean dynamics."""
+    s = beta * x @ A @ x.T
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    return (p / p.sum(axis=1, keepdims=True)) @ x @ V.T
+
+
+def test_euclidean_rescaled_solution_is_the_raw_dynamics_rescaled():
+    from scipy.linalg import expm
+    from meanfield.solvers import euclidean
+    rng = np.random.default_rng(13)
+    V = np.array([[1.0, 0.3], [-0.2, 0.5]])
+    Q = np.array([[1.0, 0.2], [0.0, 0.8]])
+    model = mf.SA(0.7, Q=Q, V=V)
+    x0 = rng.normal(size=(7, 2))
+    T, h = 1.0, 1e-3
+    x = x0.copy()
+    f = lambda y: _raw_attention(0.7, Q.T, V, y)
+    for _ in range(int(T / h)):                      # reference: plain RK4 on the raw tokens
+        k1 = f(x); k2 = f(x + h / 2 * k1); k3 = f(x + h / 2 * k2); k4 = f(x + h * k3)
+        x = x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    sol = euclidean.solve(model, x0, [0, T], dt=1e-2)
+    assert np.allclose(sol.x[-1], x @ expm(-T * V).T, atol=1e-8)
+    assert np.allclose(euclidean.tokens(model, T, sol.x[-1]), x, atol=1e-8)
+
+
+def test_euclidean_identity_values_shrink_the_convex_hull():
+    from scipy.spatial import ConvexHull
+    from meanfield.solvers import euclidean
+    z0 = np.random.default_rng(14).normal(size=(15, 2))
+    sol = euclidean.solve(mf.SA(1.0), z0, np.linspace(0, 6, 25), dt=0.02)
+    areas = [ConvexHull(z).volume for z in sol.x]
+    assert np.all(np.diff(areas) <= 1e-12) and areas[-1] < areas[0]
+
+
+def test_euclidean_refuses_usa():
+    from meanfield.solvers import euclidean
+    with pytest.raises(ValueError, match="softmax model SA"):
+        euclidean.solve(mf.USA(1.0), np.ones((3, 2)), [0, 1])
