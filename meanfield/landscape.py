@@ -142,23 +142,24 @@ def spectrum(theta, beta, tol=COINCIDE):
 
 
 def _kind(splitting, rigid, rtol):
-    """Classify from the two blocks, each against rtol times its own largest |eigenvalue|."""
-    top, bottom = [], []
+    """(kind, smallest positive eigenvalue or NaN, scaled like the blocks) from the two blocks, each
+    against rtol times its own largest |eigenvalue|."""
+    positive, bottom = [], []
     for eigs in (splitting, rigid):
         if eigs.size:
             tol = rtol * np.max(np.abs(eigs))
-            top.append(eigs.max() > tol)
+            positive.extend(eigs[eigs > tol])
             bottom.append(eigs.max() < -tol)
-    if any(top):
-        return "strict saddle"
-    return "maximum" if all(bottom) else "degenerate"
+    if positive:
+        return "strict saddle", float(min(positive))
+    return ("maximum" if all(bottom) else "degenerate"), float("nan")
 
 
 def classify(theta, beta, rtol=1e-8, tol=COINCIDE):
     """"maximum", "strict saddle" (a positive eigenvalue on 1^⊥) or "degenerate" (none positive, one
     within rtol of 0, relative to its block's largest |eigenvalue|; blocks as in ``spectrum``)."""
     theta, beta = _angles(theta), as_beta(beta)
-    return _kind(*_blocks(theta, beta, tol), rtol)
+    return _kind(*_blocks(theta, beta, tol), rtol)[0]
 
 
 def regular_polygon(k, multiplicities=None):
@@ -215,22 +216,17 @@ class CriticalPoint:
 
     Fields: theta (n,) angles (theta[0] = 0), energy, residual (``_residual``: relative size of the
     uncancelled forces), eigenvalues (n-1,) of the Hessian on 1^⊥ (ascending, ``spectrum``), kind
-    ("maximum" | "strict saddle" | "degenerate"), family (a name), hits (how many starts converged to it)."""
+    ("maximum" | "strict saddle" | "degenerate"), smallest_positive_eigenvalue (NaN if none), family
+    (a name), hits (how many starts converged to it)."""
     theta: np.ndarray
     energy: float
     residual: float
     eigenvalues: np.ndarray
     kind: str
+    smallest_positive_eigenvalue: float
     family: str
     hits: int = 1
     info: dict = field(default_factory=dict)
-
-    @property
-    def smallest_positive_eigenvalue(self):
-        """The smallest eigenvalue above rtol times the largest |eigenvalue| (NaN when there is none)."""
-        eigs = self.eigenvalues
-        pos = eigs[eigs > self.info.get("rtol", 0.0) * np.max(np.abs(eigs), initial=0.0)]
-        return float(pos.min()) if pos.size else float("nan")
 
 
 def _compositions(n, k):
@@ -307,8 +303,9 @@ def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=
                 break
         else:
             splitting, rigid = _blocks(theta, beta, COINCIDE)
+            kind, positive = _kind(splitting, rigid, rtol)
             found.append(CriticalPoint(theta=theta, energy=energy(theta, beta), residual=residual,
                                        eigenvalues=np.exp(beta) * np.sort(np.concatenate([splitting, rigid])),
-                                       kind=_kind(splitting, rigid, rtol), family=_family(theta, tol),
-                                       info=dict(beta=beta, rtol=rtol)))
+                                       kind=kind, smallest_positive_eigenvalue=np.exp(beta) * positive,
+                                       family=_family(theta, tol), info=dict(beta=beta, rtol=rtol)))
     return sorted(found, key=lambda cp: -cp.energy)

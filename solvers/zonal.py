@@ -69,15 +69,20 @@ def cell_measures(d, cells=DEFAULT_CELLS):
 
     F(θ) = I_{sin²(θ/2)}(a, a), a = (d-1)/2, on the northern half and 1 - I_{cos²(θ/2)}(a, a) on the
     southern one, so that cells near either pole keep full relative accuracy (they underflow to 0
-    only where |C_i| < 1e-308, e.g. d = 128 within 0.003 rad of a pole)."""
+    only where |C_i| < 1e-308, e.g. d = 128 within 0.003 rad of a pole; for d > 350 |S^{d-1}| itself
+    underflows, and so do all |C_i|: the solver works with the fractions |C_i|/|S^{d-1}|)."""
     d = as_count(d, "d", minimum=2)
+    return sphere_area(d) * _cell_fractions(d, cells)
+
+
+def _cell_fractions(d, cells):
+    """|C_i| / |S^{d-1}| (kept apart: |S^{d-1}| itself underflows for d > 350)."""
     _, edges = polar_grid(cells)
     a = 0.5 * (d - 1)
     north = betainc(a, a, np.sin(0.5 * edges) ** 2)        # fraction within angle θ of e
     south = betainc(a, a, np.cos(0.5 * edges) ** 2)        # fraction beyond angle θ
     upper = edges[1:] <= 0.5 * np.pi
-    frac = np.where(upper, north[1:] - north[:-1], south[:-1] - south[1:])
-    return sphere_area(d) * np.maximum(frac, 0.0)
+    return np.maximum(np.where(upper, north[1:] - north[:-1], south[:-1] - south[1:]), 0.0)
 
 
 def log_ring_mean(k, a):
@@ -201,7 +206,7 @@ def _initial_masses(f0, d, cells):
         if cells is not None and _check_cells(cells) != f.size:
             raise ValueError(f"f0 has {f.size} cell values but cells = {cells}; leave cells=None (the array sets "
                              f"the grid) or pass a callable of s")
-    masses = f * cell_measures(d, f.size)
+    masses = f * _cell_fractions(d, f.size)
     total = masses.sum()
     if not total > 0:
         raise ValueError(f"f0 has no mass on S^{d - 1}: it vanishes wherever the cell measures are positive")
