@@ -188,12 +188,16 @@ def cluster_structure(theta, tol=1e-6):
 
 
 def _family(theta, tol=1e-6):
-    """A readable name: consensus, regular k-gon (with multiplicities), or k clusters (multiplicities, gaps)."""
+    """A readable name, the same for every rotation: consensus, regular k-gon (with multiplicities), or
+    k clusters (multiplicities, gaps to the next cluster), listed from the rotation that puts the largest
+    multiplicities first."""
     pos, mult = cluster_structure(theta, tol)
     k = pos.size
     if k == 1:
         return "consensus"
     gaps = np.diff(np.concatenate([pos, [2 * np.pi]]))
+    r = min(range(k), key=lambda j: (tuple(-np.roll(mult, -j)), tuple(np.round(np.roll(gaps, -j), 6))))
+    mult, gaps = np.roll(mult, -r), np.roll(gaps, -r)
     m = "" if np.all(mult == 1) else " x" + ",".join(map(str, mult))
     if np.allclose(gaps, 2 * np.pi / k, atol=1e-5):
         return f"regular {k}-gon{m}"

@@ -83,8 +83,7 @@ def test_critical_points_of_three_tokens():
     """n = 3, β = 1: the consensus (the only maximum), two tokens opposite the third, and the equilateral
     triangle; each found from many starts, duplicates merged up to rotation and permutation."""
     cps = L.critical_points(3, 1.0, random_starts=60)
-    assert [cp.family for cp in cps] == ["consensus", "regular 2-gon x1,2", "regular 3-gon"] or \
-        [cp.family for cp in cps] == ["consensus", "regular 2-gon x2,1", "regular 3-gon"]
+    assert [cp.family for cp in cps] == ["consensus", "regular 2-gon x2,1", "regular 3-gon"]
     assert [cp.kind for cp in cps] == ["maximum", "strict saddle", "strict saddle"]
     assert all(cp.residual <= 1e-10 for cp in cps) and sum(cp.hits for cp in cps) > 60
     tri = cps[2]
