@@ -38,14 +38,14 @@ SSP-RK3 in time; each Euler stage keeps m >= 0 when dt sup|u| <= h, sup|u| <= ``
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.checks import as_beta, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import as_beta, as_count, as_density, as_float_array, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import MAX_USA_BETA
 from .results import ZonalSolution
-from .stepping import Checkpoint, integrate
+from .stepping import Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
            "log_ring_mean"]
@@ -284,11 +284,7 @@ def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=False, checkpoi
     m0 = _initial_masses(f0, d, cells)
     cells = m0.size
     bound = max_step(model, cells)
-    if dt is None:
-        dt = bound
-    elif as_positive(dt, "dt") > bound:
-        raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} with {cells} cells; "
-                         f"use dt <= {bound:.6g} (or leave dt=None)")
+    dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
     op = _Operator(model, d, cells)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, dt=dt, cells=cells)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
