@@ -50,8 +50,8 @@ def _marginal(source, d, k):
     if d is None:
         raise ValueError("d is required to sample a profile f(s) (the marginal of θ has density ∝ f sin^{d-2} θ)")
     d = as_count(d, "d", minimum=2)
-    theta, edges = zonal_solver.polar_grid(PROFILE_CELLS)
-    m = zonal_solver._initial_masses(source, d, PROFILE_CELLS)
+    _, edges = zonal_solver.polar_grid(PROFILE_CELLS)
+    m = zonal_solver.cell_masses(source, d, PROFILE_CELLS)
     return edges, m
 
 

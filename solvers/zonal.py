@@ -48,7 +48,7 @@ from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
-           "log_ring_mean"]
+           "cell_masses", "log_ring_mean"]
 
 DEFAULT_CELLS = 512
 MIN_CELLS = 8
@@ -189,9 +189,10 @@ class _Operator:
         return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
 
 
-def _initial_masses(f0, d, cells):
-    """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| from a profile f(s) (callable of s = cos θ at the centres)
-    or cell densities f_i (array)."""
+def cell_masses(f0, d, cells=None):
+    """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| (a probability vector) from a profile f(s), a callable of
+    s = cos θ evaluated at the cell centres (``cells``, default 512), or from cell densities f_i (array)."""
+    d = as_count(d, "d", minimum=2)
     if callable(f0):
         cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
         s = np.cos(polar_grid(cells)[0])
@@ -281,7 +282,7 @@ def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=False, checkpoi
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
     d = as_count(d, "d", minimum=2)
-    m0 = _initial_masses(f0, d, cells)
+    m0 = cell_masses(f0, d, cells)
     cells = m0.size
     bound = max_step(model, cells)
     dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")

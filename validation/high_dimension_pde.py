@@ -42,7 +42,7 @@ def vmf_profile(d, s0=S0, cells=512):
     s = np.cos(zfv.polar_grid(cells)[0])
 
     def mean(kappa):
-        return zfv._initial_masses(_vmf(kappa, s0), d, cells) @ s - s0
+        return zfv.cell_masses(_vmf(kappa, s0), d, cells) @ s - s0
 
     kappa = brentq(mean, 1e-6, 2.0 * d + 10.0)      # κ ≈ s0 d / (1 - s0²) for large d
     return _vmf(kappa, s0), kappa
