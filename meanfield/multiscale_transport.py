@@ -101,9 +101,9 @@ def _sparse_optimum(x, a, y, b, p, rng, stats, certify):
         u, v = np.asarray(log["u"], float), np.asarray(log["v"], float)
         bad_rows, bad_cols = _violations(x, y, u, v, cells_x, cells_y, centres, p)
         if bad_rows.size == 0:
-            mass = plan.data
-            return plan.row, plan.col, mass, _pair_cost_kernel(x, y, plan.row.astype(np.int64),
-                                                               plan.col.astype(np.int64), float(p)), (u, v)
+            support_rows, support_cols = plan.row.astype(np.int64), plan.col.astype(np.int64)
+            return (support_rows, support_cols, plan.data,
+                    _pair_cost_kernel(x, y, support_rows, support_cols, float(p)), (u, v))
         size = rows.size
         rows, cols = _union(n, m, (rows, bad_rows), (cols, bad_cols))
         if rows.size == size:
