@@ -108,6 +108,10 @@ def gram_rank(x, threshold=0.9999):
     the matrix is block diagonal with k all-ones blocks, so the rank is k: the cluster count the
     paper logs (its median over the batch), threshold 0.9999.
 
+    The rank is that of the distinct rows.  When those are pairwise disjoint (the relation is a
+    partition, the usual case) they are independent and the rank is their number, found by
+    sorting bit-packed rows (n <= 64); other systems go to an SVD (``numpy.linalg.matrix_rank``).
+
     Parameters
     ----------
     x : array (n, d) or (B, n, d)
@@ -118,9 +122,21 @@ def gram_rank(x, threshold=0.9999):
     int (one system) or int array (B,)
     """
     g = _gram(x)
-    adjacency = (g > _threshold(threshold)).astype(np.float64)
-    ranks = np.linalg.matrix_rank(adjacency)
-    return int(ranks) if g.ndim == 2 else ranks.astype(np.int64)
+    adjacency = g > _threshold(threshold)
+    a = adjacency.reshape((-1,) + adjacency.shape[-2:])
+    n = a.shape[-1]
+    ranks = np.full(a.shape[0], -1, dtype=np.int64)
+    if n <= 64:
+        rows = np.sort(np.sum(a.astype(np.uint64) << np.arange(n, dtype=np.uint64), axis=-1), axis=-1)
+        first = np.ones(rows.shape, dtype=bool)
+        first[:, 1:] = rows[:, 1:] != rows[:, :-1]
+        covered = np.sum(np.where(first, np.bitwise_count(rows), 0), axis=-1)
+        partition = covered == n          # distinct rows, each holding its own index, cover once
+        ranks[partition] = np.sum(first[partition], axis=-1)
+    rest = ranks < 0
+    if rest.any():
+        ranks[rest] = np.linalg.matrix_rank(a[rest].astype(np.float64))
+    return int(ranks[0]) if g.ndim == 2 else ranks
 
 
 def inner_product_histogram(x, bins=50, range=(-1.0, 1.0), max_pairs=2_000_000, seed=0):

@@ -73,3 +73,15 @@ def test_pair_statistics_reject_bad_input():
         clusters.pair_fraction(np.eye(3)[:1])
     with pytest.raises(ValueError, match="unit"):
         clusters.pair_fraction(2 * np.eye(3))
+
+
+def test_gram_rank_fast_path_agrees_with_svd():
+    rng = np.random.default_rng(5)
+    x = mf.normalise(mf.uniform_sphere(6, 3, seed=1)[rng.integers(0, 6, (400, 20))]
+                     + rng.uniform(0, 0.3, (400, 1, 1)) * rng.standard_normal((400, 20, 3)))
+    for threshold in (0.9999, 0.99, 0.9, 0.5):
+        svd = np.linalg.matrix_rank((np.einsum("bid,bjd->bij", x, x) > threshold).astype(float))
+        assert np.array_equal(clusters.gram_rank(x, threshold), svd)
+    # a chain 0~1~2 that is not transitive: rank 3 from the SVD, not the number of distinct rows
+    chain = np.array([[1.0, 0.0], [np.cos(0.1), np.sin(0.1)], [np.cos(0.2), np.sin(0.2)]])
+    assert clusters.gram_rank(chain, threshold=np.cos(0.15)) == 3
