@@ -51,9 +51,6 @@ RANK_THRESHOLD = 0.9999    # the paper's threshold for the cluster count (rank)
 DELTA = 1e-3
 CHUNK_BYTES = 64e6         # positions kept in memory at once by one task
 MODELS = {"SA": mf.SA, "USA": mf.USA}
-# the step-by-step engine (each field on the batched small-system kernel): the fused multi-step
-# engine gives the same scheme, but its first compilation took minutes on the shared machine
-ENGINE = "kernels"
 
 
 def paper_step(name, beta):
@@ -83,8 +80,7 @@ def pair_statistics(params, seed):
     chunk = max(1, int(CHUNK_BYTES // x.nbytes))
     for start in range(0, t.size - 1, chunk):
         stop = min(start + chunk, t.size - 1)
-        sol = particles.solve(MODELS[name](beta), x, t[start:stop + 1], method="euler", dt=dt, energy=False,
-                              engine=ENGINE)
+        sol = particles.solve(MODELS[name](beta), x, t[start:stop + 1], method="euler", dt=dt, energy=False)
         for k in range(1, sol.t.size):
             fraction[start + k] = pair_fraction(sol.x[k], THRESHOLD)
             clusters[start + k] = np.median(gram_rank(sol.x[k], RANK_THRESHOLD))
