@@ -9,7 +9,8 @@ import meanfield as mf
 from meanfield import cli, exact, figures
 
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
-               "energy", "cone_collapse", "mean_field_limit"]
+               "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
+               "mean_field_limit"]
 
 
 @pytest.fixture(scope="module")
