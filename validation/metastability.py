@@ -176,12 +176,16 @@ def main(argv=None):
         b_, l_, k_ = map(np.array, zip(*cut))
         sc = ax.scatter(b_ + jitter[len(done):], l_, c=k_, cmap=cmap, norm=norm, s=70, marker="^",
                         edgecolors="k", label="still on at T: lower bound only")
-    a, c, half = lifetime_law([d[0] for d in done], [d[1] for d in done])
+    # the law is fitted on one kind of plateau, the two-cluster one before the last merge: mixing
+    # cluster counts, or keeping only the plateaus that ended (at large β the long ones are
+    # censored and only the short early ones end), biases the fit towards c = 0
+    pairs = [(b_, l_) for b_, l_, k_ in done if k_ == 2]
+    a, c, half = lifetime_law([p_[0] for p_ in pairs], [p_[1] for p_ in pairs])
     results["lifetime_law"] = dict(intercept=a, rate_c=c, ci95=half, completed=done, censored=cut)
     if np.isfinite(c):
         grid = np.linspace(min(betas), max(betas), 50)
         ax.plot(grid, np.exp(a + c * grid), "k--", lw=1.5,
-                label=f"fit on completed: L ∝ e^{{cβ}}, c = {c:.2f} ± {half:.2f} (95 %)")
+                label=f"two-cluster plateaus that ended: L ∝ e^{{cβ}}, c = {c:.2f} ± {half:.2f} (95 %)")
     ax.set_yscale("log")
     ax.set(xlabel="β", ylabel="plateau length (time)", title="metastable plateaus: lifetime against β")
     ax.legend(fontsize=9, loc="upper left")
@@ -207,7 +211,7 @@ def main(argv=None):
         a_.title.set_fontsize(12)
     c = results["lifetime_law"]["rate_c"]
     if not exp.quick:
-        exp.check("plateau lifetimes grow exponentially with beta (fitted c > 0 with 95 % confidence)",
+        exp.check("two-cluster plateau lifetimes grow exponentially with beta (c > 0 with 95 % confidence)",
                   np.isfinite(c) and c - results["lifetime_law"]["ci95"] > 0, rate_c=c,
                   ci95=results["lifetime_law"]["ci95"])
     exp.finish(fig, results)
