@@ -33,9 +33,19 @@ UNRESOLVED = 0.5
 
 @lru_cache(maxsize=16)
 def geometry(mesh):
-    """(weights (K, 3), offsets (K, 3), slots (E, 2)) for the K = 2E (cell, face) slots in the mesh's
-    CSR order: g_i = Σ_k weights[k] (ρ_j - ρ_i) over cell i's slots k, r_k = offsets[k], and edge
-    e = (i, j) is slot slots[e, 0] of cell i and slots[e, 1] of cell j."""
+    """The reconstruction geometry of a mesh (cached per Mesh object).
+
+    Parameters
+    ----------
+    mesh : meanfield.solvers.mesh.Mesh
+
+    Returns
+    -------
+    weights : (K, 3) for the K = 2E (cell, face) slots in the mesh's CSR order, so that
+        g_i = Σ_k weights[k] (ρ_j - ρ_i) over cell i's slots k.
+    offsets : (K, 3) the face-midpoint offsets r_k = (d_k/2) t_k.
+    slots : (E, 2) edge e = (i, j) is slot slots[e, 0] of cell i and slots[e, 1] of cell j.
+    """
     n = mesh.size
     e = mesh.cell_edges
     owner = np.repeat(np.arange(n), np.diff(mesh.cell_ptr))

@@ -59,8 +59,8 @@ from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .stepping import Checkpoint, integrate
 
-__all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "icosphere", "fibonacci",
-           "voronoi_mesh", "Mesh"]
+__all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "balanced_field", "icosphere",
+           "fibonacci", "voronoi_mesh", "Mesh"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -197,7 +197,22 @@ def balanced_field(model, rho, mesh, summation="auto"):
     (λ = 1 at the uniform state: it is then a steady state to round-off, for SA and USA at any β);
     λ < 1 fades the correction where Φ is below its uniform value, so that it never dominates a
     small Φ.  ``trusted`` is False where the spectral sums are below their error bound (SA, large β,
-    far from the mass): there λ = 0 and the derivative is not used."""
+    far from the mass): there λ = 0 and the derivative is not used.
+
+    Parameters
+    ----------
+    model : SA or USA with Q^T K = I, V = ±I (validated by the caller).
+    rho : (N,) cell densities.
+    mesh : Mesh.
+    summation : "auto", "fast" or "direct": how X[m] is evaluated ("direct": Numba log-sum-exp for
+        every cell; otherwise from the spectral sums, with direct recomputation where not trusted).
+
+    Returns
+    -------
+    X : (N, 3) balanced cell velocities.
+    S : (N, 10) balanced shifted sums (Φ~, G~, the six entries of H~ in ``_QUADRATIC`` order).
+    trusted : (N,) bool.
+    """
     masses = rho * mesh.areas
     mass = masses.sum()
     S = _kernel_sums(mesh, model.beta, masses)
