@@ -138,13 +138,17 @@ def check():
     circ = _load("circle")
     at4096 = {r["flux"]: r["w2"] for r in circ["runs"] if r["cells"] == 4096}
     assert at4096["upwind2"] <= 2e-3, at4096
+    assert circ["reference"]["w2_between"] < 0.25 * 2e-3      # the reference can certify the target
     sph = _load("sphere")
     cells, _, w2, levels = _series(sph, "upwind2")
     w2 = dict(zip(levels, w2))
-    assert w2[4] <= 0.035, w2
-    if 5 in w2:
+    if sph["reference"]["w2_between"] > 0.035 / 4:
+        print(f"S^2 not certified: the particle reference's own error ({sph['reference']['w2_between']:.3g}) "
+              f"exceeds a quarter of the 0.035 target; upwind2 W2 by level: {w2}")
+    else:
+        assert w2[4] <= 0.035, w2
         assert np.log2(w2[3] / w2[5]) / 2 >= 1.0, w2
-    print("checks passed:", at4096, w2)
+    print("S^1 checks passed:", at4096)
 
 
 def table():
@@ -168,6 +172,7 @@ def plot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), dpi=110)
     styles = {"upwind2": ("C3", "o"), "upwind": ("C0", "s"), "muscl": ("C2", "^"), "tpfa": ("C1", "v")}
     for ax, geometry, label in zip(axes, ("circle", "sphere"), ("cells", "level")):
@@ -186,6 +191,7 @@ def plot():
         ax.set_title(f"{geo}: {data['model']}, T = {data['T']:g} (labels: {label})")
         ax.set_xlabel("wall time of the solve [s] (shared 2-core machine)")
         ax.set_ylabel("W2(FV, particles) at T [rad]")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=9)
     fig.tight_layout()
