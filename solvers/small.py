@@ -32,6 +32,8 @@ from numba import njit, prange
 from .kernels import _FAST, exp_nonpositive
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
+BLAS_MIN_K = 16           # products with a shorter inner dimension: our loops beat a dgemm call
+BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
@@ -59,6 +61,18 @@ def _rows_times(P, C, out):
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
+def _product(P, C, out):
+    """out = P C: BLAS dgemm where it is faster than the loops (inner dimension >= BLAS_MIN_K) and
+    small enough (R K n <= BLAS_MAX_WORK) that OpenBLAS runs it on the calling thread, so that it
+    never starts threads of its own inside a parallel job; ``_rows_times`` otherwise."""
+    R, K = P.shape
+    if K >= BLAS_MIN_K and R * K * C.shape[1] <= BLAS_MAX_WORK:
+        np.dot(P, C, out)
+    else:
+        _rows_times(P, C, out)
+
+
+@njit(cache=True, inline="always", fastmath=_FAST)
 def _unit_columns(yT, xT, norm):
     """xT[:, i] = yT[:, i] / |yT[:, i]|."""
     d, n = yT.shape
@@ -83,14 +97,14 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
     Scratch: UT, GT (d, n), ST (n, n), m, z (n,)."""
     d, n = xT.shape
     if general_A:
-        _rows_times(A_T, xT, UT)           # U^T = A^T x^T
+        _product(A_T, xT, UT)              # U^T = A^T x^T
         scale = beta
     else:
         for c in range(d):
             for i in range(n):
                 UT[c, i] = xT[c, i]
         scale = beta * a
-    _rows_times(x, UT, ST)                 # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    _product(x, UT, ST)                    # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
     for i in range(n):
         m[i] = -np.inf
         z[i] = 0.0
@@ -108,12 +122,12 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
             e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
             ST[j, i] = e
             z[i] += e
-    _rows_times(xT, ST, GT)                # G^T = x^T E^T
+    _product(xT, ST, GT)                   # G^T = x^T E^T
     for i in range(n):
         log_phi[i] = m[i] + math.log(z[i])
         z[i] = 1.0 / z[i] if normalised else math.exp(m[i])
     if general_V:
-        _rows_times(V, GT, outT)
+        _product(V, GT, outT)
         for c in range(d):
             for i in range(n):
                 outT[c, i] *= z[i]

@@ -124,3 +124,21 @@ def test_observe_resumes_from_checkpoint(tmp_path):
     again = particles.solve(mf.SA(2.0), x0, t, dt=0.05, observe=stat, checkpoint=path, resume=True)
     assert np.array_equal(first.observed, full.observed) and np.array_equal(again.observed, full.observed)
     assert np.array_equal(again.last, full.last)
+
+
+@pytest.mark.parametrize("n, d", [(2, 20000), (4, 3000)])
+def test_scalar_operators_take_order_n_d_memory(n, d):
+    """Identity and scalar Q, K, V never form a d × d matrix (20000² doubles would be 3.2 GB)."""
+    import tracemalloc
+    x0 = mf.uniform_sphere(n, d, seed=1)
+    for model in (mf.SA(1.0), mf.USA(0.5, Q=2.0, V=-1.0)):
+        tracemalloc.start()
+        sol = particles.solve(model, x0, [0.0, 1.0], dt=0.1)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 100 * n * d * 8 and sol.info["nsteps"] == 10
+        x = sol.final
+        s = model.beta * model.attention_scalar * (x @ x.T)         # the field with scalars, O(n² d)
+        e = np.exp(s - s.max(axis=1, keepdims=True)) if model.normalised else np.exp(s) / n
+        g = model.value_scalar * (e @ x) / (e.sum(axis=1, keepdims=True) if model.normalised else 1.0)
+        assert relative(particles.velocity(model, x), g - np.sum(g * x, axis=1, keepdims=True) * x) < 1e-12
