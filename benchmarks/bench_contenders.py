@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 CONTENDERS = ("meanfield", "numpy", "torch", "jax")
-PHASE = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=10, dt=0.1) for d in (2, 32, 128)]
+PHASE = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=10, dt=0.1) for d in (32, 128)]
 VELOCITY = [dict(kind="velocity", n=n, d=d, beta=1.0) for n, d in ((1024, 3), (4096, 3), (4096, 64),
                                                                    (16384, 64))]
 
