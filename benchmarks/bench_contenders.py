@@ -185,12 +185,14 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--only", choices=("phase", "velocity"))
+    parser.add_argument("--select", help="only the cases whose description contains this text, e.g. 'd=64'")
     parser.add_argument("--json", help="also write the table to this JSON file")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, json.loads(args.case), args.repeats)
         return
-    cases = [c for c in PHASE + VELOCITY if args.only in (None, c["kind"])]
+    cases = [c for c in PHASE + VELOCITY if args.only in (None, c["kind"])
+             and (args.select is None or args.select in describe(c))]
     print(f"{args.threads} threads per contender, {args.rounds} interleaved rounds, median of "
           f"{args.repeats} runs per process; (ratio) = time / meanfield's time, > 1 means meanfield is faster")
     rows = compare(cases, args.rounds, args.repeats, args.threads)

@@ -73,14 +73,21 @@ def _product(P, C, out):
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
+def _column_dots(aT, bT, out):
+    """out[i] = <aT[:, i], bT[:, i]>, summed over c in order (element-wise over i: vectorises)."""
+    d, n = aT.shape
+    for i in range(n):
+        out[i] = 0.0
+    for c in range(d):
+        for i in range(n):
+            out[i] += aT[c, i] * bT[c, i]
+
+
+@njit(cache=True, inline="always", fastmath=_FAST)
 def _unit_columns(yT, xT, norm):
     """xT[:, i] = yT[:, i] / |yT[:, i]|."""
     d, n = yT.shape
-    for i in range(n):
-        norm[i] = 0.0
-    for c in range(d):
-        for i in range(n):
-            norm[i] += yT[c, i] * yT[c, i]
+    _column_dots(yT, yT, norm)
     for i in range(n):
         norm[i] = 1.0 / math.sqrt(norm[i])
     for c in range(d):
@@ -135,11 +142,7 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         for c in range(d):
             for i in range(n):
                 outT[c, i] = (v_scale * z[i]) * GT[c, i]
-    for i in range(n):
-        m[i] = 0.0
-    for c in range(d):
-        for i in range(n):
-            m[i] += outT[c, i] * xT[c, i]
+    _column_dots(outT, xT, m)
     for c in range(d):
         for i in range(n):
             outT[c, i] -= m[i] * xT[c, i]
@@ -153,6 +156,12 @@ def _transpose(src, dst):
             dst[j, i] = src[i, j]
 
 
+@njit(cache=True, inline="always")
+def _scratch(n, d):
+    """A job's work arrays for ``_field``: U^T, G^T (d, n), S^T (n, n), m, z (n,)."""
+    return np.empty((d, n)), np.empty((d, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+
+
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, out, log_phi):
     """X and log Φ of each system of x (B, n, d) with weights w (B, n), into out (B, n, d) and
@@ -160,13 +169,9 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, out,
     otherwise A = a I and V = v_scale I."""
     B, n, d = x.shape
     for b in prange(B):
+        UT, GT, ST, m, z = _scratch(n, d)
         xT = np.empty((d, n))
-        UT = np.empty((d, n))
-        GT = np.empty((d, n))
         oT = np.empty((d, n))
-        ST = np.empty((n, n))
-        m = np.empty(n)
-        z = np.empty(n)
         _transpose(x[b], xT)
         _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT, m, z,
                oT, log_phi[b])
@@ -192,17 +197,10 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     with N(y) = y/|y| for each token."""
     B, n, d = x.shape
     for b in prange(B):
-        yT = np.empty((d, n))
-        xT = np.empty((d, n))
+        UT, GT, ST, m, z = _scratch(n, d)
+        work = np.empty((5, d, n))
+        yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         xs = np.empty((n, d))
-        UT = np.empty((d, n))
-        GT = np.empty((d, n))
-        kT = np.empty((d, n))
-        aT = np.empty((d, n))
-        sT = np.empty((d, n))
-        ST = np.empty((n, n))
-        m = np.empty(n)
-        z = np.empty(n)
         lp = np.empty(n)
         wb = w[b]
         _transpose(x[b], yT)
