@@ -142,3 +142,12 @@ def test_scalar_operators_take_order_n_d_memory(n, d):
         e = np.exp(s - s.max(axis=1, keepdims=True)) if model.normalised else np.exp(s) / n
         g = model.value_scalar * (e @ x) / (e.sum(axis=1, keepdims=True) if model.normalised else 1.0)
         assert relative(particles.velocity(model, x), g - np.sum(g * x, axis=1, keepdims=True) * x) < 1e-12
+
+
+def test_noise_and_multihead_run_on_the_tiled_engine():
+    x0 = mf.uniform_sphere(8, 3, seed=0)
+    noisy = particles.solve(mf.SA(1.0), x0, [0, 0.2], method="euler", dt=0.1, noise=0.1, seed=0)
+    heads = particles.solve(mf.MultiHead([mf.SA(1.0), mf.SA(2.0)]), x0, [0, 0.2], dt=0.1)
+    assert noisy.info["engine"] == heads.info["engine"] == "kernels"
+    with pytest.raises(ValueError, match="engine='small'"):
+        particles.solve(mf.SA(1.0), x0, [0, 0.2], method="euler", dt=0.1, noise=0.1, seed=0, engine="small")
