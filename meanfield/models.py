@@ -134,15 +134,23 @@ class USA(_Attention):
 
 
 def model_from_dict(spec):
-    """Inverse of ``model.to_dict()``."""
-    cls = {"SA": SA, "USA": USA}.get(spec.get("model"))
+    """Inverse of ``model.to_dict()``: needs "model" ("SA" or "USA") and "beta"; Q, K, V optional."""
+    if not isinstance(spec, dict):
+        raise TypeError(f"spec must be a dict such as model.to_dict(); got {type(spec).__name__}")
+    name = spec.get("model")
+    cls = {"SA": SA, "USA": USA}.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA' or 'USA'")
+    if "beta" not in spec:
+        raise ValueError("spec has no 'beta'; a model description must give the inverse temperature")
+    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V"})
+    if unknown:
+        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V")
     mats = {}
     for n in "QKV":
         m = spec.get(n)
         mats[n] = None if m is None else np.asarray(m, dtype=float) if np.ndim(m) else float(m)
-    return cls(beta=spec.get("beta", 1.0), **mats)
+    return cls(beta=spec["beta"], **mats)
 
 
 def as_model(model):

@@ -15,7 +15,7 @@ from . import _numba_env  # noqa: F401
 import numpy as np
 from scipy.special import logsumexp
 
-from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_points, as_positive,
+from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, as_model
@@ -113,15 +113,40 @@ def velocity(model, x, weights=None, summation="auto"):
     return v.reshape(x.shape)
 
 
-def default_dt(model, d):
+def default_dt(model, d, cap=True):
     """A step well inside RK4's stability region: 0.25 / L with L ≈ the field's Lipschitz
-    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1."""
+    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1 (unless ``cap=False``)."""
     A, V = model.interaction(d)
     a = np.linalg.norm(A, 2)
     lip = np.linalg.norm(V, 2) * (1.0 + model.beta * a)
     if not model.normalised:
         lip *= np.exp(model.beta * a)
-    return float(min(0.1, 0.25 / max(lip, 1e-300)))
+    step = 0.25 / max(lip, 1e-300)
+    return float(min(0.1, step) if cap else step)
+
+
+STABLE_STEP = {"rk4": 2.78, "euler": 2.0}   # real-axis stability interval of each scheme, |h λ| <= c
+MAX_EXP = float(np.log(np.finfo(float).max))  # e^x overflows beyond x = 709.78
+
+
+def max_step(model, d, method="rk4"):
+    """The largest fixed step accepted: c / L, with L the Lipschitz bound of ``default_dt`` and
+    c = 2.78 (RK4) or 2 (Euler) the scheme's stability interval on the negative real axis.
+    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere)."""
+    model = as_model(model)
+    d = as_count(d, "d", minimum=2)
+    scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
+    _check_exponent(model, d)
+    return STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+
+
+def _check_exponent(model, d):
+    """USA weights e^{β<Qx,Ky>} overflow double precision when β |Q^T K| > 709.78."""
+    if not model.normalised:
+        a = np.linalg.norm(model.interaction(d)[0], 2)
+        if model.beta * a > MAX_EXP:
+            raise ValueError(f"beta = {model.beta:g} is too large for USA: e^(beta <Qx,Ky>) overflows double "
+                             f"precision beyond beta |Q^T K| = {MAX_EXP:.2f}; use SA, a smaller beta, or rescale time")
 
 
 def _integration_setup(model, t_eval, method, dt):
@@ -132,6 +157,20 @@ def _integration_setup(model, t_eval, method, dt):
     if dt is not None:
         dt = as_positive(dt, "dt")
     return model, t_eval, scheme, dt
+
+
+def _fixed_step(model, d, scheme, dt):
+    """The fixed step: ``default_dt`` if None, refused above ``max_step`` (None for dopri5)."""
+    if scheme == "dopri5":
+        return dt
+    if dt is None:
+        return default_dt(model, d)
+    bound = max_step(model, d, scheme)
+    if dt > bound:
+        raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
+                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound); use dt <= {bound:.6g} "
+                         f"(or leave dt=None, or method='adaptive')")
+    return dt
 
 
 def _checkpoint(checkpoint, checkpoint_every, meta):
@@ -155,11 +194,11 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
+    _check_exponent(model, x0.shape[-1])
     how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
     w = as_batch_weights(weights, x0)
     batched = _batched(x0)
-    if scheme != "dopri5" and dt is None:
-        dt = default_dt(model, x0.shape[-1])
+    dt = _fixed_step(model, x0.shape[-1], scheme, dt)
     stats = {}
 
     def rhs(x):
@@ -175,6 +214,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     xs = xs.reshape((t_eval.size,) + x0.shape)
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0))
     en = _trajectory_energy(model, xs, w, how) if energy else None
+    if energy and en is None:
+        info["energy"] = "not computed: E_beta is the dynamics' energy only for Q^T K = I, V = ±I"
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
 
 
@@ -196,8 +237,9 @@ def energies(beta, x, weights=None, summation="auto"):
 
 
 def _trajectory_energy(model, xs, w, summation):
+    """E_β along the trajectory; None for general Q, K, V (E_β is not the dynamics' energy)."""
     if not model.is_isotropic:
-        return np.full(xs.shape[:-2], np.nan)
+        return None
     flat = xs.reshape((-1,) + xs.shape[-2:])
     wf = None if w is None else np.repeat(w[None], xs.shape[0], axis=0).reshape(-1, xs.shape[-2])
     return energies(model.beta, flat, wf, summation).reshape(xs.shape[:-2])
@@ -230,11 +272,11 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
+    _check_exponent(model, 2)
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation
     n = theta0.shape[-1]
     how = resolve_summation(model, 2, n, n, summation)
-    if scheme != "dopri5" and dt is None:
-        dt = default_dt(model, 2)
+    dt = _fixed_step(model, 2, scheme, dt)
     ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
                           rtol=rtol, atol=atol, progress=progress)
     info.update(method=method, dt=dt, summation=how)

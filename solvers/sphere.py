@@ -35,14 +35,14 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.checks import as_choice, as_density, as_positive, as_time_grid
+from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
 from . import particles
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
-from .stepping import Checkpoint, integrate
+from .stepping import Checkpoint, digest, integrate
 
 __all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "icosphere", "fibonacci",
            "voronoi_mesh", "Mesh"]
@@ -150,7 +150,7 @@ def max_step(model, mesh=None):
 
 def _initial_density(rho0, mesh):
     if callable(rho0):
-        values = np.asarray(rho0(mesh.points.copy()), dtype=np.float64)
+        values = as_float_array(rho0(mesh.points.copy()), "rho0(points)")
         if values.shape != (mesh.size,):
             raise ValueError(f"rho0(points) must return one density per point, shape ({mesh.size},); "
                              f"got {values.shape}")
@@ -200,7 +200,7 @@ def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} on {mesh.name}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
     meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, summation=summation,
-                mesh=mesh.name, cells=mesh.size)
+                mesh=mesh.name, cells=mesh.size, mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhos, info = integrate(lambda r: _derivative(model, r, mesh, flux, summation), rho, t_eval,
                            scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume, progress=progress)
