@@ -36,6 +36,6 @@ def energy(x, beta, weights=None, summation="auto"):
     # exp(log(2βE) - log(2β)): finite whenever E itself is (e.g. β = 710, E ≈ 1.6e305)
     log_e = log_energies(beta, points, w, summation=summation)[0] - np.log(2.0 * beta)
     if log_e > np.log(np.finfo(float).max):
-        raise OverflowError(f"E_beta = exp({log_e:.6g}) exceeds the largest double at beta = {beta:g}; "
-                            f"use meanfield.log_energy")
+        raise ValueError(f"E_beta = exp({log_e:.6g}) exceeds the largest double at beta = {beta:g}; "
+                         f"use meanfield.log_energy")
     return float(np.exp(log_e))

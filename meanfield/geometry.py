@@ -1,7 +1,7 @@
 """Geometry of the unit sphere S^{d-1} ⊂ R^d: sampling, projections, angles, rotations."""
 import numpy as np
 
-from .checks import as_count, as_float_array, as_points, as_seed
+from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed
 
 __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
@@ -33,7 +33,12 @@ def normalise(x):
 
 
 def tangent_projection(x, v):
-    """P_x v = v - <x, v> x, row-wise."""
+    """P_x v = v - <x, v> x, row-wise, for unit vectors x and vectors v of the same shape."""
+    x, v = as_float_array(x, "x"), as_float_array(v, "v")
+    if x.ndim == 0 or v.shape != x.shape:
+        raise ValueError(f"x must be vectors (..., d) and v of the same shape; got {x.shape} and {v.shape}")
+    if not np.allclose(np.linalg.norm(x, axis=-1), 1.0, rtol=0, atol=UNIT_TOL):
+        raise ValueError("x rows must be unit vectors; normalise them first (meanfield.normalise)")
     return v - np.sum(x * v, axis=-1, keepdims=True) * x
 
 

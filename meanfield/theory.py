@@ -11,7 +11,7 @@ so a perturbation along a degree-l harmonic of the uniform density grows at rate
 """
 import numpy as np
 from scipy.integrate import solve_ivp
-from scipy.special import gammaln, ive
+from scipy.special import gammaln, ive, logsumexp
 
 from .checks import as_beta, as_count, as_float_array, as_time_grid
 from .models import as_model
@@ -20,6 +20,7 @@ __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "eq
            "equiangular_curve"]
 
 
+LOG_MAX = float(np.log(np.finfo(float).max))
 DEBYE_ORDER = 30.0       # from this order on, log I_ν uses Debye's expansion where ive fails
 
 
@@ -27,7 +28,9 @@ def log_ive(nu, x):
     """log(I_ν(x) e^{-x}) for ν >= 0, x > 0, finite where ``scipy.special.ive`` under- or overflows
     (ν >> x, or x >~ 1e9, where it returns 0 or NaN).
 
-    There, for ν >= 30, Debye's uniform expansion (DLMF 10.41.3), t = ν/sqrt(ν²+x²):
+    There, for x² <= 4(ν+1), the power series in log space (DLMF 10.25.2; term ratio <= 1/k):
+        log I_ν(x) = ν log(x/2) - log Γ(ν+1) + log Σ_k (x²/4)^k / (k! (ν+1)_k);
+    otherwise, for ν >= 30, Debye's uniform expansion (DLMF 10.41.3), t = ν/sqrt(ν²+x²):
         log I_ν(x) - x = -log(2π)/2 - log(ν²+x²)/4 + ν²/(sqrt(ν²+x²)+x) - ν asinh(ν/x)
                          + log(1 + u_1(t)/ν + u_2(t)/ν²),
         u_1 = (3t - 5t³)/24,  u_2 = (81t² - 462t⁴ + 385t⁶)/1152   (relative error O(ν^-3));
@@ -38,6 +41,10 @@ def log_ive(nu, x):
         value = ive(nu, x)
     if np.isfinite(value) and value > 1e-280:
         return float(np.log(value))
+    if x * x <= 4.0 * (nu + 1.0):
+        k = np.arange(1, 60)
+        log_terms = np.concatenate([[0.0], np.cumsum(2 * np.log(x / 2) - np.log(k) - np.log(nu + k))])
+        return float(nu * np.log(x / 2) - gammaln(nu + 1) + logsumexp(log_terms) - x)
     if nu >= DEBYE_ORDER:
         r = np.hypot(nu, x)
         t = nu / r
@@ -62,7 +69,7 @@ def funk_hecke(beta, d, l):
     l = as_count(l, "l", minimum=0)
     if beta == 0:
         return 1.0 if l == 0 else 0.0
-    return float(np.exp(_log_funk_hecke(beta, d, l)))
+    return _exp(_log_funk_hecke(beta, d, l), f"c_{l}(beta) at beta = {beta:g}")
 
 
 def growth_rate(model, d, l):
@@ -85,7 +92,7 @@ def growth_rate(model, d, l):
     log_c = _log_funk_hecke(beta, d, l)
     if model.normalised:
         log_c = log_c - _log_funk_hecke(beta, d, 0)
-    return float(model.sign * eig * np.exp(log_c - np.log(beta)))
+    return model.sign * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
 
 
 def most_unstable_mode(model, d):
@@ -124,7 +131,14 @@ def speed_bound(model):
         return 1.0
     b = model.beta
     t = 0.0 if b == 0 else (np.sqrt(1 + 4 * b * b) - 1) / (2 * b)
-    return float(np.exp(b * t) * np.sqrt(1 - t * t))
+    return _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
+
+
+def _exp(log_value, what):
+    """e^log_value, or a ValueError naming beta where it exceeds the largest double."""
+    if log_value > LOG_MAX:
+        raise ValueError(f"{what} is e^{log_value:.6g}, beyond the largest double; use a smaller beta")
+    return float(np.exp(log_value))
 
 
 def equiangular_rhs(model, n):

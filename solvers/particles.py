@@ -20,7 +20,7 @@ from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_ar
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, as_model
 
-from . import kernels, spectral
+from . import kernels, spectral, stepping
 from .results import ParticleSolution
 from .stepping import Checkpoint, digest, integrate
 
@@ -107,6 +107,7 @@ def velocity(model, x, weights=None, summation="auto"):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j}."""
     model = as_model(model)
     x = as_points(x, "x", ndim=(2, 3))
+    _check_exponent(model, x.shape[-1])
     resolve_summation(model, x.shape[-1], x.shape[-2], x.shape[-2], summation)
     w = as_batch_weights(weights, x)
     v, _ = attention_field(model, _batched(x), w, summation=summation)
@@ -147,6 +148,22 @@ def _check_exponent(model, d):
         if model.beta * a > MAX_EXP:
             raise ValueError(f"beta = {model.beta:g} is too large for USA: e^(beta <Qx,Ky>) overflows double "
                              f"precision beyond beta |Q^T K| = {MAX_EXP:.2f}; use SA, a smaller beta, or rescale time")
+
+
+def _check_adaptive(model, d, t_eval, rtol, atol):
+    """Refuse adaptive runs that round-off alone would force into more than MAX_STEPS steps: the
+    field is summed from terms of size S = |V| e^{β|Q^T K|} (USA; 1 for SA), so its absolute
+    round-off ε S sets a per-step error ≈ h ε S, and a step below (rtol + atol)/(ε S) —
+    T ε S / (rtol + atol) steps over the run."""
+    if model.normalised:
+        return
+    A, V = model.interaction(d)
+    speed = np.linalg.norm(V, 2) * np.exp(model.beta * np.linalg.norm(A, 2))
+    steps = (t_eval[-1] - t_eval[0]) * np.finfo(float).eps * speed / (rtol + atol)
+    if steps > stepping.MAX_STEPS:
+        raise ValueError(f"beta = {model.beta:g} makes USA speeds reach {speed:.3g}: round-off in the field alone "
+                         f"would force ~{steps:.1e} adaptive steps at rtol = {rtol:g}, atol = {atol:g}; loosen "
+                         f"rtol/atol, shorten t_eval, use a smaller beta or SA")
 
 
 def _integration_setup(model, t_eval, method, dt):
@@ -199,6 +216,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     w = as_batch_weights(weights, x0)
     batched = _batched(x0)
     dt = _fixed_step(model, x0.shape[-1], scheme, dt)
+    if scheme == "dopri5":
+        _check_adaptive(model, x0.shape[-1], t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
     stats = {}
 
     def rhs(x):
@@ -277,6 +296,8 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     n = theta0.shape[-1]
     how = resolve_summation(model, 2, n, n, summation)
     dt = _fixed_step(model, 2, scheme, dt)
+    if scheme == "dopri5":
+        _check_adaptive(model, 2, t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
     ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
                           rtol=rtol, atol=atol, progress=progress)
     info.update(method=method, dt=dt, summation=how)

@@ -82,6 +82,7 @@ def _check_model(model):
     if not model.is_isotropic:
         raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I; got {model!r} "
                          f"(use particles.solve for general Q, K, V)")
+    particles.max_step(model, 3)        # refuses USA weights e^beta beyond double precision
     return model
 
 
