@@ -221,7 +221,8 @@ def density_clusters(sol, k=-1):
         return 0
     mass = rho * areas / np.sum(rho * areas)
     tol = 1.5 * (sphere_area(d) / points.shape[0]) ** (1.0 / (d - 1))
-    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=CLUSTER_MASS)
+    # cluster_count normalises the weights over the dense cells: 1% of the total is this fraction of them
+    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=min(1.0, CLUSTER_MASS / mass[dense].sum()))
 
 
 # --- command line -------------------------------------------------------------------------------

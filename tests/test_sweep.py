@@ -300,8 +300,9 @@ def test_command_line_reports_failed_tasks(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         sweep.main([str(write_config(tmp_path, 'function = "sweep_tasks:polynomial"\n')), "--allow-any-function"])
     assert exit_.value.code == 2 and "missing 'grid'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="module:function"):
+    with pytest.raises(SystemExit) as exit_:
         sweep.main([str(write_config(tmp_path, 'function = "polynomial"\n[grid]\na = [1]\n'))])
+    assert exit_.value.code == 2 and "module:function" in capsys.readouterr().err
 
 
 def test_example_config_describes_a_valid_sweep():
