@@ -281,16 +281,15 @@ def _read_task(path, expect=None):
 
 
 def _finished(store, func_id, tasks):
-    """Keys of the tasks whose files are valid; invalid files are renamed to <key>.npz.corrupt
-    (kept for inspection) with a warning naming them, so that their tasks run again."""
-    done = set()
+    """key -> (meta, outputs) of the tasks whose files are valid; invalid files are renamed to
+    <key>.npz.corrupt (kept for inspection) with a warning naming them, so that their tasks run again."""
+    done = {}
     for task in tasks:
         path = _task_path(store, task.key)
         if not os.path.exists(path):
             continue
         try:
-            _read_task(path, (func_id, task))
-            done.add(task.key)
+            done[task.key] = _read_task(path, (func_id, task))
         except CorruptTask as exc:
             warnings.warn(f"{exc}; moved to {path}.corrupt and recomputing it", RuntimeWarning, stacklevel=3)
             os.replace(path, path + ".corrupt")
@@ -585,7 +584,7 @@ def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout)
                          + "\n".join(lines) + more) from exc
     info = dict(store=store, func=func_id, computed=len(todo), reused=len(finished), client=where,
                 seconds=time.perf_counter() - start)
-    return _result([_read_task(_task_path(store, t.key)) for t in tasks], info)
+    return _result([finished.get(t.key) or _read_task(_task_path(store, t.key)) for t in tasks], info)
 
 
 # --------------------------------------------------------------------------- a standard task
