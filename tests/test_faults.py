@@ -151,3 +151,21 @@ def test_corrupt_manifest_is_named(tmp_path):
     with pytest.raises(ValueError, match="sweep.json is corrupt"):
         sweep.run(sweep_tasks.polynomial, {"a": [1]}, 1, tmp_path)
 
+
+
+def test_full_disk_while_storing_a_task_fails_that_task_only(tmp_path, monkeypatch):
+    real_write, calls = sweep.write_file, []
+
+    def full_on_second_task(path, write):
+        if os.path.basename(os.path.dirname(path)) == "tasks":
+            calls.append(path)
+            if len(calls) == 2:
+                raise OSError(28, "No space left on device")
+        real_write(path, write)
+
+    monkeypatch.setattr(sweep, "write_file", full_on_second_task)
+    with pytest.raises(sweep.SweepError, match="(?s)1 of 3 tasks.*No space left"):
+        sweep.run(sweep_tasks.polynomial, {"a": [1, 2, 3]}, 1, tmp_path)
+    monkeypatch.setattr(sweep, "write_file", real_write)
+    again = sweep.run(sweep_tasks.polynomial, {"a": [1, 2, 3]}, 1, tmp_path)
+    assert again.info["computed"] == 1 and again.get("y").tolist() == [1, 4, 9]
