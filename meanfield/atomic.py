@@ -29,7 +29,15 @@ _AT_FDCWD = -100
 
 
 def write_file(path, write):
-    """Atomically replace ``path`` by what ``write(fh)`` writes (binary file object)."""
+    """Atomically replace ``path`` by what ``write(fh)`` writes.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to create or replace.
+    write : callable
+        ``write(fh)`` writes the content into the binary file object ``fh``.
+    """
     path = os.fspath(path)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-",
                                suffix=os.path.splitext(path)[1])
@@ -62,7 +70,18 @@ def _listing(folder):
 
 
 def is_complete(folder):
-    """True if ``folder`` holds a marker and exactly the files it lists, with their sizes and hashes."""
+    """Whether ``folder`` is a finished ``replace_folder`` write.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+
+    Returns
+    -------
+    bool
+        True if the folder holds the marker and exactly the files it lists, with their sizes
+        and SHA-256 hashes.
+    """
     try:
         with open(os.path.join(folder, MARKER)) as fh:
             listed = json.load(fh)["files"]
@@ -89,8 +108,26 @@ def _recover(folder):
 
 
 def check_folder(folder, name="folder"):
-    """ValueError unless ``folder`` can be (re)placed by ``replace_folder``: not a file, not a
-    non-empty folder without our marker, and its parent writable (created if missing)."""
+    """Check, before any work, that ``replace_folder`` may write ``folder``.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        Must not be a file, nor a non-empty folder without the marker; its parent must be
+        writable (it is created if missing).
+    name : str
+        The argument's name, for the error message.
+
+    Returns
+    -------
+    str
+        The absolute path of ``folder``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the reason.
+    """
     folder = os.path.abspath(os.fspath(folder))
     if os.path.exists(folder):
         if not os.path.isdir(folder):
@@ -128,8 +165,23 @@ def _fsync_dir(folder):
 
 
 def replace_folder(folder, write, name="folder"):
-    """Fill a temporary sibling of ``folder`` with ``write(tmp_folder)``, mark it complete, and
-    swap it into place atomically (see the module docstring); returns ``folder``."""
+    """Fill a temporary sibling of ``folder``, mark it complete, and swap it into place atomically
+    (see the module docstring).
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The target folder (checked by ``check_folder``).
+    write : callable
+        ``write(tmp_folder)`` writes the files into the temporary folder.
+    name : str
+        The argument's name, for error messages.
+
+    Returns
+    -------
+    str
+        The absolute path of ``folder``, now holding what ``write`` wrote and the marker.
+    """
     folder = check_folder(folder, name)
     _recover(folder)
     parent, base = os.path.split(folder)

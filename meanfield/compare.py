@@ -120,7 +120,24 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="u
 def check_density_settings(geometry, model, cells=512, level=4, flux="upwind"):
     """Refuse, before any computation, what the density solver would refuse after the particle
     solve: the model, the grid (cells, or icosphere level <= MAX_LEVEL) and the flux, checked
-    against the solver module's own list of flux names."""
+    against the solver module's own list of flux names.
+
+    Parameters
+    ----------
+    geometry : {"circle", "sphere"}
+    model : SA or USA
+    cells : int
+        Cells of the circle grid (geometry="circle").
+    level : int
+        Icosphere level (geometry="sphere").
+    flux : str
+        One of ``circle.FLUXES`` or ``sphere.FLUXES``.
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the offending argument.
+    """
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     if geometry == "circle":
         from meanfield.solvers import circle

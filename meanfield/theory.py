@@ -36,6 +36,18 @@ def log_ive(nu, x):
         u_1 = (3t - 5t³)/24,  u_2 = (81t² - 462t⁴ + 385t⁶)/1152   (relative error O(ν^-3));
     for ν < 30 (then x is huge) Hankel's expansion (DLMF 10.40.1), μ = 4ν²:
         log I_ν(x) - x = -log(2πx)/2 + log(1 - (μ-1)/(8x) + (μ-1)(μ-9)/(2(8x)²)).
+
+    Parameters
+    ----------
+    nu : float
+        Order ν >= 0.
+    x : float
+        Argument x > 0.
+
+    Returns
+    -------
+    float
+        log(I_ν(x)) - x.
     """
     with np.errstate(all="ignore"):
         value = ive(nu, x)

@@ -133,7 +133,20 @@ MAX_EXP = float(np.log(np.finfo(float).max))  # e^x overflows beyond x = 709.78
 def max_step(model, d, method="rk4"):
     """The largest fixed step accepted: c / L, with L the Lipschitz bound of ``default_dt`` and
     c = 2.78 (RK4) or 2 (Euler) the scheme's stability interval on the negative real axis.
-    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere)."""
+    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere).
+
+    Parameters
+    ----------
+    model : SA or USA
+    d : int
+        Dimension of the ambient space (tokens on S^{d-1}).
+    method : {"rk4", "euler"}
+
+    Returns
+    -------
+    float
+        The bound on ``dt`` that ``solve`` and ``solve_angles`` enforce.
+    """
     model = as_model(model)
     d = as_count(d, "d", minimum=2)
     scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
