@@ -90,9 +90,9 @@ def _compiled():
                 particles.solve(model, x, [0.0, 0.05], method=method)
         mf.wasserstein(x, None, x[::-1], None)
         cluster_count(x)
-    for flux in ("upwind", "muscl"):
+    for flux in circle.FLUXES:
         circle.solve(mf.SA(1.0), np.ones(16), [0.0, 0.05], flux=flux)
-    for flux in ("upwind", "tpfa"):
+    for flux in sphere.FLUXES:
         sphere.solve(mf.USA(1.0), np.ones(MESH.size), [0.0, 0.05], mesh=MESH, flux=flux)
 
 @contextmanager
@@ -286,7 +286,7 @@ def test_fuzz_particle_solve(model, x, t_end, method, dt):
 
 @settings(FUZZ, max_examples=20)
 @given(model=models, rho=st.one_of(hnp.arrays(np.float64, st.integers(8, 24), elements=st.floats(0, 10)), arrays()),
-       t_end=st.one_of(st.floats(1e-3, 0.5), extreme_floats), flux=st.sampled_from(["upwind", "muscl", "tpfa"]),
+       t_end=st.one_of(st.floats(1e-3, 0.5), extreme_floats), flux=st.sampled_from(sorted(set(circle.FLUXES) | {"muscl", "tpfa", "nope"})),
        dt=st.one_of(st.none(), extreme_floats))
 def test_fuzz_circle_solve(model, rho, t_end, flux, dt):
     sol = answer_or_named_error(lambda: circle.solve(model, rho, [0.0, t_end], flux=flux, dt=dt),
@@ -297,7 +297,7 @@ def test_fuzz_circle_solve(model, rho, t_end, flux, dt):
 
 @settings(FUZZ, max_examples=12)
 @given(model=models, rho=st.one_of(hnp.arrays(np.float64, MESH.size, elements=st.floats(0, 10)), arrays()),
-       t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats), flux=st.sampled_from(["upwind", "tpfa", "muscl"]))
+       t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats), flux=st.sampled_from(sorted(set(sphere.FLUXES) | {"muscl", "tpfa", "nope"})))
 def test_fuzz_sphere_solve(model, rho, t_end, flux):
     sol = answer_or_named_error(lambda: sphere.solve(model, rho, [0.0, t_end], mesh=MESH, flux=flux),
                                 "rho0", "t_eval", "flux", "beta")
