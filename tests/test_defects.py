@@ -3,9 +3,7 @@ named after the failure it guards against.  The report-folder and sweep-store fa
 is in test_faults.py, the fuzz suite in test_fuzz.py."""
 import os
 import sys
-import textwrap
 import time
-import warnings
 
 import numpy as np
 import pytest
@@ -25,8 +23,8 @@ X3 = mf.uniform_sphere(12, 3, seed=3)
 T = [0.0, 0.2]
 
 
-def exits_with_usage_error(call, *words):
-    """call() stops like argparse does: SystemExit(2), with the words in the message."""
+def exits_with_usage_error(call):
+    """call() stops like argparse does on bad options: SystemExit with status 2."""
     with pytest.raises(SystemExit) as info:
         call()
     assert info.value.code == 2
