@@ -308,3 +308,32 @@ def test_fuzz_sphere_solve(model, rho, t_end, flux):
 @pytest.mark.parametrize("level", [-1, 0.5, "2", None])
 def test_fuzz_icosphere_levels(level):
     answer_or_named_error(lambda: sphere.icosphere(level), "level")
+
+
+@settings(FUZZ, max_examples=15)
+@given(model=models, d=st.one_of(st.integers(-1, 12), st.just(3.5)),
+       f0=st.one_of(hnp.arrays(np.float64, st.integers(8, 24), elements=st.floats(0, 10)), arrays(),
+                    st.just(lambda s: 1.0 + 0.5 * s), st.just(lambda s: (1.0 + s) * 1j), st.just(lambda s: "1")),
+       t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats))
+def test_fuzz_zonal_solve(model, d, f0, t_end):
+    from meanfield.solvers import zonal
+    sol = answer_or_named_error(lambda: zonal.solve(model, f0, [0.0, t_end], d),
+                                "f0", "f0(s)", "d", "t_eval", "beta", "cells", "masses")
+    if sol is not None:
+        assert np.all(sol.masses >= -1e-14) and np.allclose(sol.masses.sum(axis=-1), 1.0, rtol=1e-12)
+
+
+@FUZZ
+@given(theta=st.one_of(hnp.arrays(np.float64, st.integers(2, 6), elements=st.floats(-10, 10)), arrays()),
+       beta=st.one_of(extreme_floats, st.floats(0, 800)))
+def test_fuzz_landscape(theta, beta):
+    from meanfield import landscape
+    e = answer_or_named_error(lambda: landscape.energy(theta, beta), "theta", "beta")
+    g = answer_or_named_error(lambda: landscape.gradient(theta, beta), "theta", "beta")
+    h = answer_or_named_error(lambda: landscape.hessian(theta, beta), "theta", "beta")
+    if g is not None:
+        assert abs(g.sum()) <= 1e-9 * max(1.0, np.abs(g).max())       # rotation invariance
+    if h is not None:
+        assert np.allclose(h, h.T) and np.allclose(h.sum(axis=1), 0.0, atol=1e-9 * max(1.0, np.abs(h).max()))
+    if e is not None and beta > 0 and not isinstance(beta, bool):
+        assert np.log(e) <= beta - np.log(2 * beta) + 1e-9                # E_β <= e^β/(2β)
