@@ -48,7 +48,7 @@ class ParticleSolution(_Saveable):
     """Particle trajectories: x[k] are the tokens at time t[k].
 
     Fields: t (m,), x (m, n, d) or (m, B, n, d), energy (m,) or (m, B) — E_β of the
-    empirical measure (None for general Q, K, V, where E_β is not the dynamics' energy) —,
+    empirical measure (NaN, with the reason in info["energy"], for general Q, K, V, where E_β is not the dynamics' energy) —,
     theta (angles, for the circle angle form), model, info (method, steps, evaluations).
     """
     t: np.ndarray
