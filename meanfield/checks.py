@@ -27,8 +27,15 @@ def as_float_array(value, name):
 
 
 def as_points(x, name="x", *, ndim=(2,), d=None, tol=UNIT_TOL, min_dim=2):
-    """Points on the unit sphere: array of shape (..., n, d), rows of norm 1 within ``tol``."""
+    """Points on the unit sphere: array of shape (..., n, d), rows of norm 1 within ``tol``.
+
+    Points stored in a lower precision (float32, float16, integers are exact) are accepted
+    within 16 ulps of that precision and renormalised in float64, x <- x/|x|."""
+    raw_kind = np.asarray(x).dtype if hasattr(x, "dtype") else None
     arr = as_float_array(x, name)
+    coarse = raw_kind is not None and raw_kind.kind == "f" and raw_kind.itemsize < 8
+    if coarse:
+        tol = max(tol, 16 * float(np.finfo(raw_kind).eps))
     if arr.ndim not in ndim:
         shapes = " or ".join({2: "(n, d)", 3: "(B, n, d)"}[k] for k in ndim)
         raise ValueError(f"{name} must have shape {shapes}; got shape {arr.shape}")
@@ -43,11 +50,14 @@ def as_points(x, name="x", *, ndim=(2,), d=None, tol=UNIT_TOL, min_dim=2):
         raise ValueError(
             f"{name} rows must be unit vectors (max | |x| - 1 | = {err:.3g} > {tol:g}); "
             f"normalise with x / np.linalg.norm(x, axis=-1, keepdims=True)")
+    if coarse:
+        arr = arr / np.linalg.norm(arr, axis=-1, keepdims=True)
     return np.ascontiguousarray(arr)
 
 
 def as_weights(w, n, name="weights"):
-    """Non-negative finite weights of length n with positive total."""
+    """Non-negative finite weights of length n with positive total (as given; see
+    ``as_probability``)."""
     arr = as_float_array(w, name)
     if arr.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) to match the points; got {arr.shape}")
@@ -62,9 +72,21 @@ def as_weights(w, n, name="weights"):
     return np.ascontiguousarray(arr)
 
 
+def as_probability(w, n, name="weights"):
+    """Weights of length n divided by their total: the probability measure sum_i w_i δ_{x_i}.
+
+    Every public function that takes weights or a density treats them this way: only the
+    relative sizes matter (docs/robustness.md).  Weights so small that w/Σw loses precision
+    (subnormal totals) are rescaled by their maximum first."""
+    arr = as_weights(w, n, name)
+    arr = arr / arr.max()
+    return arr / arr.sum()
+
+
 def as_batch_weights(weights, x, name="weights"):
-    """Weights for points x (n, d) or a batch (B, n, d): None, one row (n,) shared by every
-    system, or one row per system (B, n); returned as (B, n) (None stays None)."""
+    """Probability weights for points x (n, d) or a batch (B, n, d): None, one row (n,) shared by
+    every system, or one row per system (B, n); returned as (B, n), each row normalised to sum 1
+    (None stays None)."""
     if weights is None:
         return None
     w = np.asarray(weights)
@@ -72,8 +94,8 @@ def as_batch_weights(weights, x, name="weights"):
         if w.shape[0] != x.shape[0]:
             raise ValueError(f"{name} must have shape ({x.shape[1]},) or, one row per system of the batch, "
                              f"({x.shape[0]}, {x.shape[1]}); got {w.shape}")
-        return np.stack([as_weights(row, x.shape[1], name) for row in w])
-    return np.broadcast_to(as_weights(w, x.shape[-2], name), x.shape[:-1]).copy().reshape(-1, x.shape[-2])
+        return np.stack([as_probability(row, x.shape[1], name) for row in w])
+    return np.broadcast_to(as_probability(w, x.shape[-2], name), x.shape[:-1]).copy().reshape(-1, x.shape[-2])
 
 
 def as_seed(seed, name="seed"):
@@ -128,8 +150,17 @@ def as_time_grid(t_eval, name="t_eval"):
     return arr
 
 
+def as_flag(value, name):
+    """A boolean given as a bool (not a string such as "false", nor a number)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be true or false (a boolean); got {value!r} of type {type(value).__name__}")
+    return bool(value)
+
+
 def as_choice(value, name, choices):
-    """One of the allowed strings."""
+    """One of the allowed strings (exact match: "sa" is not "SA")."""
+    if not isinstance(value, str) and all(isinstance(c, str) for c in choices):
+        raise TypeError(f"{name} must be a string; choose one of {', '.join(map(repr, choices))}; got {value!r}")
     if value not in choices:
         raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(map(repr, choices))}")
     return value

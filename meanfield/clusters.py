@@ -3,12 +3,14 @@
 Clusters are the connected components of the graph joining points at geodesic distance
 < ``tol`` (single linkage), found with a k-d tree on the chord distance 2 sin(tol/2).
 """
+import numbers
+
 import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from .checks import as_count, as_float_array, as_points, as_positive, as_weights
+from .checks import as_count, as_float_array, as_points, as_positive, as_probability
 
 __all__ = ["cluster_labels", "cluster_count", "pair_fraction", "gram_rank", "inner_product_histogram"]
 
@@ -26,7 +28,11 @@ def _single_linkage(x, r):
     diameter r), and two boxes are joined if some pair of their points is within r, which can
     only happen when their representatives are within 3r."""
     d = x.shape[1]
-    keys = np.floor(x / (r / np.sqrt(d))).astype(np.int64)
+    with np.errstate(over="ignore"):
+        scaled = np.floor(x / (r / np.sqrt(d)))
+    if not np.all(np.abs(scaled) < 2.0 ** 62):      # r below ~1e-18: box indices overflow int64
+        return _tree_linkage(x, r)
+    keys = scaled.astype(np.int64)
     _, first, box = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     box = box.ravel()
     reps = x[first]
@@ -47,14 +53,25 @@ def _single_linkage(x, r):
     return connected_components(graph, directed=False)[1][box]
 
 
+def _tree_linkage(x, r):
+    """Components of the graph joining points at chord distance <= r, by a k-d tree alone
+    (for scales so small that the boxes of ``_single_linkage`` cannot be indexed)."""
+    pairs = cKDTree(x).query_pairs(r, output_type="ndarray")
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(x.shape[0],) * 2)
+    return connected_components(graph, directed=False)[1]
+
+
 def cluster_count(x, tol=1e-2, weights=None, min_mass=0.0):
     """Number of clusters of x (n, d) — or one count per system of a batch (B, n, d) — whose
-    total weight is at least ``min_mass`` (weights default to 1/n)."""
+    mass is at least ``min_mass`` (in [0, 1]) under the probability weights (default 1/n;
+    given weights are divided by their total)."""
     x = as_points(x, "x", ndim=(2, 3))
+    if isinstance(min_mass, bool) or not isinstance(min_mass, numbers.Real) or not 0 <= min_mass <= 1:
+        raise ValueError(f"min_mass must be a number in [0, 1] (a fraction of the total mass); got {min_mass!r}")
     if x.ndim == 3:
         return np.array([cluster_count(xb, tol, weights, min_mass) for xb in x])
     n = x.shape[0]
-    w = np.full(n, 1.0 / n) if weights is None else as_weights(weights, n)
+    w = np.full(n, 1.0 / n) if weights is None else as_probability(weights, n)
     labels = cluster_labels(x, tol)
     mass = np.bincount(labels, weights=w)
     return int(np.sum(mass >= min_mass)) if min_mass > 0 else int(mass.size)

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import as_choice, as_count, as_time_grid
+from . import atomic
+from .checks import as_beta, as_choice, as_count, as_flag, as_positive, as_seed, as_time_grid
 from .clusters import cluster_count
 from .energy import energy
 from .measures import perturbed_uniform, sample_density, sphere_area
@@ -42,6 +43,7 @@ __all__ = ["Comparison", "compare", "main"]
 GEOMETRIES = {"circle": 2, "sphere": 3}
 CLUSTER_LEVEL = 0.05       # fraction of the uniform density below which a region is empty
 CLUSTER_MASS = 0.01        # smallest mass counted as a cluster
+MAX_LEVEL = 8              # finest icosphere the command accepts (655,362 cells)
 
 
 @dataclass(eq=False)
@@ -115,6 +117,42 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="u
     return sphere.solve(model, rho0, t_eval, mesh=mesh, flux=flux, progress=progress)
 
 
+def check_density_settings(geometry, model, cells=512, level=4, flux="upwind"):
+    """Refuse, before any computation, what the density solver would refuse after the particle
+    solve: the model, the grid (cells, or icosphere level <= MAX_LEVEL) and the flux, checked
+    against the solver module's own list of flux names.
+
+    Parameters
+    ----------
+    geometry : {"circle", "sphere"}
+    model : SA or USA
+    cells : int
+        Cells of the circle grid (geometry="circle").
+    level : int
+        Icosphere level (geometry="sphere").
+    flux : str
+        One of ``circle.FLUXES`` or ``sphere.FLUXES``.
+
+    Raises
+    ------
+    ValueError or TypeError
+        Naming the offending argument.
+    """
+    as_choice(geometry, "geometry", tuple(GEOMETRIES))
+    if geometry == "circle":
+        from meanfield.solvers import circle
+        as_choice(flux, "flux", circle.FLUXES)
+        circle.max_step(model, as_count(cells, "cells"), flux)
+        return
+    from meanfield.solvers import sphere
+    as_choice(flux, "flux", sphere.FLUXES)
+    level = as_count(level, "level", minimum=0)
+    if level > MAX_LEVEL:
+        raise ValueError(f"level must be <= {MAX_LEVEL} (icosphere({MAX_LEVEL}) has {10 * 4 ** MAX_LEVEL + 2} cells); "
+                         f"got {level}")
+    sphere.max_step(model, sphere.icosphere(level))
+
+
 def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=512, level=4, flux="upwind",
             method="rk4", dt=None, summation="auto", transport="auto", seed=0, density=None, progress=False):
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
@@ -132,6 +170,9 @@ def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=51
     d = GEOMETRIES[geometry]
     t_eval = as_time_grid(t_eval)
     n, seeds = as_count(n, "n"), as_count(seeds, "seeds")
+    seed = as_seed(seed)
+    if density is None:
+        check_density_settings(geometry, model, cells, level, flux)
     timings = {}
     clock = time.perf_counter()
     x0 = sample_density(rho0, n, d, seed=seed, batch=seeds)
@@ -197,7 +238,8 @@ def density_clusters(sol, k=-1):
         return 0
     mass = rho * areas / np.sum(rho * areas)
     tol = 1.5 * (sphere_area(d) / points.shape[0]) ** (1.0 / (d - 1))
-    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=CLUSTER_MASS)
+    # cluster_count normalises the weights over the dense cells: 1% of the total is this fraction of them
+    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=min(1.0, CLUSTER_MASS / mass[dense].sum()))
 
 
 # --- command line -------------------------------------------------------------------------------
@@ -237,15 +279,40 @@ def _parser():
     return p
 
 
+def _check_option_values(opts):
+    """Every option's type and range (ValueError/TypeError naming it): TOML gives typed values,
+    so "sa", "false" or 2.9 are refused rather than read as something else."""
+    as_choice(opts["geometry"], "geometry", tuple(GEOMETRIES))
+    as_choice(opts["model"], "model", ("SA", "USA"))
+    as_beta(opts["beta"], "beta")
+    for name in ("repulsive", "quiet"):
+        as_flag(opts[name], name)
+    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
+        as_count(opts[name], name, minimum=low)
+    as_positive(opts["T"], "T")
+    if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
+        raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
+    if not isinstance(opts["out"], str) or not opts["out"]:
+        raise TypeError(f"out must be a folder name; got {opts['out']!r}")
+    check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
+    from meanfield.solvers import particles
+    particles.max_step(_model(opts), GEOMETRIES[opts["geometry"]])   # refuses USA whose weights overflow
+    atomic.check_folder(opts["out"], "out")
+
+
 def options(argv):
-    """Defaults, overridden by the TOML config, overridden by the command line."""
+    """Defaults, overridden by the TOML config, overridden by the command line; every value is
+    checked here, before any computation (argparse error, exit status 2, otherwise)."""
     parser = _parser()
     args = vars(parser.parse_args(argv))
     config = args.pop("config")
     opts = dict(DEFAULTS)
     if config is not None:
-        with open(config, "rb") as fh:
-            loaded = tomllib.load(fh)
+        try:
+            with open(config, "rb") as fh:
+                loaded = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            parser.error(f"cannot read --config {config}: {exc}")
         unknown = sorted(set(loaded) - set(DEFAULTS))
         if unknown:
             parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
@@ -253,14 +320,20 @@ def options(argv):
     opts.update({k: v for k, v in args.items() if v is not None})
     if opts["outputs"] is None:
         opts["outputs"] = 41 if opts["geometry"] == "circle" else 21
-    if opts["T"] <= 0 or opts["outputs"] < 2:
-        parser.error("T must be > 0 and outputs >= 2")
+    try:
+        _check_option_values(opts)
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
     return opts
+
+
+def _model(opts):
+    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
 
 
 def run(opts):
     """The comparison described by the options (as from ``options``)."""
-    model = (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
+    model = _model(opts)
     d = GEOMETRIES[opts["geometry"]]
     rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
     t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
@@ -270,19 +343,26 @@ def run(opts):
 
 
 def write_report(comparison, folder, options=None):
-    """report.json, particles.npz, density.npz and the PNG plots in ``folder``; returns the paths."""
+    """report.json, particles.npz, density.npz and the PNG plots in ``folder``, written all at once
+    (``meanfield.atomic.replace_folder``: an interrupted write leaves the previous report whole,
+    and a finished one carries the marker complete.json); returns the paths."""
     from .plotting.report import report_figures
-    os.makedirs(folder, exist_ok=True)
     numbers = comparison.to_dict()
     if options is not None:
         numbers["options"] = options
-    paths = [os.path.join(folder, "report.json")]
-    with open(paths[0], "w") as fh:
-        json.dump(numbers, fh, indent=1, default=str)
-    for name, sol in (("particles", comparison.particles), ("density", comparison.density)):
-        paths.append(os.path.join(folder, f"{name}.npz"))
-        sol.save(paths[-1])
-    return paths + report_figures(comparison, folder)
+    names = []
+
+    def write(tmp):
+        with open(os.path.join(tmp, "report.json"), "w") as fh:
+            json.dump(numbers, fh, indent=1, default=str)
+        names.append("report.json")
+        for name, sol in (("particles", comparison.particles), ("density", comparison.density)):
+            sol.save(os.path.join(tmp, f"{name}.npz"))
+            names.append(f"{name}.npz")
+        names.extend(os.path.relpath(p, tmp) for p in report_figures(comparison, tmp))
+
+    folder = atomic.replace_folder(folder, write, "out")
+    return [os.path.join(folder, name) for name in names]
 
 
 def main(argv=None):

@@ -20,12 +20,22 @@ def _points_and_weights(x, weights):
 
 
 def log_energy(x, beta, weights=None, summation="auto"):
-    """log(2β E_β) = log sum_ij w_i w_j e^{β<x_i,x_j>} (β > 0), overflow-free for any β."""
+    """log(2β E_β) = log sum_ij w_i w_j e^{β<x_i,x_j>} (β > 0), overflow-free for any β
+    (probability weights, as in ``energy``)."""
     beta = as_beta(beta)
     return float(log_energies(beta, *_points_and_weights(x, weights), summation=summation)[0])
 
 
 def energy(x, beta, weights=None, summation="auto"):
-    """E_β of sum_i w_i δ_{x_i} for points x (n, d) (weights default 1/n)."""
+    """E_β of the probability measure sum_i w_i δ_{x_i} for points x (n, d) (weights default 1/n;
+    given weights are divided by their total)."""
     beta = as_beta(beta)
-    return float(energies(beta, *_points_and_weights(x, weights), summation=summation)[0])
+    points, w = _points_and_weights(x, weights)
+    if beta == 0:
+        return float(energies(beta, points, w, summation=summation)[0])
+    # exp(log(2βE) - log(2β)): finite whenever E itself is (e.g. β = 710, E ≈ 1.6e305)
+    log_e = log_energies(beta, points, w, summation=summation)[0] - np.log(2.0 * beta)
+    if log_e > np.log(np.finfo(float).max):
+        raise ValueError(f"E_beta = exp({log_e:.6g}) exceeds the largest double at beta = {beta:g}; "
+                         f"use meanfield.log_energy")
+    return float(np.exp(log_e))

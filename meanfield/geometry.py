@@ -1,7 +1,7 @@
 """Geometry of the unit sphere S^{d-1} ⊂ R^d: sampling, projections, angles, rotations."""
 import numpy as np
 
-from .checks import as_count, as_float_array, as_points, as_seed
+from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed
 
 __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
@@ -18,13 +18,27 @@ def uniform_sphere(n, d, seed=None, batch=None):
 
 
 def normalise(x):
-    """x / |x| along the last axis."""
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+    """x / |x| along the last axis (ValueError for a zero or non-finite vector, which has no direction)."""
+    x = as_float_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("x must be an array of vectors, shape (..., d); got a scalar")
+    with np.errstate(over="ignore"):
+        norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    if not np.all(norm > 0):
+        raise ValueError("x contains a zero vector, which has no direction to normalise to")
+    if not np.all(np.isfinite(norm)):
+        x = x / np.max(np.abs(x), axis=-1, keepdims=True)     # |x| overflowed: rescale first
+        norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x / norm
 
 
 def tangent_projection(x, v):
-    """P_x v = v - <x, v> x, row-wise."""
+    """P_x v = v - <x, v> x, row-wise, for unit vectors x and vectors v of the same shape."""
+    x, v = as_float_array(x, "x"), as_float_array(v, "v")
+    if x.ndim == 0 or v.shape != x.shape:
+        raise ValueError(f"x must be vectors (..., d) and v of the same shape; got {x.shape} and {v.shape}")
+    if not np.allclose(np.linalg.norm(x, axis=-1), 1.0, rtol=0, atol=UNIT_TOL):
+        raise ValueError("x rows must be unit vectors; normalise them first (meanfield.normalise)")
     return v - np.sum(x * v, axis=-1, keepdims=True) * x
 
 
@@ -35,8 +49,10 @@ def circle_points(theta):
 
 
 def circle_angles(x):
-    """(cos θ, sin θ) -> θ in [0, 2π)."""
-    x = np.asarray(x, dtype=np.float64)
+    """(cos θ, sin θ) -> θ in [0, 2π), for points of S^1, shape (..., 2)."""
+    x = as_float_array(x, "x")
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise ValueError(f"x must hold points of the circle, shape (..., 2); got shape {x.shape}")
     return np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
 
 

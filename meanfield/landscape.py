@@ -52,7 +52,19 @@ def energy(theta, beta):
     n = theta.size
     if beta == 0:
         return float(c.sum() / (2 * n * n))
-    return float(np.exp(beta) * np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n))
+    return float(_times_exp_beta(np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n), beta, "E_beta"))
+
+
+def _times_exp_beta(scaled, beta, what):
+    """e^β · scaled, through logarithms beyond β = 700 (where e^β alone overflows although the
+    product may fit); ValueError naming beta where the product exceeds the largest double."""
+    if beta <= 700.0:
+        return np.exp(beta) * scaled
+    with np.errstate(divide="ignore"):
+        log_size = beta + np.log(np.abs(scaled))
+    if np.any(log_size > np.log(np.finfo(float).max)):
+        raise ValueError(f"{what} exceeds the largest double at beta = {beta:g}; use a smaller beta")
+    return np.sign(scaled) * np.exp(log_size)
 
 
 def _scaled_gradient(theta, beta):
@@ -87,14 +99,14 @@ def _scaled_hessian(theta, beta):
 def gradient(theta, beta):
     """∇E_β(θ), shape (n,): ∂_k E_β = (1/n²) Σ_j sin(θ_j - θ_k) e^{β cos(θ_j - θ_k)}."""
     theta, beta = _angles(theta), as_beta(beta)
-    return np.exp(beta) * _scaled_gradient(theta, beta)
+    return _times_exp_beta(_scaled_gradient(theta, beta), beta, "the gradient")
 
 
 def hessian(theta, beta):
     """∇²E_β(θ), shape (n, n): H_kl = h(θ_k - θ_l)/n² (k ≠ l), h(u) = (cos u - β sin² u) e^{β cos u},
     H_kk = -Σ_{j≠k} H_kj."""
     theta, beta = _angles(theta), as_beta(beta)
-    return np.exp(beta) * _scaled_hessian(theta, beta)
+    return _times_exp_beta(_scaled_hessian(theta, beta), beta, "the Hessian")
 
 
 def _complement_basis(v):

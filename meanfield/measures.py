@@ -7,7 +7,7 @@ callable of points (N, d) -> (N,) values; it need not be normalised for sampling
 import numpy as np
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
-from .checks import as_count, as_float_array, as_points, as_positive, as_weights
+from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed
 from .geometry import circle_points, uniform_sphere
 
 __all__ = ["sphere_area", "as_measure", "sample_density", "perturbed_uniform", "zonal_harmonic"]
@@ -30,8 +30,7 @@ def as_measure(x, weights=None, name="x"):
     n = x.shape[0]
     if weights is None:
         return x, np.full(n, 1.0 / n)
-    w = as_weights(weights, n, name=f"weights of {name}")
-    return x, w / w.sum()
+    return x, as_probability(weights, n, name=f"weights of {name}")
 
 
 def _density_values(rho, points, name):
@@ -58,7 +57,7 @@ def sample_density(rho, n, d, seed=None, batch=None):
     n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
     count = 1 if batch is None else as_count(batch, "batch")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(as_seed(seed))
     draw = _sample_circle if d == 2 else _sample_rejection
     x = draw(rho, n * count, d, rng)
     return x.reshape((n, d) if batch is None else (count, n, d))
@@ -122,7 +121,7 @@ def perturbed_uniform(d, amplitude=0.6, degree=3, seed=0):
     if eps >= 1:
         raise ValueError(f"amplitude must be < 1 so that the density stays positive; got {eps}")
     degree = as_count(degree, "degree")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(as_seed(seed))
     directions = uniform_sphere(degree, d, seed=rng)
     coeffs = rng.uniform(-1.0, 1.0, degree)
     coeffs /= np.abs(coeffs).sum()

@@ -286,14 +286,23 @@ class MultiHead:
 
 
 def model_from_dict(spec):
-    """Inverse of ``model.to_dict()`` (models with callable weights cannot be rebuilt)."""
+    """Inverse of ``model.to_dict()``: "model" ("SA", "USA" or "MultiHead") and, for SA/USA,
+    "beta" and optionally Q, K, V (models with callable weights cannot be rebuilt)."""
+    if not isinstance(spec, dict):
+        raise TypeError(f"spec must be a dict such as model.to_dict(); got {type(spec).__name__}")
     if spec.get("model") == "MultiHead":
         ff = spec.get("feedforward")
         return MultiHead([model_from_dict(h) for h in spec["heads"]],
                          None if ff is None else FeedForward(ff["W"], ff["A"], ff["b"], ff["activation"]))
-    cls = {"SA": SA, "USA": USA}.get(spec.get("model"))
+    name = spec.get("model")
+    cls = {"SA": SA, "USA": USA}.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA', 'USA' or 'MultiHead'")
+    if "beta" not in spec:
+        raise ValueError("spec has no 'beta'; a model description must give the inverse temperature")
+    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V"})
+    if unknown:
+        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V")
     if any(isinstance(spec.get(n), str) for n in ("beta", "Q", "K", "V")):
         raise ValueError(f"{spec['model']} with time-dependent weights ({spec}) cannot be rebuilt from its "
                          f"description; pass the model again")
@@ -301,7 +310,7 @@ def model_from_dict(spec):
     for n in "QKV":
         m = spec.get(n)
         mats[n] = None if m is None else np.asarray(m, dtype=float) if np.ndim(m) else float(m)
-    return cls(beta=spec.get("beta", 1.0), **mats)
+    return cls(beta=spec["beta"], **mats)
 
 
 def as_model(model, *, multihead=False, time_dependent=False, name="model"):

@@ -41,17 +41,21 @@ import json
 import numbers
 import os
 import sys
-import tempfile
+import signal
 import time
 import traceback
+import warnings
+import zipfile
 from dataclasses import dataclass, field
 from itertools import product
 
 import numpy as np
 
-from .checks import as_count
+from .atomic import write_file
+from .checks import as_count, as_positive
 
-__all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "particle_clusters", "main"]
+__all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "CorruptTask", "TaskTimeout",
+           "particle_clusters", "main"]
 
 FORMAT = 1
 MANIFEST = "sweep.json"
@@ -193,56 +197,117 @@ def _single_numba_thread():
         numba.set_num_threads(1)
 
 
-def _execute(func, params, seed, on_worker):
+class TaskTimeout(Exception):
+    """A task ran longer than the sweep's ``timeout``."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    """Raise TaskTimeout in this (main) thread after ``seconds`` (POSIX SIGALRM; interrupts
+    Python code, and compiled code when it returns to the interpreter).  None: no limit."""
+    if seconds is None:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TaskTimeout(f"task exceeded timeout = {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _execute(func, params, seed, on_worker, timeout=None):
     """Run one task: (outputs, seconds)."""
     if on_worker:
         _single_numba_thread()
     start = time.perf_counter()
-    outputs = _as_outputs(func(dict(params), seed), _func_id(func))
+    with _time_limit(timeout):
+        outputs = _as_outputs(func(dict(params), seed), _func_id(func))
     return outputs, time.perf_counter() - start
 
 
 # --------------------------------------------------------------------------- the store
 
-def _atomic_write(path, write):
-    """write(file) into a temporary file next to path, then rename it onto path."""
-    folder = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
-
-
 def _task_path(store, key):
     return os.path.join(store, TASKS, key + ".npz")
 
 
+def _write_npz(fh, arrays):
+    """The .npz format (a zip of .npy members) written member by member, so that any output
+    name works (``np.savez`` reserves the keyword names ``file`` and ``allow_pickle``)."""
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, arr in arrays.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+
+
 def _write_task(store, func_id, task, outputs, seconds):
     meta = dict(key=task.key, func=func_id, params=task.params, seed=task.seed, seconds=seconds)
-    _atomic_write(_task_path(store, task.key),
-                  lambda fh: np.savez(fh, _task=np.array(json.dumps(meta)), **outputs))
+    write_file(_task_path(store, task.key),
+                  lambda fh: _write_npz(fh, dict(_task=np.array(json.dumps(meta)), **outputs)))
 
 
-def _read_task(path):
-    with np.load(path, allow_pickle=False) as data:
-        meta = json.loads(str(data["_task"]))
-        outputs = {name: data[name] for name in data.files if name != "_task"}
+class CorruptTask(ValueError):
+    """A task file that cannot be read or does not belong to its key and function."""
+
+
+def _read_task(path, expect=None):
+    """(meta, outputs) of a task file, read in full (every member's checksum is verified).
+
+    ``expect``: (func_id, task) that the file must hold.  CorruptTask names the file otherwise."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["_task"]))
+            outputs = {name: data[name] for name in data.files if name != "_task"}
+        fields_ok = isinstance(meta, dict) and {"key", "func", "params", "seed", "seconds"} <= set(meta)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise CorruptTask(f"task file {path} is unreadable ({type(exc).__name__}: {exc})") from None
+    if not fields_ok:
+        raise CorruptTask(f"task file {path} lacks its task description")
+    key = os.path.basename(path)[:-len(".npz")]
+    if meta["key"] != key:
+        raise CorruptTask(f"task file {path} holds task {meta['key']}, not {key}")
+    if expect is not None:
+        func_id, task = expect
+        if (meta["func"], meta["params"], meta["seed"]) != (func_id, task.params, task.seed):
+            raise CorruptTask(f"task file {path} holds {meta['func']} {meta['params']} seed {meta['seed']}, "
+                              f"not the task of its key")
     return meta, outputs
+
+
+def _finished(store, func_id, tasks):
+    """key -> (meta, outputs) of the tasks whose files are valid; invalid files are renamed to
+    <key>.npz.corrupt (kept for inspection) with a warning naming them, so that their tasks run again."""
+    done = {}
+    for task in tasks:
+        path = _task_path(store, task.key)
+        if not os.path.exists(path):
+            continue
+        try:
+            done[task.key] = _read_task(path, (func_id, task))
+        except CorruptTask as exc:
+            warnings.warn(f"{exc}; moved to {path}.corrupt and recomputing it", RuntimeWarning, stacklevel=3)
+            os.replace(path, path + ".corrupt")
+    return done
 
 
 def _read_manifest(store):
     path = os.path.join(store, MANIFEST)
     if not os.path.exists(path):
         return None
-    with open(path) as fh:
-        manifest = json.load(fh)
+    try:
+        with open(path) as fh:
+            manifest = json.load(fh)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("tasks"), list):
+            raise ValueError("not a manifest")
+    except ValueError as exc:
+        raise ValueError(f"{path} is corrupt ({exc}); delete it: the task files are enough to rebuild it "
+                         f"on the next run") from None
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{path} has store format {manifest.get('format')!r}; this version reads {FORMAT}")
     return manifest
@@ -252,7 +317,18 @@ def _open_store(store, func_id, tasks):
     """Create or extend the store's manifest with ``tasks`` (existing tasks keep their place)."""
     store = os.fspath(store)
     os.makedirs(os.path.join(store, TASKS), exist_ok=True)
-    manifest = _read_manifest(store) or dict(format=FORMAT, func=func_id, tasks=[])
+    manifest = _read_manifest(store)
+    if manifest is None:
+        manifest = dict(format=FORMAT, func=func_id, tasks=[])
+        for name in sorted(os.listdir(os.path.join(store, TASKS))):
+            if name.endswith(".npz") and not name.startswith("."):
+                try:
+                    other = _read_task(os.path.join(store, TASKS, name))[0]["func"]
+                except CorruptTask:
+                    continue
+                if other != func_id:
+                    raise ValueError(f"store {store!r} has no {MANIFEST} but holds results of {other}, not "
+                                     f"{func_id}; use another store folder for another function")
     if manifest["func"] != func_id:
         raise ValueError(f"store {store!r} holds results of {manifest['func']}, not {func_id}; "
                          f"use another store folder for another function")
@@ -261,8 +337,38 @@ def _open_store(store, func_id, tasks):
     if new:
         manifest["tasks"].extend(new)
         text = json.dumps(manifest, indent=1)
-        _atomic_write(os.path.join(store, MANIFEST), lambda fh: fh.write(text.encode()))
+        write_file(os.path.join(store, MANIFEST), lambda fh: fh.write(text.encode()))
     return store
+
+
+@contextlib.contextmanager
+def _locked(store):
+    """Hold an exclusive lock on the store (``.lock``, fcntl.flock) while a run writes to it, so
+    two processes never compute the same tasks or overwrite each other's manifest.  Where fcntl
+    does not exist (Windows) the store is not locked."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    os.makedirs(store, exist_ok=True)
+    with open(os.path.join(store, ".lock"), "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise RuntimeError(f"store {store!r} is in use by {holder}; wait for that sweep to finish or use "
+                               f"another store") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"process {os.getpid()}")
+        fh.flush()
+        try:
+            yield
+        finally:
+            fh.truncate(0)
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 # --------------------------------------------------------------------------- results
@@ -361,8 +467,15 @@ def load(store):
     listed = [entry["key"] for entry in manifest["tasks"]]
     # tasks written by a run whose manifest update was overtaken by a concurrent run come last
     order = [k for k in listed if k in on_disk] + sorted(on_disk - set(listed))
-    entries = [_read_task(_task_path(store, k)) for k in order]
-    info = dict(store=store, func=manifest["func"], pending=len(set(listed) - on_disk))
+    entries, corrupt = [], []
+    for k in order:
+        try:
+            entries.append(_read_task(_task_path(store, k)))
+        except CorruptTask as exc:
+            warnings.warn(f"{exc}; skipped (rerun the sweep to recompute it)", RuntimeWarning, stacklevel=2)
+            corrupt.append(_task_path(store, k))
+    info = dict(store=store, func=manifest["func"], pending=len(set(listed) - on_disk) + len(corrupt),
+                corrupt=corrupt)
     return _result(entries, info)
 
 
@@ -403,11 +516,11 @@ def _progress(progress, total, done):
     return tqdm(total=total, initial=done, unit="task", desc="sweep", disable=not progress)
 
 
-def _run_here(func, todo):
+def _run_here(func, todo, timeout):
     for task in todo:
         try:
-            yield task, _execute(func, task.params, task.seed, False), None
-        except Exception as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
+            yield task, _execute(func, task.params, task.seed, False, timeout), None
+        except (Exception, SystemExit) as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
             yield task, None, exc
 
 
@@ -422,30 +535,44 @@ def _run_dask(client, func, todo):
         _, task = futures.pop(fut.key)
         try:
             yield task, fut.result(), None
-        except Exception as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001  (reported with the task, the sweep goes on)
             yield task, None, exc
         fut.release()
 
 
-def run(func, grid, seeds, store, client=None, *, workers=None, progress=False):
+def run(func, grid, seeds, store, client=None, *, workers=None, progress=False, timeout=None):
     """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
     tasks already in ``store``; return the SweepResult of all the grid's tasks (see the module
-    docstring for the arguments)."""
+    docstring for the arguments).  ``timeout`` (seconds, in-process runs only) fails a task that
+    runs longer."""
     func_id = _func_id(func)
     tasks = _tasks(func_id, grid, seeds)
+    if timeout is not None:
+        timeout = as_positive(timeout, "timeout")
+        if client is not None:
+            raise ValueError("timeout works for in-process runs (client=None); on Dask use the cluster's limits")
+    with _locked(os.fspath(store)):
+        return _run_locked(func, func_id, tasks, store, client, workers, progress, timeout)
+
+
+def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout):
     store = _open_store(store, func_id, tasks)
-    finished = {t.key for t in tasks if os.path.exists(_task_path(store, t.key))}
+    finished = _finished(store, func_id, tasks)
     todo = [t for t in tasks if t.key not in finished]
     failures = []
     start = time.perf_counter()
     with _dask_client(client, workers) as dask_client:
-        stream = _run_here(func, todo) if dask_client is None else _run_dask(dask_client, func, todo)
+        stream = _run_here(func, todo, timeout) if dask_client is None else _run_dask(dask_client, func, todo)
         with _progress(progress, len(tasks), len(finished)) as bar:
             for task, result, exc in stream:
+                if exc is None:
+                    try:
+                        _write_task(store, func_id, task, *result)
+                    except OSError as err:      # e.g. a full disk: this task fails, the others go on
+                        exc = err
                 if exc is not None:
                     failures.append((task, exc))
                     continue
-                _write_task(store, func_id, task, *result)
                 bar.update(1)
         where = "in-process" if dask_client is None else str(dask_client.scheduler.address)
     if failures:
@@ -457,7 +584,7 @@ def run(func, grid, seeds, store, client=None, *, workers=None, progress=False):
                          + "\n".join(lines) + more) from exc
     info = dict(store=store, func=func_id, computed=len(todo), reused=len(finished), client=where,
                 seconds=time.perf_counter() - start)
-    return _result([_read_task(_task_path(store, t.key)) for t in tasks], info)
+    return _result([finished.get(t.key) or _read_task(_task_path(store, t.key)) for t in tasks], info)
 
 
 # --------------------------------------------------------------------------- a standard task
@@ -491,25 +618,62 @@ def particle_clusters(params, seed):
 
 # --------------------------------------------------------------------------- command line
 
-def _import_function(spec, name="function"):
-    """'package.module:function' -> the function."""
+ALLOWED_FUNCTIONS = ("meanfield.sweep:particle_clusters",)   # what a TOML may name without --allow-any-function
+CONFIG_KEYS = {"function": str, "grid": dict, "seeds": (int, list), "store": str, "timeout": (int, float),
+               "dask": dict}
+DASK_KEYS = {"scheduler": str, "workers": int}
+
+
+def _import_function(spec, allow_any=False):
+    """'package.module:function' -> the function.  A sweep TOML is data, not code: it may name
+    only the functions of ``ALLOWED_FUNCTIONS`` unless ``allow_any`` (the user's explicit
+    --allow-any-function) says the config is trusted.  Nothing is added to sys.path: the
+    module must be importable already (installed, or on PYTHONPATH)."""
     import importlib
-    module, sep, qualname = str(spec).partition(":")
+    if not isinstance(spec, str):
+        raise ValueError(f"function must be a string 'package.module:function'; got {spec!r}")
+    module, sep, qualname = spec.partition(":")
     if not sep or not module or not qualname:
-        raise ValueError(f"{name} must look like 'package.module:function'; got {spec!r}")
-    obj = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
+        raise ValueError(f"function must look like 'package.module:function'; got {spec!r}")
+    if spec not in ALLOWED_FUNCTIONS and not allow_any:
+        raise ValueError(f"function {spec!r} is not one of the built-in sweep tasks ({', '.join(ALLOWED_FUNCTIONS)}); "
+                         f"a config naming other code runs it, so pass --allow-any-function if you trust this "
+                         f"config (see docs/robustness.md)")
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"function {spec!r} cannot be imported ({exc}); the module must be installed or on "
+                         f"PYTHONPATH (the config's folder is not searched)") from None
+    if not callable(obj):
+        raise ValueError(f"function {spec!r} is a {type(obj).__name__}, not a function")
     return obj
 
 
+def _check_keys(table, known, where):
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: {', '.join(known)}")
+    for key, kind in known.items():
+        if key in table and (isinstance(table[key], bool) or not isinstance(table[key], kind)):
+            raise ValueError(f"{where}: '{key}' has the wrong type ({type(table[key]).__name__}); "
+                             f"see examples/sweep.toml")
+
+
 def _read_config(path):
+    """The TOML config, with its keys and their types checked (a typo such as 'stroe' is an error)."""
     try:
         import tomllib
     except ImportError:                 # Python 3.10
         import tomli as tomllib
-    with open(path, "rb") as fh:
-        config = tomllib.load(fh)
+    try:
+        with open(path, "rb") as fh:
+            config = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+    _check_keys(config, CONFIG_KEYS, path)
+    _check_keys(config.get("dask", {}), DASK_KEYS, f"{path} [dask]")
     for key in ("function", "grid"):
         if key not in config:
             raise ValueError(f"{path}: missing '{key}' (see examples/sweep.toml)")
@@ -525,7 +689,38 @@ def _parser():
     p.add_argument("--workers", type=int, help="workers of the local cluster (default: one per core)")
     p.add_argument("--store", help="store folder (overrides the config's 'store')")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--allow-any-function", action="store_true",
+                   help="trust the config: let it name any importable function (by default only the built-in "
+                        f"tasks {', '.join(ALLOWED_FUNCTIONS)})")
     return p
+
+
+def _settings(parser, args):
+    """Everything the run needs, checked before any task runs; argparse errors (exit 2) otherwise."""
+    try:
+        config = _read_config(args.config)
+        func = _import_function(config["function"], args.allow_any_function)
+        grid, seeds = config["grid"], config.get("seeds", 1)
+        _tasks(_func_id(func), grid, seeds)
+        dask_config = config.get("dask", {})
+        scheduler = args.scheduler or dask_config.get("scheduler", "local")
+        if scheduler not in ("local", "none") and not scheduler.startswith(("tcp://", "tls://", "inproc://")):
+            raise ValueError(f"scheduler must be 'local', 'none' or an address tcp://host:port; got {scheduler!r}")
+        workers = args.workers or dask_config.get("workers")
+        if workers is not None:
+            as_count(workers, "workers")
+        timeout = config.get("timeout")
+        if timeout is not None:
+            as_positive(timeout, "timeout")
+        store = args.store or config.get("store", os.path.splitext(os.path.basename(args.config))[0] + "-store")
+        if os.path.exists(store) and not os.path.isdir(store):
+            raise ValueError(f"store {store!r} exists and is not a folder")
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    client = None if scheduler == "none" else scheduler
+    if timeout is not None and client is not None:
+        parser.error("timeout needs an in-process run: use --scheduler none")
+    return func, grid, seeds, store, client, workers, timeout
 
 
 def _summary(res, limit=40):
@@ -548,16 +743,11 @@ def _summary(res, limit=40):
 
 
 def main(argv=None):
-    """``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]``."""
-    args = _parser().parse_args(argv)
-    config = _read_config(args.config)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.config)))   # a tasks.py next to the config
-    func = _import_function(config["function"])
-    dask_config = config.get("dask", {})
-    scheduler = args.scheduler or dask_config.get("scheduler", "local")
-    workers = args.workers or dask_config.get("workers")
-    store = args.store or config.get("store", os.path.splitext(os.path.basename(args.config))[0] + "-store")
-    client = None if scheduler == "none" else scheduler
+    """``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]
+    [--allow-any-function]``."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    func, grid, seeds, store, client, workers, timeout = _settings(parser, args)
     if client == "local":
         try:
             import distributed  # noqa: F401
@@ -566,8 +756,8 @@ def main(argv=None):
                   file=sys.stderr)
             client = None
     try:
-        res = run(func, config["grid"], config.get("seeds", 1), store, client=client, workers=workers,
-                  progress=not args.no_progress)
+        res = run(func, grid, seeds, store, client=client, workers=workers, progress=not args.no_progress,
+                  timeout=timeout)
     except SweepError as exc:
         print(f"meanfield sweep: {exc}", file=sys.stderr)
         traceback.print_exception(exc.__cause__, file=sys.stderr)

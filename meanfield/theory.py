@@ -11,7 +11,7 @@ so a perturbation along a degree-l harmonic of the uniform density grows at rate
 """
 import numpy as np
 from scipy.integrate import quad, solve_ivp
-from scipy.special import gammaln, ive
+from scipy.special import gammaln, ive, logsumexp
 
 from .checks import as_beta, as_count, as_float_array, as_time_grid
 from .models import as_model
@@ -20,11 +20,58 @@ __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "eq
            "equiangular_curve", "clustering_time"]
 
 
+LOG_MAX = float(np.log(np.finfo(float).max))
+DEBYE_ORDER = 30.0       # from this order on, log I_ν uses Debye's expansion where ive fails
+
+
+def log_ive(nu, x):
+    """log(I_ν(x) e^{-x}) for ν >= 0, x > 0, finite where ``scipy.special.ive`` under- or overflows
+    (ν >> x, or x >~ 1e9, where it returns 0 or NaN).
+
+    There, for x² <= 4(ν+1), the power series in log space (DLMF 10.25.2; term ratio <= 1/k):
+        log I_ν(x) = ν log(x/2) - log Γ(ν+1) + log Σ_k (x²/4)^k / (k! (ν+1)_k);
+    otherwise, for ν >= 30, Debye's uniform expansion (DLMF 10.41.3), t = ν/sqrt(ν²+x²):
+        log I_ν(x) - x = -log(2π)/2 - log(ν²+x²)/4 + ν²/(sqrt(ν²+x²)+x) - ν asinh(ν/x)
+                         + log(1 + u_1(t)/ν + u_2(t)/ν²),
+        u_1 = (3t - 5t³)/24,  u_2 = (81t² - 462t⁴ + 385t⁶)/1152   (relative error O(ν^-3));
+    for ν < 30 (then x is huge) Hankel's expansion (DLMF 10.40.1), μ = 4ν²:
+        log I_ν(x) - x = -log(2πx)/2 + log(1 - (μ-1)/(8x) + (μ-1)(μ-9)/(2(8x)²)).
+
+    Parameters
+    ----------
+    nu : float
+        Order ν >= 0.
+    x : float
+        Argument x > 0.
+
+    Returns
+    -------
+    float
+        log(I_ν(x)) - x.
+    """
+    with np.errstate(all="ignore"):
+        value = ive(nu, x)
+    if np.isfinite(value) and value > 1e-280:
+        return float(np.log(value))
+    if x * x <= 4.0 * (nu + 1.0):
+        k = np.arange(1, 60)
+        log_terms = np.concatenate([[0.0], np.cumsum(2 * np.log(x / 2) - np.log(k) - np.log(nu + k))])
+        return float(nu * np.log(x / 2) - gammaln(nu + 1) + logsumexp(log_terms) - x)
+    if nu >= DEBYE_ORDER:
+        r = np.hypot(nu, x)
+        t = nu / r
+        u1 = (3 * t - 5 * t ** 3) / 24
+        u2 = (81 * t ** 2 - 462 * t ** 4 + 385 * t ** 6) / 1152
+        return float(-0.5 * np.log(2 * np.pi) - 0.5 * np.log(r) + nu * nu / (r + x) - nu * np.arcsinh(nu / x)
+                     + np.log1p(u1 / nu + u2 / nu ** 2))
+    mu = 4.0 * nu * nu
+    return float(-0.5 * np.log(2 * np.pi * x) + np.log1p(-(mu - 1) / (8 * x) + (mu - 1) * (mu - 9) / (128 * x * x)))
+
+
 def _log_funk_hecke(beta, d, l):
-    """log c_l(β) for β > 0, overflow-free (exponentially scaled Bessel function)."""
+    """log c_l(β) for β > 0, overflow- and underflow-free (``log_ive``)."""
     nu = d / 2.0 - 1.0
-    with np.errstate(divide="ignore"):  # ive underflows to 0 for l >> β: c_l = 0 to double precision
-        return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + np.log(ive(l + nu, beta)) + beta
+    return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + log_ive(l + nu, beta) + beta
 
 
 def funk_hecke(beta, d, l):
@@ -34,7 +81,7 @@ def funk_hecke(beta, d, l):
     l = as_count(l, "l", minimum=0)
     if beta == 0:
         return 1.0 if l == 0 else 0.0
-    return float(np.exp(_log_funk_hecke(beta, d, l)))
+    return _exp(_log_funk_hecke(beta, d, l), f"c_{l}(beta) at beta = {beta:g}")
 
 
 def growth_rate(model, d, l, diffusion=0.0):
@@ -66,7 +113,7 @@ def _interaction_rate(model, d, l):
     log_c = _log_funk_hecke(beta, d, l)
     if model.normalised:
         log_c = log_c - _log_funk_hecke(beta, d, 0)
-    return float(model.sign * eig * np.exp(log_c - np.log(beta)))
+    return model.sign * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
 
 
 def most_unstable_mode(model, d):
@@ -74,11 +121,23 @@ def most_unstable_mode(model, d):
     model = as_model(model)
     if not model.is_isotropic or model.sign < 0:
         raise ValueError("the uniform measure has an unstable mode only for attractive models (V = I)")
+    d = as_count(d, "d", minimum=2)
     if model.beta == 0:
         return 1
-    lmax = int(4 * np.sqrt(2 * model.beta + 1)) + 8
-    rates = [growth_rate(model, d, l) for l in range(1, lmax + 1)]
-    return int(np.argmax(rates)) + 1
+    # log λ_l = log l(l+d-2) + log I_{l+d/2-1}(β) + const is concave in l (l ↦ I_{l+ν}(β) is
+    # log-concave), so an integer ternary search finds the maximum in O(log β) evaluations.
+    def log_rate(l):
+        return np.log(l * (l + d - 2.0)) + log_ive(l + d / 2.0 - 1.0, model.beta)
+
+    lo, hi = 1, int(4 * np.sqrt(2 * model.beta + 1)) + 8
+    while hi - lo > 2:
+        m1 = lo + (hi - lo) // 3
+        m2 = hi - (hi - lo) // 3
+        if log_rate(m1) < log_rate(m2):
+            lo = m1 + 1
+        else:
+            hi = m2
+    return max(range(lo, hi + 1), key=log_rate)
 
 
 def speed_bound(model):
@@ -93,7 +152,14 @@ def speed_bound(model):
         return 1.0
     b = model.beta
     t = 0.0 if b == 0 else (np.sqrt(1 + 4 * b * b) - 1) / (2 * b)
-    return float(np.exp(b * t) * np.sqrt(1 - t * t))
+    return _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
+
+
+def _exp(log_value, what):
+    """e^log_value, or a ValueError naming beta where it exceeds the largest double."""
+    if log_value > LOG_MAX:
+        raise ValueError(f"{what} is e^{log_value:.6g}, beyond the largest double; use a smaller beta")
+    return float(np.exp(log_value))
 
 
 def equiangular_rhs(model, n):
@@ -122,8 +188,13 @@ def equiangular_rhs(model, n):
 
 def equiangular_curve(model, n, t, rho0=0.0):
     """ρ(t) solving ``equiangular_rhs`` from ρ(t[0]) = rho0 (rtol 1e-11)."""
+    model = as_model(model)
+    n = as_count(n, "n", minimum=2)
     t = as_time_grid(t, "t")
-    rho0 = float(as_float_array(rho0, "rho0"))
+    rho0 = as_float_array(rho0, "rho0")
+    if rho0.ndim != 0:
+        raise ValueError(f"rho0 must be a number (the common inner product); got shape {rho0.shape}")
+    rho0 = float(rho0)
     if not -1.0 / (n - 1) <= rho0 <= 1.0:
         raise ValueError(f"rho0 must lie in [-1/(n-1), 1] for n equiangular unit vectors; got {rho0}")
     sol = solve_ivp(equiangular_rhs(model, n), (t[0], t[-1]), [rho0], t_eval=t, rtol=1e-11, atol=1e-13,

@@ -37,8 +37,9 @@ import warnings
 
 import numpy as np
 import ot
+from scipy.special import logsumexp
 
-from .checks import as_choice, as_count
+from .checks import as_choice, as_count, as_seed
 from .geometry import circle_angles, great_circle
 from .measures import as_measure
 from .multiscale_transport import multiscale_wasserstein
@@ -49,6 +50,8 @@ METHODS = ("auto", "circle", "emd", "multiscale", "sliced")
 EXACT_LIMIT = 25_000_000          # largest n·m for the exact network simplex in "auto"
 CIRCLE_TOL = 1e-12                # tolerance of the circle binary search over the cut (turns)
 EMD_MAX_ITER = 1_000_000_000
+LP_MAX_P = 10.0                   # beyond, the network simplex's tolerances swamp the spread of d^p
+UNDERFLOW = 1e-290
 
 
 def _as_power(p):
@@ -86,10 +89,17 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
     d = x.shape[1]
     if method == "auto":
         method = "circle" if d == 2 else "emd" if x.shape[0] * y.shape[0] <= EXACT_LIMIT else "sliced"
+    if method != "circle" and p > LP_MAX_P and min(np.count_nonzero(a), np.count_nonzero(b)) > 1:
+        raise ValueError(f"p = {p:g} is too large for the {method!r} solver: costs d^p spread over "
+                         f"more orders of magnitude than its tolerances resolve (measured: wrong in the 4th "
+                         f"digit at p = 20); use p <= {LP_MAX_P:g}")
     if method == "circle" and d != 2:
         raise ValueError(f"method='circle' needs points on S^1 (d = 2); got d = {d}: use 'emd' or 'sliced'")
     info = dict(method=method, exact=method != "sliced", p=p, n=x.shape[0], m=y.shape[0])
-    if method == "circle":
+    if np.count_nonzero(a) == 1 or np.count_nonzero(b) == 1:
+        info.update(method="atom", exact=True)
+        value = _to_atom(x, a, y, b, p)
+    elif method == "circle":
         value = _circle(circle_angles(x) / (2 * np.pi), a, circle_angles(y) / (2 * np.pi), b, p)
     elif method == "emd":
         value = _emd(x, a, y, b, p)
@@ -98,20 +108,38 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
         info.update(details, seed=seed)
     else:
         n_projections = as_count(n_projections, "n_projections")
+        seed = as_seed(seed)
         info.update(n_projections=n_projections, seed=seed)
         value = 2 * np.pi * float(ot.sliced_wasserstein_sphere(x, y, a, b, n_projections=n_projections,
                                                                p=p, seed=seed))
     return (value, info) if return_info else value
 
 
+def _to_atom(x, a, y, b, p):
+    """W_p when one measure is a single atom z: every plan sends all mass to (or from) z, so
+    W_p = (sum_j b_j d(z, y_j)^p)^{1/p}, summed in log space (exact for any p, no under/overflow)."""
+    if np.count_nonzero(a) != 1:
+        x, a, y, b = y, b, x, a
+    theta = great_circle(x[np.flatnonzero(a)], y)[0]
+    keep = (b > 0) & (theta > 0)
+    if not keep.any():
+        return 0.0
+    return float(np.exp(logsumexp(p * np.log(theta[keep]), b=b[keep]) / p))
+
+
 def _circle(u, a, v, b, p):
-    """W_p on S^1 for positions u, v in turns [0, 1) and probability weights a, b; radians."""
+    """W_p on S^1 for positions u, v in turns [0, 1) and probability weights a, b; radians.
+    ValueError if W_p^p (in turns) underflows double precision while W_1 > 0."""
+    w1 = _level_median(u, a, v, b)
     if p == 1:
-        return 2 * np.pi * _level_median(u, a, v, b)
+        return 2 * np.pi * w1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # POT divides by zero on flat pieces
-        cost = ot.binary_search_circle(u, v, a, b, p=p, eps=CIRCLE_TOL)
-    return 2 * np.pi * float(max(cost[0], 0.0)) ** (1.0 / p)
+        cost = float(max(ot.binary_search_circle(u, v, a, b, p=p, eps=CIRCLE_TOL)[0], 0.0))
+    if cost < UNDERFLOW and w1 > 0:
+        raise ValueError(f"p = {p:g} is too large for these distances: W_p^p underflows double precision "
+                         f"(W_1 = {2 * np.pi * w1:.3g} rad); use a smaller p")
+    return 2 * np.pi * cost ** (1.0 / p)
 
 
 def _level_median(u, a, v, b):
@@ -128,10 +156,24 @@ def _level_median(u, a, v, b):
 
 
 def _emd(x, a, y, b, p):
-    """Exact W_p by the network simplex; zero-weight atoms are dropped first."""
+    """Exact W_p by the network simplex on the cost (d/D)^p, D the largest distance (so nothing
+    overflows): W_p = D · (min cost)^{1/p}; zero-weight atoms are dropped first.  If the optimal
+    scaled cost underflows although W_1 > 0, a ValueError says so (W_p >= W_1 > 0)."""
     keep_x, keep_y = a > 0, b > 0
     x, a, y, b = x[keep_x], a[keep_x], y[keep_y], b[keep_y]
-    cost, log = ot.emd2(a / a.sum(), b / b.sum(), geodesic_cost(x, y, p), numItermax=EMD_MAX_ITER, log=True)
+    theta = great_circle(x, y)
+    scale = float(theta.max())
+    if scale == 0.0:
+        return 0.0
+    cost = _emd_cost(a, b, (theta / scale) ** p)
+    if cost < UNDERFLOW and p > 1 and _emd_cost(a, b, theta) > 0:
+        raise ValueError(f"p = {p:g} is too large: d^p underflows double precision for these distances "
+                         f"(largest {scale:.3g} rad); use a smaller p")
+    return scale * cost ** (1.0 / p)
+
+
+def _emd_cost(a, b, matrix):
+    cost, log = ot.emd2(a / a.sum(), b / b.sum(), matrix, numItermax=EMD_MAX_ITER, log=True)
     if log["warning"] is not None:
         raise RuntimeError(f"ot.emd2 did not reach the optimum: {log['warning']}")
-    return float(max(cost, 0.0)) ** (1.0 / p)
+    return float(max(cost, 0.0))

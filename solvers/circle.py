@@ -56,7 +56,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
-from meanfield.checks import as_beta, as_choice, as_count, as_density, as_positive, as_time_grid
+from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
 from meanfield.models import SA, as_model
 from meanfield.theory import speed_bound
@@ -400,7 +400,7 @@ def _initial_density(rho0, cells):
     if callable(rho0):
         cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
         points = circle_points(cell_angles(cells))
-        values = np.asarray(rho0(points), dtype=np.float64)
+        values = as_float_array(rho0(points), "rho0(points)")
         if values.shape != (cells,):
             raise ValueError(f"rho0(points) must return one density per cell centre, shape ({cells},); got "
                              f"{values.shape}. rho0 is called with the points (cos θ, sin θ), shape ({cells}, 2); "

@@ -19,13 +19,15 @@ Generators: ``icosphere(level)`` (vertices of the level-times subdivided icosahe
 ``voronoi_mesh``; ``lloyd=k`` moves the generators k times to the centroids of their cells
 (centroidal Voronoi tessellation).
 """
+import os
+import zipfile
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
 from scipy.spatial import ConvexHull, SphericalVoronoi
 
-from meanfield.checks import as_count, as_points
+from meanfield.checks import as_count, as_float_array, as_points
 
 __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
 
@@ -52,10 +54,10 @@ class Mesh:
     name: str = "voronoi"
 
     def __post_init__(self):
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+        for name, value in _checked_mesh_arrays(self).items():
+            value = np.ascontiguousarray(value)
+            value.setflags(write=False)
+            object.__setattr__(self, name, value)
 
     @property
     def size(self):
@@ -81,10 +83,67 @@ class Mesh:
 
     @classmethod
     def load(cls, path):
-        with np.load(path, allow_pickle=False) as data:
-            values = {f.name: data[f.name] for f in fields(cls)}
-        values["name"] = str(values["name"])
-        return cls(**values)
+        """A mesh saved by ``save``; ValueError naming the file if it is unreadable or inconsistent."""
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                values = {f.name: data[f.name] for f in fields(cls)}
+            values["name"] = str(values["name"])
+            return cls(**values)
+        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{os.fspath(path)} is not a valid saved Mesh ({type(exc).__name__}: {exc})") from None
+
+
+def _checked_mesh_arrays(mesh):
+    """The mesh's arrays as float64 / int64, after checking what the Numba kernels rely on:
+    unit generators, positive finite areas and distances, edges i < j within range, and
+    CSR lists that index existing edges and cells (an index out of range would crash)."""
+    points = as_points(mesh.points, "points", d=3)
+    n = points.shape[0]
+    if n < 4:
+        raise ValueError(f"a mesh needs at least 4 cells; got {n}")
+    if not isinstance(mesh.name, str):
+        raise TypeError(f"name must be a string; got {type(mesh.name).__name__}")
+    out = dict(points=points)
+
+    def integers(name, shape):
+        arr = np.asarray(getattr(mesh, name))
+        if arr.dtype.kind not in "iu" or arr.shape != shape:
+            raise ValueError(f"{name} must be an integer array of shape {shape}; got {arr.dtype} {arr.shape}")
+        out[name] = arr.astype(np.int64)
+        return out[name]
+
+    def reals(name, shape, positive):
+        arr = as_float_array(getattr(mesh, name), name)
+        if arr.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}; got {arr.shape}")
+        if positive and not np.all(arr > 0):
+            raise ValueError(f"{name} must be positive; min is {arr.min():.3g}")
+        out[name] = arr
+        return arr
+
+    reals("areas", (n,), True)
+    edges = np.asarray(mesh.edges)
+    e = edges.shape[0] if edges.ndim == 2 else -1
+    edges = integers("edges", (max(e, 0), 2))
+    if e < 1 or np.any(edges[:, 0] < 0) or np.any(edges[:, 0] >= edges[:, 1]) or np.any(edges[:, 1] >= n):
+        raise ValueError(f"edges must be pairs i < j of cell indices in [0, {n}); some are out of range")
+    reals("lengths", (e,), False)
+    if np.any(out["lengths"] < 0):
+        raise ValueError("lengths must be non-negative")
+    reals("distances", (e,), True)
+    reals("normals", (e, 2, 3), False)
+    ptr = integers("cell_ptr", (n + 1,))
+    if ptr[0] != 0 or np.any(np.diff(ptr) < 0) or ptr[-1] != 2 * e:
+        raise ValueError(f"cell_ptr must increase from 0 to 2 * (number of edges) = {2 * e}")
+    cell_edges = integers("cell_edges", (2 * e,))
+    neighbours = integers("cell_neighbours", (2 * e,))
+    if np.any((cell_edges < 0) | (cell_edges >= e)) or np.any((neighbours < 0) | (neighbours >= n)):
+        raise ValueError("cell_edges / cell_neighbours hold indices out of range")
+    owner = np.repeat(np.arange(n), np.diff(ptr))
+    ends = edges[cell_edges]
+    if np.any((ends[:, 0] != owner) & (ends[:, 1] != owner)):
+        raise ValueError("cell_edges lists, under some cell, a face that does not touch it")
+    return out
 
 
 def _unit(v):

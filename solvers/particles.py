@@ -16,12 +16,12 @@ from . import _numba_env  # noqa: F401
 import numpy as np
 from scipy.special import logsumexp
 
-from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_points, as_positive,
+from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, MultiHead, as_model
 
-from . import kernels, small, spectral
+from . import kernels, small, spectral, stepping
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, integrate
@@ -157,21 +157,76 @@ def velocity(model, x, weights=None, summation="auto", t=0.0):
     model = as_model(model, multihead=True, time_dependent=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     for head in getattr(model, "heads", (model,)):
+        _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
                           "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
     w = as_batch_weights(weights, x)
     return field(model, _batched(x), w, summation=summation).reshape(x.shape)
 
 
-def default_dt(model, d):
+def default_dt(model, d, cap=True):
     """A step well inside RK4's stability region: 0.25 / L with L ≈ the field's Lipschitz
-    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1."""
+    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1 (unless ``cap=False``)."""
     A, V = _operators(model, d)
     a = np.linalg.norm(A, 2)      # a 1 × 1 array for A = a I: no d × d matrix, no SVD
     lip = np.linalg.norm(V, 2) * (1.0 + model.beta * a)
     if not model.normalised:
         lip *= np.exp(model.beta * a)
-    return float(min(0.1, 0.25 / max(lip, 1e-300)))
+    step = 0.25 / max(lip, 1e-300)
+    return float(min(0.1, step) if cap else step)
+
+
+STABLE_STEP = {"rk4": 2.78, "euler": 2.0}   # real-axis stability interval of each scheme, |h λ| <= c
+MAX_EXP = float(np.log(np.finfo(float).max))  # e^x overflows beyond x = 709.78
+
+
+def max_step(model, d, method="rk4"):
+    """The largest fixed step accepted: c / L, with L the Lipschitz bound of ``default_dt`` and
+    c = 2.78 (RK4) or 2 (Euler) the scheme's stability interval on the negative real axis.
+    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere).
+
+    Parameters
+    ----------
+    model : SA or USA
+    d : int
+        Dimension of the ambient space (tokens on S^{d-1}).
+    method : {"rk4", "euler"}
+
+    Returns
+    -------
+    float
+        The bound on ``dt`` that ``solve`` and ``solve_angles`` enforce.
+    """
+    model = as_model(model)
+    d = as_count(d, "d", minimum=2)
+    scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
+    _check_exponent(model, d)
+    return STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+
+
+def _check_exponent(model, d):
+    """USA weights e^{β<Qx,Ky>} overflow double precision when β |Q^T K| > 709.78."""
+    if not model.normalised:
+        a = np.linalg.norm(_operators(model, d)[0], 2)
+        if model.beta * a > MAX_EXP:
+            raise ValueError(f"beta = {model.beta:g} is too large for USA: e^(beta <Qx,Ky>) overflows double "
+                             f"precision beyond beta |Q^T K| = {MAX_EXP:.2f}; use SA, a smaller beta, or rescale time")
+
+
+def _check_adaptive(model, d, t_eval, rtol, atol):
+    """Refuse adaptive runs that round-off alone would force into more than MAX_STEPS steps: the
+    field is summed from terms of size S = |V| e^{β|Q^T K|} (USA; 1 for SA), so its absolute
+    round-off ε S sets a per-step error ≈ h ε S, and a step below (rtol + atol)/(ε S) —
+    T ε S / (rtol + atol) steps over the run."""
+    if model.normalised:
+        return
+    A, V = _operators(model, d)
+    speed = np.linalg.norm(V, 2) * np.exp(model.beta * np.linalg.norm(A, 2))
+    steps = (t_eval[-1] - t_eval[0]) * np.finfo(float).eps * speed / (rtol + atol)
+    if steps > stepping.MAX_STEPS:
+        raise ValueError(f"beta = {model.beta:g} makes USA speeds reach {speed:.3g}: round-off in the field alone "
+                         f"would force ~{steps:.1e} adaptive steps at rtol = {rtol:g}, atol = {atol:g}; loosen "
+                         f"rtol/atol, shorten t_eval, use a smaller beta or SA")
 
 
 def block_dt(model, d):
@@ -194,6 +249,20 @@ def _integration_setup(model, t_eval, method, dt):
     if dt is not None:
         dt = as_positive(dt, "dt")
     return model, t_eval, scheme, dt
+
+
+def _fixed_step(model, d, scheme, dt):
+    """The fixed step: ``default_dt`` if None, refused above ``max_step`` (None for dopri5)."""
+    if scheme == "dopri5":
+        return dt
+    if dt is None:
+        return default_dt(model, d)
+    bound = max_step(model, d, scheme)
+    if dt > bound:
+        raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
+                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound); use dt <= {bound:.6g} "
+                         f"(or leave dt=None, or method='adaptive')")
+    return dt
 
 
 def _checkpoint(checkpoint, checkpoint_every, meta):
@@ -280,6 +349,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
     first = model.at(t_eval[0])
+    for head in getattr(first, "heads", (first,)):
+        _check_exponent(head, x0.shape[-1])
     if isinstance(model, MultiHead) or model.is_time_dependent:
         velocity(model, x0, summation=summation, t=t_eval[0])  # validates shapes and summations
         how = summation
@@ -289,6 +360,11 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None:
         dt = block_dt(first, x0.shape[-1])
+    elif scheme != "dopri5" and not isinstance(model, MultiHead) and not model.is_time_dependent:
+        dt = _fixed_step(model, x0.shape[-1], scheme, dt)
+    if scheme == "dopri5":
+        for head in getattr(first, "heads", (first,)):
+            _check_adaptive(head, x0.shape[-1], t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
     kick, seed = brownian_kick(noise, seed, scheme)
     stats = {}
 
@@ -321,6 +397,9 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
                                 last=last)
     xs = xs.reshape((t_eval.size,) + x0.shape)
     en = _trajectory_energy(model, xs, w, how) if energy else None
+    if energy and np.all(np.isnan(en)):
+        info["energy"] = ("NaN: E_beta is the dynamics' energy only for isotropic heads (Q^T K = I, V = ±I) "
+                          "with constant weights and no feed-forward term")
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
 
 
@@ -346,7 +425,7 @@ def _trajectory_energy(model, xs, w, summation):
     (E_β; its sign flips for V = -I), or heads that are all isotropic USA, where the field is
     the Wasserstein gradient of Σ_h ±E_{β_h}.  NaN elsewhere: general Q, K, V, time-dependent
     weights, feed-forward terms, and SA heads with several β (each head is a gradient flow for
-    its own reweighted metric, and their sum for none)."""
+    its own reweighted metric, and their sum for none); ``solve`` says so in info["energy"]."""
     heads = getattr(model, "heads", (model,))
     usable = not model.is_time_dependent and model.is_isotropic and (
         len(heads) == 1 or not any(h.normalised for h in heads))
@@ -387,10 +466,12 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation
+    _check_exponent(model, 2)
     n = theta0.shape[-1]
     how = resolve_summation(model, 2, n, n, summation)
-    if scheme != "dopri5" and dt is None:
-        dt = default_dt(model, 2)
+    dt = _fixed_step(model, 2, scheme, dt)
+    if scheme == "dopri5":
+        _check_adaptive(model, 2, t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
     ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
                           rtol=rtol, atol=atol, progress=progress)
     info.update(method=method, dt=dt, summation=how)

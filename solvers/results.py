@@ -1,5 +1,7 @@
 """Result objects returned by the solvers, with .npz save/load."""
 import json
+import os
+import zipfile
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -7,22 +9,37 @@ import numpy as np
 from meanfield.models import model_from_dict
 
 
+def _npz_path(path):
+    """path as a string ending in ".npz" (numpy's savez appends it; load must look there too)."""
+    path = os.fspath(path)
+    return path if path.endswith(".npz") else path + ".npz"
+
+
 class _Saveable:
     """Dataclass fields that are arrays (or None) plus the model, stored in one .npz file."""
 
     def save(self, path):
+        """Write the solution to ``path`` (".npz" is appended if missing, as numpy does); returns
+        the file's path."""
+        path = _npz_path(path)
         arrays = {f.name: getattr(self, f.name) for f in fields(self)
                   if f.name not in ("model", "info") and getattr(self, f.name) is not None}
         meta = {"kind": type(self).__name__, "model": self.model.to_dict(), "info": self.info}
         np.savez_compressed(path, _meta=np.array(json.dumps(meta, default=str)), **arrays)
+        return path
 
     @classmethod
     def load(cls, path):
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["_meta"]))
-            if meta["kind"] != cls.__name__:
-                raise ValueError(f"{path} holds a {meta['kind']}, not a {cls.__name__}")
-            arrays = {k: data[k] for k in data.files if k != "_meta"}
+        """Read a solution written by ``save`` (the same path, with or without ".npz")."""
+        path = _npz_path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["_meta"]))
+                arrays = {k: data[k] for k in data.files if k != "_meta"}
+        except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"{path} is not a readable saved solution ({type(exc).__name__}: {exc})") from None
+        if meta.get("kind") != cls.__name__:
+            raise ValueError(f"{path} holds a {meta.get('kind')}, not a {cls.__name__}")
         return cls(model=model_from_dict(meta["model"]), info=meta["info"], **arrays)
 
 
@@ -31,10 +48,10 @@ class ParticleSolution(_Saveable):
     """Particle trajectories: x[k] are the tokens at time t[k].
 
     Fields: t (m,), x (m, n, d) or (m, B, n, d), energy (m,) or (m, B) — E_β of the
-    empirical measure (NaN for general Q, K, V, where E_β is not the dynamics' energy) —,
-    theta (angles, for the circle angle form), model, info (method, steps, evaluations);
-    with ``solve(..., observe=f)``: x is None, observed (m, ...) = f(x(t_k)) and last the
-    tokens at t[-1].
+    empirical measure (NaN, with the reason in info["energy"], for models where E_β is not the
+    dynamics' energy) —, theta (angles, for the circle angle form), model, info (method, steps,
+    evaluations); with ``solve(..., observe=f)``: x is None, observed (m, ...) = f(x(t_k)) and
+    last the tokens at t[-1].
     """
     t: np.ndarray
     x: np.ndarray

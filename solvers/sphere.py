@@ -50,7 +50,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.checks import as_choice, as_density, as_positive, as_time_grid
+from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
@@ -58,7 +58,7 @@ from . import particles, reconstruction, spectral
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
-from .stepping import Checkpoint, integrate
+from .stepping import Checkpoint, digest, integrate
 
 __all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "balanced_field", "icosphere",
            "fibonacci", "voronoi_mesh", "Mesh"]
@@ -124,6 +124,7 @@ def _check_model(model):
     if not model.is_isotropic:
         raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I; got {model!r} "
                          f"(use particles.solve for general Q, K, V)")
+    particles.max_step(model, 3)        # refuses USA weights e^beta beyond double precision
     return model
 
 
@@ -321,7 +322,7 @@ def max_step(model, mesh=None, flux=DEFAULT_FLUX):
 
 def _initial_density(rho0, mesh):
     if callable(rho0):
-        values = np.asarray(rho0(mesh.points.copy()), dtype=np.float64)
+        values = as_float_array(rho0(mesh.points.copy()), "rho0(points)")
         if values.shape != (mesh.size,):
             raise ValueError(f"rho0(points) must return one density per point, shape ({mesh.size},); "
                              f"got {values.shape}")
@@ -375,7 +376,8 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summati
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} on {mesh.name}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
     meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, summation=summation,
-                mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
+                mesh=mesh.name, cells=mesh.size, diffusion=diffusion,
+                mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
 

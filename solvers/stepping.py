@@ -13,10 +13,14 @@ An optional ``project`` (e.g. x -> x/|x|) is applied after every step, and an op
 checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
 resume from it; the resumed run repeats exactly the arithmetic of an uninterrupted one.
 """
+import glob
+import contextlib
 import hashlib
 import json
 import os
 import tempfile
+import warnings
+import zipfile
 
 import numpy as np
 
@@ -25,7 +29,9 @@ from meanfield.checks import as_choice, as_count, as_positive
 FIXED = ("euler", "rk4", "ssprk3")
 ADAPTIVE = ("dopri5",)
 SCHEMES = FIXED + ADAPTIVE
-MAX_STEPS = 1e10
+MAX_STEPS = 10 ** 7        # a run needing more steps is refused (fixed steps) or stopped (adaptive)
+MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a smaller rtol
+COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
 
 # Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
 _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
@@ -92,28 +98,73 @@ def digest(y):
 
 
 class Checkpoint:
-    """Where and how often to save the integrator state, and the run's identity."""
+    """Where and how often to save the integrator state, and the run's identity.
+
+    The folder must be writable when the Checkpoint is made (so no work is lost to a late
+    failure); leftovers of interrupted saves of this checkpoint are removed.  Saves write a
+    temporary file, fsync it and rename it onto ``path``: a reader sees the old or the new
+    state, never a mix.  A save that fails later (full disk) warns and the run goes on."""
 
     def __init__(self, path, every=100, meta=None):
-        self.path = os.fspath(path)
+        try:
+            self.path = os.path.abspath(os.fspath(path))
+        except TypeError:
+            raise TypeError(f"checkpoint must be a path (str or os.PathLike); got {type(path).__name__}") from None
         self.every = as_count(every, "checkpoint_every")
         self.meta = json.dumps(meta or {}, sort_keys=True, default=str)
+        if os.path.isdir(self.path):
+            raise ValueError(f"checkpoint {self.path} is a folder; give a file path such as run.npz")
+        folder, base = os.path.split(self.path)
+        self._prefix = f".{base}."
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=self._prefix, suffix=".tmp.npz")
+            os.close(fd)
+            os.remove(probe)
+        except OSError as exc:
+            raise ValueError(f"checkpoint {self.path} cannot be written ({exc.strerror or exc}); choose a "
+                             f"writable location") from None
+        for stale in glob.glob(os.path.join(glob.escape(folder), glob.escape(self._prefix) + "*.tmp.npz")):
+            with contextlib.suppress(OSError):
+                os.remove(stale)
 
     def save(self, state):
-        folder = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp.npz")
-        os.close(fd)
-        np.savez(tmp, meta=np.array(self.meta), **state)
-        os.replace(tmp, self.path)
+        folder = os.path.dirname(self.path)
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=self._prefix, suffix=".tmp.npz")
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, meta=np.array(self.meta), **state)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+            tmp = None
+        except OSError as exc:
+            warnings.warn(f"could not write checkpoint {self.path} ({exc.strerror or exc}); the run goes on "
+                          f"without it", RuntimeWarning, stacklevel=2)
+        finally:
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.remove(tmp)
+
+    def _read(self):
+        try:
+            with np.load(self.path, allow_pickle=False) as data:
+                state = {k: data[k] for k in data.files}
+            meta = str(state.pop("meta"))
+            for key in ("t_eval", "y", "out", "start") + COUNTERS + ("t", "h"):
+                state[key]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            raise ValueError(f"checkpoint {self.path} is unreadable or corrupt ({type(exc).__name__}: {exc}); "
+                             f"delete it to start afresh") from None
+        return meta, state
 
     def load(self, t_eval, y0):
         if not os.path.exists(self.path):
             return None
-        with np.load(self.path, allow_pickle=False) as data:
-            state = {k: data[k] for k in data.files}
-        if str(state.pop("meta")) != self.meta:
-            raise ValueError(f"checkpoint {self.path} was written by a different run (model, method or "
+        meta, state = self._read()
+        if meta != self.meta:
+            raise ValueError(f"checkpoint {self.path} was written by a different run (model, method, mesh or "
                              f"settings differ); delete it or choose another checkpoint path")
         if state["t_eval"].shape != t_eval.shape or np.any(state["t_eval"] != t_eval) \
                 or state["y"].shape != y0.shape:
@@ -122,7 +173,27 @@ class Checkpoint:
         if str(state.pop("start", "")) != digest(y0):
             raise ValueError(f"checkpoint {self.path} started from another initial state; "
                              f"delete it or choose another checkpoint path")
+        self._check_state(state, t_eval)
         return state
+
+    def _check_state(self, state, t_eval):
+        """Counters within range, times inside t_eval, every stored state finite."""
+        def bad(what):
+            return ValueError(f"checkpoint {self.path} is inconsistent ({what}); delete it to start afresh")
+        counters = {}
+        for key in COUNTERS:
+            value = state[key]
+            if value.shape != () or value.dtype.kind not in "iu" or value < 0:
+                raise bad(f"{key} = {value!r}")
+            counters[key] = int(value)
+        k = counters["k"]
+        if not 1 <= k <= t_eval.size or state["out"].shape != (k,) + state["y"].shape:
+            raise bad(f"output index k = {k}")
+        t = float(state["t"])
+        if not t_eval[0] <= t <= t_eval[-1]:
+            raise bad(f"time t = {t}")
+        if not (np.all(np.isfinite(state["y"])) and np.all(np.isfinite(state["out"]))):
+            raise bad("NaN or inf in the stored state")
 
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
@@ -143,9 +214,14 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     """
     as_choice(scheme, "method", SCHEMES)
     rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
-    if scheme in FIXED and t_eval[-1] - t_eval[0] > MAX_STEPS * dt:
-        raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to reach "
-                         f"t = {t_eval[-1]:g}; choose a larger dt")
+    if rtol < MIN_RTOL:
+        raise ValueError(f"rtol = {rtol:g} is below 100 machine epsilons ({MIN_RTOL:.1e}), which no step size "
+                         f"can reach in double precision; use rtol >= {MIN_RTOL:.1e}")
+    if resume and checkpoint is None:
+        raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
+    if scheme in FIXED and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+        raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
+                         f"({t_eval[0]:g} to {t_eval[-1]:g}); shorten t_eval or choose a larger dt")
     project = project or (lambda y: y)
     observed = observe is not None
     observe = observe or (lambda y: y)
@@ -161,6 +237,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         if saved is not None:
             out[:int(saved["k"])] = saved["out"]
             y = saved["y"].copy()
+            if not np.allclose(project(y), y, rtol=0, atol=1e-8):
+                raise ValueError(f"checkpoint {checkpoint.path} holds a state off the constraint (e.g. "
+                                 f"tokens that are not unit vectors); delete it to start afresh")
             state.update({key: saved[key].item() for key in state})
 
     def save(y):
@@ -174,6 +253,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     def step_taken(y, done, count=1):
         """Book-keeping after ``count`` accepted steps; checkpoints mid-interval."""
         state["nsteps"] += count
+        if state["nsteps"] > MAX_STEPS:
+            raise RuntimeError(f"more than {MAX_STEPS:.0e} steps before t = {t_eval[-1]:g}; shorten t_eval "
+                               f"(resume from a checkpoint) or loosen rtol/atol")
         counter[0] += count
         if counter[0] >= every and not done:
             counter[0] = 0
@@ -246,21 +328,26 @@ def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
             state["nrejected"] += 1
             state["h"] = step * max(0.2, 0.9 * norm ** -0.2) if np.isfinite(norm) else 0.2 * step
             if state["h"] < 1e-14 * max(1.0, abs(t)):
-                raise RuntimeError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff "
-                                   f"for dopri5 at these tolerances")
+                raise ValueError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff "
+                                 f"for dopri5 at rtol = {rtol:g}, atol = {atol:g}: loosen rtol/atol or use a fixed step")
     return y
 
 
 def _initial_step(f, t, y, k1, rtol, atol, state):
+    """Hairer–Nørsett–Wanner's starting step; 1e-6 wherever the estimate is not a finite positive number."""
     scale = atol + rtol * np.abs(y)
-    d0 = np.sqrt(np.mean((y / scale) ** 2))
-    d1 = np.sqrt(np.mean((k1 / scale) ** 2))
-    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    k2 = f(t + h0, y + h0 * k1)
-    state["nfev"] += 1
-    d2 = np.sqrt(np.mean(((k2 - k1) / scale) ** 2)) / h0
-    h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2
-    return min(100 * h0, h1)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        d0 = np.sqrt(np.mean((y / scale) ** 2))
+        d1 = np.sqrt(np.mean((k1 / scale) ** 2))
+        h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+        if not (np.isfinite(h0) and h0 > 0):
+            h0 = 1e-6
+        k2 = f(t + h0, y + h0 * k1)
+        state["nfev"] += 1
+        d2 = np.sqrt(np.mean(((k2 - k1) / scale) ** 2)) / h0
+        h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2
+    h = min(100 * h0, h1)
+    return float(h) if np.isfinite(h) and h > 0 else 1e-6
 
 
 class _NoBar:

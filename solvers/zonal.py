@@ -196,7 +196,7 @@ def cell_masses(f0, d, cells=None):
     if callable(f0):
         cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
         s = np.cos(polar_grid(cells)[0])
-        values = np.asarray(f0(s), dtype=np.float64)
+        values = as_float_array(f0(s), "f0(s)")
         if values.shape != (cells,):
             raise ValueError(f"f0(s) must return one density per cell centre, shape ({cells},); got {values.shape}. "
                              f"f0 is called with s = cos θ at the cell centres, shape ({cells},)")

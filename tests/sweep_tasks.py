@@ -44,3 +44,15 @@ def numba_threads(params, seed):
     """The number of threads a Numba parallel kernel would use in this task."""
     import numba
     return {"threads": numba.get_num_threads()}
+
+
+def exits(params, seed):
+    """Calls sys.exit for a == 2 (a task must not stop the sweep that way)."""
+    if params["a"] == 2:
+        raise SystemExit(3)
+    return polynomial(params, seed)
+
+
+def reserved_names(params, seed):
+    """Outputs named like numpy.savez's own keywords."""
+    return {"file": params["a"], "allow_pickle": seed, "args": 1.5}

@@ -64,6 +64,7 @@ def test_energy_matches_meanfield_energy(beta):
     rng = np.random.default_rng(2)
     points = mf.circle_points(circle.cell_angles(cells))
     for rho in (rng.uniform(0.0, 1.0, cells), _bumps(cells, 30.0)):
+        rho = rho / (rho.sum() * 2 * np.pi / cells)      # unit mass: mf.energy's weights are probabilities
         weights = rho * 2 * np.pi / cells
         assert np.isclose(circle.energy(rho, beta), mf.energy(points, beta, weights=weights), rtol=1e-13, atol=0)
 

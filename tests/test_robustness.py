@@ -216,12 +216,21 @@ def test_steps_beyond_the_positivity_bound_are_refused(entry, factor):
 
 
 @FAST
-@given(dt=st.floats(0.5, 1e3), beta=st.floats(0.0, 50.0))
-def test_large_particle_steps_stay_on_the_sphere(dt, beta):
-    """Particles have no positivity bound: any dt > 0 is accepted; renormalisation keeps the
+@given(fraction=st.floats(0.01, 1.0), beta=st.floats(0.0, 50.0))
+def test_large_particle_steps_stay_on_the_sphere(fraction, beta):
+    """Any step up to the stability bound 2.78/L is accepted, and renormalisation keeps the
     tokens unit vectors however coarse the step (only the accuracy suffers)."""
+    dt = fraction * particles.max_step(mf.SA(beta), 3)
     x = particles.solve(mf.SA(beta), GOOD3, [0.0, 2 * dt], dt=dt).x
     assert np.all(np.isfinite(x)) and np.allclose(np.linalg.norm(x, axis=-1), 1.0)
+
+
+@FAST
+@given(factor=st.floats(1.0001, 1e6), beta=st.floats(0.0, 50.0), method=st.sampled_from(["rk4", "euler"]))
+def test_particle_steps_beyond_the_stability_bound_are_refused(factor, beta, method):
+    dt = factor * particles.max_step(mf.USA(beta), 3, method)
+    message = rejects(lambda: particles.solve(mf.USA(beta), GOOD3, [0.0, 1.0], method=method, dt=dt), "dt")
+    assert "stability" in message
 
 
 @pytest.mark.parametrize("entry", ["particles.solve", "particles.solve_angles"])
@@ -334,5 +343,5 @@ def test_large_beta_solvers_stay_finite(beta):
 
 def test_usa_beyond_double_precision_says_so():
     """e^{β<Qx,Ky>} with β|Q^T K| > 709 does not fit a double: a clear error, not inf/NaN."""
-    with pytest.raises(FloatingPointError, match="overflows double precision"):
+    with pytest.raises(ValueError, match="overflows double precision"):
         mf.velocity(mf.USA(400.0, Q=2.0), GOOD3)

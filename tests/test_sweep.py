@@ -250,8 +250,9 @@ def write_config(tmp_path, body):
     return path
 
 
-def test_command_line_runs_resumes_and_prints_a_table(tmp_path, capsys):
+def test_command_line_runs_resumes_and_prints_a_table(tmp_path, capsys, monkeypatch):
     (tmp_path / "my_tasks.py").write_text("def square(params, seed):\n    return {'y': params['a'] ** 2 + seed}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))      # the user's module on PYTHONPATH
     config = write_config(tmp_path, f"""
         function = "my_tasks:square"
         store = "{tmp_path / 'store'}"
@@ -262,11 +263,11 @@ def test_command_line_runs_resumes_and_prints_a_table(tmp_path, capsys):
         scheduler = "none"
         """)
     from meanfield.cli import main as cli
-    assert cli(["sweep", str(config), "--no-progress"]) == 0
+    assert cli(["sweep", str(config), "--no-progress", "--allow-any-function"]) == 0
     out = capsys.readouterr().out
     assert "4 computed, 0 reused; in-process" in out
     assert out.splitlines()[1].split() == ["a", "mean", "y"] and out.splitlines()[3].split() == ["2", "9"]
-    assert sweep.main([str(config), "--no-progress"]) == 0
+    assert sweep.main([str(config), "--no-progress", "--allow-any-function"]) == 0
     assert "0 computed, 4 reused" in capsys.readouterr().out
     res = sweep.load(tmp_path / "store")
     assert res.get("y").tolist() == [1, 11, 4, 14]
@@ -281,7 +282,7 @@ def test_command_line_falls_back_to_in_process_without_dask(tmp_path, capsys, mo
         a = [3]
         """)
     monkeypatch.chdir(tmp_path)
-    assert sweep.main([str(config), "--no-progress"]) == 0
+    assert sweep.main([str(config), "--no-progress", "--allow-any-function"]) == 0
     captured = capsys.readouterr()
     assert "running in-process" in captured.err and "1 computed" in captured.out
     assert sweep.load(tmp_path / "config-store").get("y").tolist() == [9]
@@ -294,12 +295,14 @@ def test_command_line_reports_failed_tasks(tmp_path, capsys):
         [grid]
         a = [1]
         """)
-    assert sweep.main([str(config), "--scheduler", "none", "--no-progress"]) == 1
+    assert sweep.main([str(config), "--scheduler", "none", "--no-progress", "--allow-any-function"]) == 1
     assert "1 of 1 tasks" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="missing 'grid'"):
-        sweep.main([str(write_config(tmp_path, 'function = "sweep_tasks:polynomial"\n'))])
-    with pytest.raises(ValueError, match="module:function"):
+    with pytest.raises(SystemExit) as exit_:
+        sweep.main([str(write_config(tmp_path, 'function = "sweep_tasks:polynomial"\n')), "--allow-any-function"])
+    assert exit_.value.code == 2 and "missing 'grid'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
         sweep.main([str(write_config(tmp_path, 'function = "polynomial"\n[grid]\na = [1]\n'))])
+    assert exit_.value.code == 2 and "module:function" in capsys.readouterr().err
 
 
 def test_example_config_describes_a_valid_sweep():
