@@ -35,6 +35,7 @@ from .clusters import cluster_count
 from .energy import energy
 from .measures import perturbed_uniform, sample_density, sphere_area
 from .models import SA, USA, as_model
+from .solvers.results import _Saveable
 from .transport import wasserstein
 
 __all__ = ["Comparison", "compare", "main"]
@@ -44,14 +45,18 @@ CLUSTER_LEVEL = 0.05       # fraction of the uniform density below which a regio
 CLUSTER_MASS = 0.01        # smallest mass counted as a cluster
 
 
-@dataclass(eq=False)
-class Comparison:
+@dataclass(eq=False, repr=False)
+class Comparison(_Saveable):
     """Particles vs density at the output times t (m,), over S independent draws of tokens.
 
     Fields: t (m,); w1, w2 (m, S) Wasserstein distances (radians) between each draw's empirical
     measure and the grid measure; energy_particles (m, S) and energy_density (m,) E_β;
     clusters_particles (m, S) and clusters_density (m,); particles (ParticleSolution, x of shape
     (m, S, n, d)); density (DensitySolution); info (settings, methods, timings).
+
+    ``save(path)`` / ``Comparison.load(path)`` keep everything (both solutions included) in one
+    .npz file; ``to_xarray()`` / ``to_netcdf(path)`` / ``Comparison.from_netcdf(path)`` do the
+    same through xarray (particle arrays prefixed ``particles_``, density arrays ``density_``).
     """
     t: np.ndarray
     w1: np.ndarray

@@ -168,7 +168,10 @@ def _tasks(func_id, grid, seeds):
 # --------------------------------------------------------------------------- running one task
 
 def _as_outputs(out, func_id):
-    """func's return value as a dict name -> NumPy array (numbers, booleans, strings)."""
+    """func's return value as a dict name -> NumPy array (numbers, booleans, strings); a scalar
+    return value x is stored as ``{"value": x}``."""
+    if isinstance(out, (numbers.Number, np.generic)) or (isinstance(out, np.ndarray) and out.ndim == 0):
+        out = {"value": out}
     if not isinstance(out, dict) or not out:
         raise TypeError(f"{func_id} must return a non-empty dict of scalars or arrays; "
                         f"got {type(out).__name__}")
@@ -287,6 +290,18 @@ class SweepResult:
     def __len__(self):
         return len(self.keys)
 
+    def __repr__(self):
+        sets = len({json.dumps(p, sort_keys=True) for p in self.params})
+        lines = [f"SweepResult({len(self)} tasks: {sets} parameter sets x {len(set(self.seeds.tolist()))} seeds)"]
+        if self.info.get("func"):
+            lines.append(f"  func: {self.info['func']}" + (f", store: {self.info['store']}" if self.info.get("store")
+                                                           else ""))
+        names = sorted({k for p in self.params for k in p})
+        lines.append(f"  parameters: {', '.join(names) or '-'}")
+        if self.outputs:
+            lines.append("  outputs: " + ", ".join(f"{k} {v.shape}" for k, v in self.outputs[0].items()))
+        return "\n".join(lines)
+
     @property
     def names(self):
         """Output names (those of the first task)."""
@@ -339,6 +354,14 @@ class SweepResult:
             if all(name in out and out[name].ndim == 0 for out in self.outputs):
                 cols[name] = self.get(name)
         return cols
+
+    def to_dataframe(self):
+        """``table()`` as a ``pandas.DataFrame`` (one row per task; pandas is optional:
+        ``pip install "meanfield-attention[pandas]"``), plus each task's run time ``seconds``.
+        Array-valued outputs are left out; reach them with ``get``."""
+        from .solvers.export import require
+        pd = require("pandas", "SweepResult.to_dataframe")
+        return pd.DataFrame({**self.table(), "seconds": self.seconds})
 
 
 def _result(entries, info):

@@ -44,3 +44,8 @@ def numba_threads(params, seed):
     """The number of threads a Numba parallel kernel would use in this task."""
     import numba
     return {"threads": numba.get_num_threads()}
+
+
+def scalar(params, seed):
+    """A task returning a bare number (stored as {"value": x})."""
+    return float(params["a"] * 10 + seed)
