@@ -4,8 +4,9 @@ Interaction energy and exact solutions
 
 E_β[μ] = (1/2β) ∬ e^{β<x,y>} dμ(x) dμ(y) is non-decreasing along SA and USA, for particles and
 for the density PDE alike (exactly so for the second-order ``flux="muscl"`` scheme, whose
-discrete energy is monotone; the default upwind scheme is monotone up to its O(Δθ) error). At β = 0 the circle dynamics has an exact solution: the wrapped
-Cauchy density keeps its shape, and the length r(t) of its mean ∫ x dμ_t follows
+discrete energy is monotone; the default upwind scheme's can dip by O(βh²) when a cluster
+moves between cells). At β = 0 the circle dynamics has an exact solution: the wrapped Cauchy
+density keeps its shape, and the length r(t) of its mean ∫ x dμ_t follows
 r(t) = r_0 e^{t/2} / sqrt(1 - r_0^2 + r_0^2 e^t). Both claims are checked here.
 """
 import matplotlib.pyplot as plt

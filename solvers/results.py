@@ -1,6 +1,6 @@
 """Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF."""
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
