@@ -36,8 +36,7 @@ from meanfield.compare import compare, density_solver
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+RESULTS = "figures"    # like every experiment: ./figures unless --out says otherwise
 
 CASES = {
     "circle": dict(d=2, times=[0.0, 2.0, 4.0, 6.0, 10.0], draws=8, grid=dict(cells=8192), transport="circle"),
@@ -117,7 +116,7 @@ def main(argv=None):
     parser.add_argument("--geometry", choices=("circle", "sphere", "both"), default="both")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--out", default=None,
-                        help="output folder (default validation/results; --quick: a temporary folder)")
+                        help="output folder (default ./figures; --quick: a temporary folder)")
     args = parser.parse_args(argv)
     ns = [n for n in NS if n <= 1000] if args.quick else NS
     geometries = ("circle", "sphere") if args.geometry == "both" else (args.geometry,)

@@ -147,7 +147,7 @@ def main(argv=None):
            title=f"SA on S¹, n = {n}: clusters vs log t (dotted: t_lin)")
     ax.legend(fontsize=7)
     ax = axes[1]
-    for c, beta in enumerate(betas):
+    for beta in betas:
         for r in per_beta[beta]["runs"]:
             for k, b, e, ended in r:
                 if k > 1 and e - b >= 0.1 * results["particles"][f"beta{beta:g}"]["t_lin"]:   # not transients

@@ -11,7 +11,6 @@ several metastable clusters at time T; the transition is sharp and moves to larg
 Checks: probability 1 at the smallest β and 0 at the largest for every d; non-increasing in
 β up to sampling noise; the β where it crosses 1/2 grows with d.
 """
-import os
 import sys
 import tempfile
 
@@ -20,7 +19,7 @@ import numpy as np
 import meanfield as mf
 from meanfield import sweep
 from meanfield.clusters import cluster_count
-from meanfield.figures import Experiment, validation_dir
+from meanfield.figures import Experiment
 from meanfield.solvers import particles
 
 TOL = 1e-2
@@ -59,9 +58,6 @@ def main(argv=None):
     dims = exp.size([2, 16], [2, 3, 4, 6, 8, 12, 16, 24, 32])
     batch, batches = exp.size((8, 1), (32, 2))
     grid = {"d": dims, "beta": betas, "n": [n], "T": [T], "batch": [batch]}
-    if exp.args.client is not None:   # Dask workers import this script as the module 'phase_diagram'
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(validation_dir()),
-                                                                  os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as scratch:
         res = sweep.run(single_cluster, grid, seeds=batches, store=exp.args.store or scratch,
                         client=exp.args.client)
