@@ -110,7 +110,7 @@ def _pm(values, s):
     return f"{values.mean():.3e}" + (f" ± {values.std(ddof=1):.1e}" if s > 1 else "")
 
 
-def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=False):
+def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=None):
     """The finite-volume solution on S^1 (``cells`` cells) or S^2 (``icosphere(level)``)."""
     if geometry == "circle":
         from meanfield.solvers import circle
@@ -121,7 +121,7 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="u
 
 
 def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=512, level=4, flux="upwind",
-            method="rk4", dt=None, summation="auto", transport="auto", seed=0, density=None, progress=False):
+            method="rk4", dt=None, summation="auto", transport="auto", seed=0, density=None, progress=None):
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
     model: SA or USA (Q = K = I, V = ±I for the density solvers). rho0: a callable of points

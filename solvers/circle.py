@@ -369,7 +369,7 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=False, checkpoint=None,
+def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=None, checkpoint=None,
           checkpoint_every=100, resume=False):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 

@@ -141,7 +141,7 @@ def _checkpoint(checkpoint, checkpoint_every, meta):
 
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
-          atol=1e-10, progress=False, energy=True, checkpoint=None, checkpoint_every=100,
+          atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
           resume=False):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
@@ -225,7 +225,7 @@ def angle_velocity(model, theta, summation="auto"):
 
 
 def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
-                 progress=False):
+                 progress=None):
     """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
     (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)

@@ -175,7 +175,7 @@ def _energy(model, rho, mesh, summation):
 
 
 def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="auto", energy=True,
-          progress=False, checkpoint=None, checkpoint_every=100, resume=False):
+          progress=None, checkpoint=None, checkpoint_every=100, resume=False):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities

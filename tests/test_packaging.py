@@ -63,3 +63,25 @@ def test_no_command_prints_help(capsys):
     assert cli.main([]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: meanfield") and "compare" in out and "figures" in out
+
+
+def test_progress_bar_appears_only_for_long_solves_by_default(monkeypatch):
+    from meanfield.solvers import stepping
+    created = []
+
+    class Recorder:
+        def __init__(self, t_eval, delay=0.0, disable=False):
+            created.append((delay, disable))
+
+        def update(self, h):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(stepping, "_TimeBar", Recorder)
+    import meanfield as mf
+    x0 = mf.uniform_sphere(5, 3, seed=0)
+    for progress in (None, True, False):
+        mf.particles.solve(mf.SA(1.0), x0, [0.0, 0.1], dt=0.05, progress=progress)
+    assert created == [(stepping.AUTO_PROGRESS_DELAY, None), (0.0, False)]
