@@ -14,11 +14,9 @@ and report at every output time: W_1 and W_2 between each empirical measure
 E_β of μ^n includes the self-interaction e^β/(2βn) of the diagonal i = j, a bias of
 O(1/n) against the density's E_β on top of the O(n^{-1/2}) sampling fluctuation.
 
-Clusters are counted the same way for both measures: connected components of mass >= 1% of
-the region where the measure is denser than 5% of the uniform density 1/|S^{d-1}|. For a
-grid, the cells with ρ_i >= 0.05/|S| joined across neighbouring cells; for n particles,
-single linkage at the distance (20 |S|/n)^{1/(d-1)} (twenty mean spacings), so gaps emptier
-than 5% of uniform separate clusters.
+Clusters are counted the same way for both measures, by the package's one definition
+(``meanfield.clusters``): connected parts of mass >= 1% of the region where the measure is
+denser than 5% of the uniform density 1/|S^{d-1}|.
 """
 import argparse
 import json
@@ -31,9 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checks import as_choice, as_count, as_time_grid
-from .clusters import cluster_count
+from .clusters import density_clusters, particle_clusters
 from .energy import energy
-from .measures import perturbed_uniform, sample_density, sphere_area
+from .measures import perturbed_uniform, sample_density
 from .models import SA, USA, as_model
 from .solvers.results import _Saveable
 from .transport import wasserstein
@@ -41,8 +39,6 @@ from .transport import wasserstein
 __all__ = ["Comparison", "compare", "main"]
 
 GEOMETRIES = {"circle": 2, "sphere": 3}
-CLUSTER_LEVEL = 0.05       # fraction of the uniform density below which a region is empty
-CLUSTER_MASS = 0.01        # smallest mass counted as a cluster
 
 
 @dataclass(eq=False, repr=False)
@@ -182,27 +178,6 @@ def _steps(m, progress, desc):
         return range(m)
     from tqdm.auto import tqdm
     return tqdm(range(m), desc=desc, unit="output")
-
-
-def particle_clusters(x):
-    """Cluster counts of token clouds x (n, d) or (B, n, d): single linkage at twenty mean
-    spacings (20 |S^{d-1}|/n)^{1/(d-1)}, clusters of mass >= 1%."""
-    n, d = x.shape[-2], x.shape[-1]
-    tol = (sphere_area(d) / (CLUSTER_LEVEL * n)) ** (1.0 / (d - 1))
-    return cluster_count(x, tol=tol, min_mass=CLUSTER_MASS)
-
-
-def density_clusters(sol, k=-1):
-    """Cluster count of a DensitySolution at output k: components of {ρ >= 0.05/|S|} joined
-    across neighbouring cells (1.5 mean cell widths), of mass >= 1%."""
-    points, areas, rho = sol.points, sol.areas, np.clip(sol.rho[k], 0.0, None)
-    d = points.shape[1]
-    dense = rho >= CLUSTER_LEVEL / sphere_area(d)
-    if not dense.any():
-        return 0
-    mass = rho * areas / np.sum(rho * areas)
-    tol = 1.5 * (sphere_area(d) / points.shape[0]) ** (1.0 / (d - 1))
-    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=CLUSTER_MASS)
 
 
 # --- command line -------------------------------------------------------------------------------

@@ -17,13 +17,12 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import theory
-from meanfield.clusters import cluster_count
+from meanfield.clusters import density_clusters, particle_clusters
 from meanfield.figures import Experiment, max_relative_decrease
 from meanfield.solvers import circle, particles
 
 EPS = 1e-8        # size of the initial perturbation
-TOL = 0.05        # geodesic cluster scale (below the initial spacing 2π/n)
-MIN_MASS = 0.02   # FV clusters: connected regions of density > 2/(2π) with at least this mass
+LEVEL = 2.0       # clusters (meanfield.clusters): regions denser than twice uniform, so none in the linear phase
 
 
 def perturbation_phases(count, seed):
@@ -42,18 +41,6 @@ def near_uniform_density(theta, phases):
     """(1/2π)(1 + ε Σ_l l sin(lθ + φ_l)): the density of the displaced tokens (to first order in ε)."""
     l = np.arange(1, phases.size + 1)
     return (1 + EPS * (l * np.sin(np.outer(theta, l) + phases)).sum(axis=1)) / (2 * np.pi)
-
-
-def density_clusters(sol, k):
-    """Clusters of the k-th FV output: connected groups of cells with ρ > 2/(2π) (twice the uniform
-    density, so none during the linear phase) holding mass >= MIN_MASS."""
-    rho = sol.rho[k]
-    keep = rho > 2 / (2 * np.pi)
-    if not np.any(keep):
-        return 0
-    mass = rho[keep] * sol.areas[keep]
-    h = 2 * np.pi / rho.size
-    return cluster_count(sol.points[keep], 1.5 * h, weights=mass / mass.sum(), min_mass=MIN_MASS)
 
 
 def plateaus(t, counts, start):
@@ -79,7 +66,7 @@ def main(argv=None):
     T_fv = exp.size(70.0, 2e3)
     cells = exp.size(128, 256)
     t = np.concatenate([[0.0], np.geomspace(1.0, T, exp.size(100, 241))])
-    results = dict(n=n, eps=EPS, tol=TOL, T=T, seeds=seeds, betas=betas, t=t, particles={}, fv={})
+    results = dict(n=n, eps=EPS, cluster_level=LEVEL, T=T, seeds=seeds, betas=betas, t=t, particles={}, fv={})
     per_beta = {}
     for beta in betas:
         model = mf.SA(beta)
@@ -89,7 +76,8 @@ def main(argv=None):
         phases = np.stack([perturbation_phases(n // 2 - 1, seed) for seed in range(seeds)])
         theta0 = np.stack([near_uniform_angles(n, p) for p in phases])
         sol = particles.solve_angles(model, theta0, t, method="adaptive", rtol=1e-8, atol=1e-10)
-        counts = np.array([cluster_count(sol.x[k], TOL) for k in range(t.size)])     # (m, seeds)
+        counts = np.array([particle_clusters(sol.x[k], level=LEVEL)
+                           for k in range(t.size)])     # (m, seeds)
         early = counts[np.searchsorted(t, 2 * t_lin)]
         t_form = np.array([t[np.argmax(counts[:, s] <= 2 * l_star)] for s in range(seeds)])
         runs = [plateaus(t, counts[:, s], int(np.searchsorted(t, t_form[s]))) for s in range(seeds)]
@@ -119,7 +107,7 @@ def main(argv=None):
         t_lin = np.log(1 / EPS) / theory.growth_rate(model, 2, l_star)
         rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(n // 2 - 1, 0))
         sol = circle.solve(model, rho0, t_fv, cells=cells)
-        counts = np.array([density_clusters(sol, k) for k in range(t_fv.size)])
+        counts = np.array([density_clusters(sol, k, level=LEVEL) for k in range(t_fv.size)])
         early = int(counts[np.searchsorted(t_fv, 2 * t_lin)])
         exp.check(f"FV beta={beta:g}: l* = {l_star} clusters at t = 2 t_lin", early == l_star, early=early)
         mass_err = float(np.max(np.abs(sol.mass - 1)))     # round-off accumulates over ~1e5 steps
