@@ -15,6 +15,7 @@ import numpy as np
 import meanfield as mf
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.plotting import animate
 from meanfield.solvers import particles
 
 TOL = 1e-2            # geodesic cluster scale
@@ -29,26 +30,9 @@ def _sphere_axes(ax):
 
 
 def _animate(exp, sol, frames):
-    """GIF of the tokens on S^2 (matplotlib's Pillow writer: no ffmpeg needed)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.animation import FuncAnimation, PillowWriter
-    fig = plt.figure(figsize=(3.6, 3.6))
-    ax = fig.add_subplot(projection="3d")
-    _sphere_axes(ax)
-    idx = np.unique(np.linspace(0, sol.t.size - 1, frames).astype(int))
-    dots = ax.scatter(*sol.x[0].T, s=14, color="C3", depthshade=False)
-    title = ax.set_title("")
-
-    def draw(k):
-        dots._offsets3d = tuple(sol.x[idx[k]].T)
-        title.set_text(f"SA, β = {sol.model.beta:g}, t = {sol.t[idx[k]]:.1f}")
-        return dots, title
-
-    anim = FuncAnimation(fig, draw, frames=idx.size, blit=False)
-    path = exp.path(".gif")
-    anim.save(path, writer=PillowWriter(fps=8), dpi=60)
-    plt.close(fig)
-    return path
+    """GIF of the tokens on S^2 (``meanfield.plotting.animate``: Mollweide map, 800 px wide,
+    clusters ringed by mass, trajectories as lines)."""
+    return animate(exp.path(".gif"), particles=sol, frames=frames)
 
 
 def main(argv=None):
