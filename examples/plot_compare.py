@@ -24,6 +24,6 @@ fig, ax = plt.subplots(figsize=(6, 4))
 for n, comp in result.items():
     ax.errorbar(comp.t, comp.w2.mean(axis=1), yerr=comp.w2.std(axis=1), label=f"n = {n}", capsize=2)
 ax.set(xlabel="t", ylabel="W_2(particles, density) [rad]", yscale="log",
-       title="more tokens, closer to the mean field (~ n^{-1/2})")
+       title="more tokens, closer to the mean field (W_2 ~ n^(-1/2))")
 ax.legend()
 fig.tight_layout()

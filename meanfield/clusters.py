@@ -15,9 +15,10 @@ density 1/|S^{d-1}|.
 
 Defaults: ℓ = ``LEVEL`` = 0.05 and m = ``MIN_MASS`` = 0.01 (``meanfield compare``); the
 metastability experiment counts formed clusters with ℓ = 2 (denser than twice uniform, so
-nothing counts during the linear phase); the plots ring clusters at ℓ = 4.  All rest on ``cluster_labels`` / ``cluster_count``:
-connected components of the graph joining points at geodesic distance < ``tol`` (single
-linkage), found with a k-d tree on the chord distance 2 sin(tol/2).
+nothing counts during the linear phase); the plots ring clusters at ℓ = 20.  All rest on
+``cluster_labels`` / ``cluster_count``: connected components of the graph joining points at
+geodesic distance < ``tol`` (single linkage), found with a k-d tree on the chord distance
+2 sin(tol/2).
 """
 import numpy as np
 from scipy.sparse import coo_matrix

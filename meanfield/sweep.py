@@ -450,10 +450,36 @@ def _run_dask(client, func, todo):
         fut.release()
 
 
-def run(func, grid, seeds, store, client=None, *, workers=None, progress=False):
-    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
-    tasks already in ``store``; return the SweepResult of all the grid's tasks (see the module
-    docstring for the arguments)."""
+def run(func, grid, seeds, store, client=None, *, workers: int | None = None, progress: bool = False) -> SweepResult:
+    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping
+    the tasks already in ``store``.
+
+    Parameters
+    ----------
+    func : callable
+        A module-level function ``func(params, seed) -> dict`` of scalars/arrays (or a bare
+        number, stored as ``{"value": x}``).
+    grid : dict or list of dicts
+        name -> list of values (Cartesian product, first name slowest), or explicit parameter
+        sets. Values are JSON scalars or lists of them.
+    seeds : int or list of int
+        S (seeds 0..S-1) or distinct non-negative seeds.
+    store : path
+        Folder keeping every finished task (written atomically); rerunning resumes.
+    client : None, "local", "tcp://host:port" or distributed.Client
+        Where to run: here, one task after another, or on Dask.
+    workers : int, optional
+        Worker processes of a ``"local"`` cluster (default one per core).
+    progress : bool
+        A progress bar over the tasks.
+
+    Returns
+    -------
+    SweepResult
+        All the grid's tasks, params-major and seeds fastest (``get``, ``select``,
+        ``aggregate``, ``table``, ``to_dataframe``). Raises ``SweepError`` naming the failed
+        tasks if any raised; everything that finished is in the store.
+    """
     func_id = _func_id(func)
     tasks = _tasks(func_id, grid, seeds)
     store = _open_store(store, func_id, tasks)

@@ -32,6 +32,7 @@ import numbers
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 import ot
 
 from .checks import as_choice, as_count
@@ -62,14 +63,35 @@ def geodesic_cost(x, y, p=1.0):
     return theta
 
 
-def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projections=200, seed=0):
-    """Geodesic W_p (radians) between sum_i a_i δ_{x_i} and sum_j b_j δ_{y_j} on S^{d-1}.
+def wasserstein(x: ArrayLike, a: ArrayLike | None, y: ArrayLike, b: ArrayLike | None, p: float = 2,
+                method: str = "auto", *, return_info: bool = False, n_projections: int = 200, seed: int = 0):
+    """Geodesic W_p (radians) between μ = Σ_i a_i δ_{x_i} and ν = Σ_j b_j δ_{y_j} on S^{d-1}.
 
-    x (n, d), y (m, d) unit vectors; a, b weights (None = uniform), normalised internally.
-    method: "auto" (exact "circle" for d = 2, exact "emd" while n·m <= EXACT_LIMIT, else
-    "sliced"), "circle", "emd" or "sliced" (see the module docstring). Returns W_p as a float,
-    or (W_p, info) with ``return_info=True``; info["method"] says which method ran and
-    info["exact"] whether the value is W_p itself.
+    W_p(μ, ν)^p = min over couplings π of Σ_ij π_ij d(x_i, y_j)^p, d(x, y) = arccos <x, y>.
+
+    Parameters
+    ----------
+    x : array (n, d)
+        Support of μ (unit vectors).
+    a : array (n,) or None
+        Weights of μ (None = uniform), normalised internally.
+    y : array (m, d)
+        Support of ν.
+    b : array (m,) or None
+        Weights of ν.
+    p : float
+        Order p >= 1.
+    method : {"auto", "circle", "emd", "sliced"}
+        "auto": exact "circle" for d = 2, exact "emd" while n·m <= EXACT_LIMIT, else "sliced"
+        (see the module docstring).
+    return_info : bool
+        Also return a dict: info["method"] (which ran), info["exact"] (whether the value is
+        W_p itself).
+
+    Returns
+    -------
+    float or (float, dict)
+        W_p itself (not W_p^p), with the info dict when ``return_info``.
     """
     x, a = as_measure(x, a, "x")
     y, b = as_measure(y, b, "y")

@@ -44,6 +44,7 @@ import math
 
 import numpy as np
 import scipy.fft
+from numpy.typing import ArrayLike
 from numba import njit, prange
 
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_positive, as_time_grid
@@ -369,22 +370,46 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
-    """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
+def solve(model, rho0, t_eval: ArrayLike, cells: int | None = None, flux: str = "upwind", *, dt: float | None = None,
+          progress: bool | None = None, checkpoint=None, checkpoint_every: int = 100,
+          resume: bool = False) -> DensitySolution:
+    """Solve ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I, any β >= 0.  rho0: a callable of points (N, 2) ->
-    densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a function f of the angle
-    pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell densities; it is
-    normalised to unit mass (μ_0 is a probability measure).  cells: number of cells (default
-    512 for a callable; an array sets it).  flux: "upwind" (default) or "muscl" (see the module
-    docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
-    steps break positivity and are refused).  ``checkpoint`` (a path) saves the state every
-    ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
+    X[ρ] = (1/β) ∂_θ log Φ (SA) or (1/β) ∂_θ Φ (USA), Φ(θ) = ∫ e^{β cos(θ-φ)} ρ(φ) dφ (sign
+    flipped for V = -I); Φ by FFT convolution, fluxes at the cell faces, the step under the
+    positivity (CFL) bound.
 
-    The solution's .points are the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,)
-    = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
-    counts and log_space_cells (most SA cells evaluated directly in one evaluation).
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I, V = ±I, any β >= 0.
+    rho0 : callable or array
+        A callable of points (N, 2) -> densities, evaluated at the cell centres
+        (cos θ_i, sin θ_i) (for a function f of the angle pass
+        ``lambda x: f(meanfield.circle_angles(x))``), or an array of cell densities; normalised
+        to unit mass (μ_0 is a probability measure).
+    t_eval : array (m,)
+        Increasing output times.
+    cells : int, optional
+        Number of cells (default 512 for a callable; an array sets it).
+    flux : {"upwind", "muscl"}
+        Cell-centred upwind (first order, moves one-cell clusters) or potential-difference
+        MUSCL (second order, exactly monotone discrete energy); see the module docstring.
+    dt : float, optional
+        The step, at most and by default ``max_step(model, cells, flux)`` (larger steps break
+        positivity and are refused).
+    progress : bool or None
+        Progress bar; None shows it once the solve has run a few seconds.
+    checkpoint : path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
+        checkpoint bit for bit.
+
+    Returns
+    -------
+    DensitySolution
+        ``points`` the cell centres (N, 2), ``areas`` = h = 2π/N, ``rho`` (m, N), ``mass`` (m,)
+        = Σ_i ρ_i h, ``energy`` (m,) the discrete E_β; ``info`` holds flux, dt, max_dt, cells,
+        the step counts and log_space_cells (most SA cells evaluated directly in one evaluation).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)

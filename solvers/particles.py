@@ -13,6 +13,7 @@ recomputation of the targets where it fails); "auto" picks the cheaper valid one
 from . import _numba_env  # noqa: F401
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_points, as_positive,
@@ -103,8 +104,28 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     return out, log_phi
 
 
-def velocity(model, x, weights=None, summation="auto"):
-    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j}."""
+def velocity(model, x: ArrayLike, weights: ArrayLike | None = None, summation: str = "auto") -> np.ndarray:
+    """Tangent velocities X[μ](x_i) of tokens x, μ = sum_j w_j δ_{x_j}.
+
+    SA:  X(x_i) = P_{x_i} sum_j w_j e^{β<Qx_i, Kx_j>} V x_j / sum_k w_k e^{β<Qx_i, Kx_k>}
+    USA: X(x_i) = P_{x_i} sum_j w_j e^{β<Qx_i, Kx_j>} V x_j,     P_x = I - x x^T.
+
+    Parameters
+    ----------
+    model : SA or USA
+        The attention model (β, Q, K, V).
+    x : array (n, d) or (B, n, d)
+        Unit vectors (tokens), or a batch of B systems.
+    weights : array (n,) or (B, n), optional
+        Token masses (default 1/n).
+    summation : {"auto", "direct", "fast"}
+        Direct log-sum-exp kernels, or fast Fourier / Funk–Hecke sums (S^1, S^2, Q = K = V = I).
+
+    Returns
+    -------
+    numpy.ndarray
+        Velocities of the shape of x, tangent to the sphere at each token.
+    """
     model = as_model(model)
     x = as_points(x, "x", ndim=(2, 3))
     resolve_summation(model, x.shape[-1], x.shape[-2], x.shape[-2], summation)
@@ -140,18 +161,42 @@ def _checkpoint(checkpoint, checkpoint_every, meta):
     return Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
 
 
-def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
-          atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False):
-    """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
+def solve(model, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: float | None = None, *,
+          summation: str = "auto", weights: ArrayLike | None = None, rtol: float = 1e-8, atol: float = 1e-10,
+          progress: bool | None = None, energy: bool = True, checkpoint=None, checkpoint_every: int = 100,
+          resume: bool = False) -> ParticleSolution:
+    """Integrate the tokens dx_i/dt = X[μ_t](x_i) on S^{d-1} and return a ParticleSolution.
 
-    method: "rk4" (default), "euler" (both with renormalisation after each step, step ``dt``,
-    default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
-    ``resume=True`` an existing checkpoint is continued, bit for bit.
-    summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
-    and used for the energies too; info["summation"] says which ran and info["recomputed"]
-    how many target evaluations the fast path handed to direct summation.
+    Parameters
+    ----------
+    model : SA or USA
+        The attention model (``velocity`` gives the field).
+    x0 : array (n, d) or (B, n, d)
+        Initial tokens (unit vectors), or a batch of B independent systems.
+    t_eval : array (m,)
+        Increasing output times; the solution starts at t_eval[0].
+    method : {"rk4", "euler", "adaptive"}
+        Fixed steps followed by the renormalisation x <- x/|x| (RK4 keeps its fourth order),
+        or Dormand–Prince 5(4) with ``rtol``, ``atol``.
+    dt : float, optional
+        Fixed step (default ``default_dt``: 0.25/L, L the field's Lipschitz scale).
+    summation : {"auto", "direct", "fast"}
+        Chosen once for the run (``resolve_summation``) and used for the energies too;
+        info["summation"] says which ran.
+    weights : array (n,) or (B, n), optional
+        Token masses (default 1/n).
+    progress : bool or None
+        Progress bar over simulated time; None shows it once the solve has run a few seconds.
+    energy : bool
+        Record E_β = (1/2β) sum_ij w_i w_j e^{β<x_i, x_j>} at each output.
+    checkpoint : path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an
+        existing checkpoint, bit for bit.
+
+    Returns
+    -------
+    ParticleSolution
+        ``t`` (m,), ``x`` (m, n, d) or (m, B, n, d), ``energy`` (m,) or (m, B), ``info``.
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))

@@ -33,6 +33,7 @@ from . import _numba_env  # noqa: F401
 
 import numpy as np
 from numba import njit, prange
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from meanfield.checks import as_choice, as_density, as_positive, as_time_grid
@@ -174,18 +175,45 @@ def _energy(model, rho, mesh, summation):
     return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
-def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="auto", energy=True,
-          progress=None, checkpoint=None, checkpoint_every=100, resume=False):
-    """Solve the continuity equation on S^2 and return a DensitySolution.
+def solve(model, rho0, t_eval: ArrayLike, mesh: Mesh | None = None, flux: str = "upwind", *,
+          dt: float | None = None, summation: str = "auto", energy: bool = True, progress: bool | None = None,
+          checkpoint=None, checkpoint_every: int = 100, resume: bool = False) -> DensitySolution:
+    """Solve ∂_t ρ + div(ρ X[ρ]) = 0 on S^2 by finite volumes + SSP-RK3; return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities
-    (evaluated at the cell generators) or an array of cell densities; it is normalised to unit
-    mass (μ_0 is a probability measure).  mesh: a Mesh (default ``icosphere(4)``, 2562 cells).
-    flux: "upwind" or "tpfa" (see the module docstring).  dt: SSP-RK3 step, at most and by
-    default ``max_step(model, mesh)`` (larger values are refused: they break positivity).
-    summation: "auto" | "direct" | "fast" for Φ (``particles.attention_field``).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; ``resume=True``
-    continues an existing checkpoint bit for bit.
+    d/dt ρ_i |C_i| = - Σ_j |f_ij| F_ij over the faces f_ij of the spherical Voronoi cell C_i,
+    with X[ρ] = (1/β) ∇ log Φ (SA) or (1/β) ∇ Φ (USA), Φ(x) = Σ_j e^{β<x, c_j>} ρ_j |C_j|.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I, V = ±I.
+    rho0 : callable or array
+        A callable of points (N, 3) -> densities (evaluated at the cell generators) or an array
+        of cell densities; normalised to unit mass (μ_0 is a probability measure).
+    t_eval : array (m,)
+        Increasing output times.
+    mesh : Mesh, optional
+        Spherical Voronoi mesh (default ``icosphere(4)``, 2562 cells).
+    flux : {"upwind", "tpfa"}
+        Cell-centred upwind or two-point potential-difference flux (see the module docstring).
+    dt : float, optional
+        SSP-RK3 step, at most and by default ``max_step(model, mesh)`` (larger values are
+        refused: they break positivity).
+    summation : {"auto", "direct", "fast"}
+        How Φ is evaluated (``particles.attention_field``).
+    energy : bool
+        Record the discrete E_β at each output.
+    progress : bool or None
+        Progress bar; None shows it once the solve has run a few seconds.
+    checkpoint : path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
+        checkpoint bit for bit.
+
+    Returns
+    -------
+    DensitySolution
+        ``points`` the generators (N, 3), ``areas`` |C_i|, ``rho`` (m, N), ``mass`` (m,),
+        ``energy`` (m,), ``info``.
     """
     model = _check_model(model)
     mesh = _check_mesh(mesh)

@@ -4,9 +4,9 @@ A Voronoi cell is the set of points nearest to its generator, so sampling each p
 nearest generator draws the piecewise-constant solution exactly, cell boundaries included.
 Projections: "mollweide" (equal-area world map; longitude and latitude in radians) and
 "ortho" (the hemisphere facing ``center``, seen from outside).  Colours are logarithmic by
-default (the solutions concentrate into near-Diracs): ``log=True`` spans ``decades`` decades
-below the panel's maximum, each panel with its own scale and colour bar unless vmin/vmax are
-given.  Tokens are drawn as white dots, and their clusters (``meanfield.clusters``) as rings
+default (the solutions concentrate into near-Diracs): ``log=True`` spans the panel's range of
+densities, at most ``DECADES`` decades below its maximum, each panel with its own scale and
+colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters (``meanfield.clusters``) as rings
 whose area is proportional to the cluster's mass.
 """
 import numpy as np
@@ -19,18 +19,24 @@ from .tokens import cluster_markers
 __all__ = ["density_map", "particles_on_density"]
 
 PROJECTIONS = ("mollweide", "ortho")
-DECADES = 4.0      # range of the logarithmic colour scale below the maximum
+DECADES = 4.0      # largest range of the logarithmic colour scale below the maximum
 
 
 def colour_norm(values, log=True, vmin=None, vmax=None, decades=DECADES):
-    """The matplotlib Normalize for densities ``values``: LogNorm over ``decades`` decades below
-    the maximum (or [vmin, vmax]) when ``log``, else linear."""
+    """The matplotlib Normalize for densities ``values``: when ``log``, a LogNorm from the
+    smallest positive value (but at most ``decades`` decades below the maximum) to the maximum,
+    or over [vmin, vmax]; else linear."""
     from matplotlib.colors import LogNorm, Normalize
     top = float(np.nanmax(values)) if vmax is None else float(vmax)
     if not log:
         return Normalize(vmin=vmin, vmax=vmax)
     top = top if top > 0 else 1.0
-    bottom = top * 10.0 ** -decades if vmin is None or vmin <= 0 else float(vmin)
+    if vmin is None or vmin <= 0:
+        positive = np.asarray(values)[np.asarray(values) > 0]
+        bottom = max(top * 10.0 ** -decades, float(positive.min()) if positive.size else 0.0)
+        bottom = bottom if bottom < top else top / 10.0
+    else:
+        bottom = float(vmin)
     return LogNorm(vmin=bottom, vmax=top, clip=True)
 
 

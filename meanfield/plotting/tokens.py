@@ -8,7 +8,7 @@ __all__ = ["cluster_markers"]
 
 AREA_PER_MASS = 900.0   # marker area (points²) of a cluster holding all the mass
 SMALLEST = 25.0         # marker area of the lightest cluster
-LEVEL = 4.0             # ringed clusters are denser than four times uniform (meanfield.clusters' level)
+LEVEL = 20.0            # ringed clusters are denser than twenty times uniform (meanfield.clusters' level)
 TIGHT = 0.95            # clusters whose mean has length >= TIGHT x mass (angular spread ≲ 18°) get a marker
 
 
