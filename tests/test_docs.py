@@ -1,5 +1,5 @@
 """The documentation builds with warnings as errors, every gallery example executed, and the
-code of the tutorials runs."""
+code of the tutorials and of the README runs."""
 import os
 import re
 import shutil
@@ -44,8 +44,9 @@ def test_docs_build_with_warnings_as_errors_and_every_example_executed(tmp_path)
     assert "ParticleSolution" in solvers and "to_xarray" in solvers
 
 
-@pytest.mark.parametrize("page", sorted((DOCS / "tutorials").glob("*.md")), ids=lambda p: p.stem)
-def test_tutorial_code_runs(page, tmp_path, monkeypatch):
+@pytest.mark.parametrize("page", sorted((DOCS / "tutorials").glob("*.md")) + [ROOT / "README.md"],
+                         ids=lambda p: p.stem)
+def test_tutorial_and_readme_code_runs(page, tmp_path, monkeypatch):
     blocks = python_blocks(page)
     assert blocks, f"{page.name} has no python code"
     monkeypatch.chdir(tmp_path)
