@@ -25,14 +25,8 @@ def log_energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summ
 
     Parameters
     ----------
-    x : array (n, d)
-        Points on S^{d-1}.
-    beta : float
-        Inverse temperature β >= 0.
-    weights : array (n,), optional
-        Masses w_i (default 1/n).
-    summation : {"auto", "direct", "fast"}
-        How the double sum is evaluated (as in ``particles.velocity``).
+    x, beta, weights, summation
+        As in ``energy``.
 
     Returns
     -------

@@ -203,11 +203,8 @@ def solve(model, rho0, t_eval: ArrayLike, mesh: Mesh | None = None, flux: str = 
         How Φ is evaluated (``particles.attention_field``).
     energy : bool
         Record the discrete E_β at each output.
-    progress : bool or None
-        Progress bar; None shows it once the solve has run a few seconds.
-    checkpoint : path, optional
-        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
-        checkpoint bit for bit.
+    progress, checkpoint, checkpoint_every, resume
+        As in ``meanfield.solvers.circle.solve``.
 
     Returns
     -------
