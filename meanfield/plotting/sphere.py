@@ -6,8 +6,8 @@ Projections: "mollweide" (equal-area world map; longitude and latitude in radian
 "ortho" (the hemisphere facing ``center``, seen from outside).  Colours are logarithmic by
 default (the solutions concentrate into near-Diracs): ``log=True`` spans the panel's range of
 densities, at most ``DECADES`` decades below its maximum, each panel with its own scale and
-colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters (``meanfield.clusters``) as rings
-whose area is proportional to the cluster's mass.
+colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters
+(``meanfield.clusters``) as rings whose area is proportional to the cluster's mass.
 """
 import numpy as np
 from scipy.spatial import cKDTree
