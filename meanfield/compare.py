@@ -73,13 +73,13 @@ class Comparison(_Saveable):
     def table(self):
         """The comparison as a plain-text table (means ± standard deviations over the draws)."""
         s = self.w1.shape[1]
-        head = (f"{'t':>7} {'W1':>17} {'W2':>17} {'E particles':>12} {'E density':>12} {'gap':>8} "
+        head = (f"{'t':>7} {'W1':>19} {'W2':>19} {'E particles':>12} {'E density':>12} {'gap':>8} "
                 f"{'clusters:':>9} {'tokens':>7} {'density':>7}")
         lines = [head, "-" * len(head)]
         for k, t in enumerate(self.t):
             c = self.clusters_particles[k]
             cl = f"{c[0]}" if np.all(c == c[0]) else f"{c.min()}-{c.max()}"
-            lines.append(f"{t:7.3g} {_pm(self.w1[k], s):>17} {_pm(self.w2[k], s):>17} "
+            lines.append(f"{t:7.3g} {_pm(self.w1[k], s):>19} {_pm(self.w2[k], s):>19} "
                          f"{self.energy_particles[k].mean():12.6g} {self.energy_density[k]:12.6g} "
                          f"{100 * self.energy_gap[k]:7.2f}% {'':>9} {cl:>7} {self.clusters_density[k]:>7}")
         return "\n".join(lines)
