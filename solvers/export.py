@@ -24,7 +24,9 @@ __all__ = ["summary", "flatten", "unflatten", "to_xarray", "from_xarray", "to_ne
 DIMS: dict[str, dict[int, tuple[str, ...]]] = {
     "t": {1: ("t",)},
     "x": {3: ("t", "token", "coord"), 4: ("t", "draw", "token", "coord")},
-    "theta": {2: ("t", "token"), 3: ("t", "draw", "token")},
+    "theta": {1: ("cell",), 2: ("t", "token"), 3: ("t", "draw", "token")},
+    "edges": {1: ("edge",)},
+    "masses": {2: ("t", "cell")},
     "energy": {1: ("t",), 2: ("t", "draw")},
     "points": {2: ("cell", "coord")},
     "areas": {1: ("cell",)},
@@ -34,6 +36,8 @@ DIMS: dict[str, dict[int, tuple[str, ...]]] = {
     "w2": {2: ("t", "draw")},
     "energy_particles": {2: ("t", "draw")},
     "energy_density": {1: ("t",)},
+    "mean_particles": {2: ("t", "draw")},
+    "mean_pde": {1: ("t",)},
     "clusters_particles": {2: ("t", "draw")},
     "clusters_density": {1: ("t",)},
 }

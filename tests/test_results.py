@@ -120,3 +120,16 @@ def test_scalar_task_is_stored_as_value_and_dataframe(tmp_path):
     assert np.array_equal(sweep.load(tmp_path).get("value"), res.get("value"))
     text = repr(res)
     assert "6 tasks: 2 parameter sets x 3 seeds" in text and "value ()" in text and len(text) < REPR_LIMIT
+
+
+def test_zonal_solution_and_comparison_round_trip(tmp_path):
+    pytest.importorskip("xarray")
+    from meanfield.zonal import ZonalComparison, compare as zonal_compare
+    comp = zonal_compare(mf.SA(1.0), lambda c: 1.0 + 0.5 * c, [0.0, 0.5], d=5, n=30, seeds=2, cells=32)
+    text = repr(comp)
+    assert len(text) < REPR_LIMIT and "ZonalSolution" in text and "ParticleSolution" in text
+    comp.save(tmp_path / "z.npz")
+    same(comp, ZonalComparison.load(tmp_path / "z.npz"))
+    comp.to_netcdf(tmp_path / "z.nc")
+    same(comp, ZonalComparison.from_netcdf(tmp_path / "z.nc"))
+    assert comp.to_xarray()["pde_masses"].dims == ("t", "cell")
