@@ -37,12 +37,13 @@ def funk_hecke(beta, d, l):
     return float(np.exp(_log_funk_hecke(beta, d, l)))
 
 
-def growth_rate(model, d: int, l: int) -> float:
+def growth_rate(model, d: int, l: int, diffusion: float = 0.0) -> float:
     """Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
 
     USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)), with the
     Funk–Hecke coefficient c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β) (sign - for V = -I).
     At β = 0 both reduce to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2.
+    With diffusion D Δ_S (noise σ = sqrt(2D)): λ_l - D l(l+d-2), the harmonic's Laplace eigenvalue.
 
     Parameters
     ----------
@@ -52,12 +53,22 @@ def growth_rate(model, d: int, l: int) -> float:
         Ambient dimension (the sphere is S^{d-1}).
     l : int
         Degree of the spherical harmonic (l >= 0).
+    diffusion : float
+        D >= 0.
 
     Returns
     -------
     float
         λ_l: the perturbation grows like e^{λ_l t}.
     """
+    diffusion = float(as_float_array(diffusion, "diffusion"))
+    if diffusion < 0:
+        raise ValueError(f"diffusion must be >= 0; got {diffusion:g}")
+    rate = _interaction_rate(model, d, l)
+    return rate - diffusion * l * (l + as_count(d, "d", minimum=2) - 2)
+
+
+def _interaction_rate(model, d, l):
     model = as_model(model)
     if not model.is_isotropic:
         raise ValueError("growth rates are for Q^T K = I and V = ±I")
@@ -75,21 +86,8 @@ def growth_rate(model, d: int, l: int) -> float:
     return float(model.sign * eig * np.exp(log_c - np.log(beta)))
 
 
-def most_unstable_mode(model, d: int) -> int:
-    """The degree l* >= 1 of fastest linear growth, argmax_l λ_l ≈ sqrt(2β) for large β.
-
-    Parameters
-    ----------
-    model : SA or USA
-        Attractive (V = I), with Q^T K = I.
-    d : int
-        Ambient dimension.
-
-    Returns
-    -------
-    int
-        l*: how many clusters form first from a near-uniform start on S^1.
-    """
+def most_unstable_mode(model, d):
+    """The degree l >= 1 of fastest linear growth, l* ≈ sqrt(2β) for large β (attractive models)."""
     model = as_model(model)
     if not model.is_isotropic or model.sign < 0:
         raise ValueError("the uniform measure has an unstable mode only for attractive models (V = I)")

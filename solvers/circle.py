@@ -44,7 +44,6 @@ import math
 
 import numpy as np
 import scipy.fft
-from numpy.typing import ArrayLike
 from numba import njit, prange
 
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_positive, as_time_grid
@@ -53,6 +52,7 @@ from meanfield.models import SA, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
+from .diffusion import as_diffusion, circle_laplacian, circle_rate, combined_step
 from .stepping import Checkpoint, integrate
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "cell_angles"]
@@ -370,65 +370,46 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval: ArrayLike, cells: int | None = None, flux: str = "upwind", *, dt: float | None = None,
-          progress: bool | None = None, checkpoint=None, checkpoint_every: int = 100,
-          resume: bool = False) -> DensitySolution:
-    """Solve ∂_t ρ + ∂_θ(ρ X[ρ]) = 0 on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
+def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=None, checkpoint=None,
+          checkpoint_every=100, resume=False, diffusion=0.0):
+    """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
-    X[ρ] = (1/β) ∂_θ log Φ (SA) or (1/β) ∂_θ Φ (USA), Φ(θ) = ∫ e^{β cos(θ-φ)} ρ(φ) dφ (sign
-    flipped for V = -I); Φ by FFT convolution, fluxes at the cell faces, the step under the
-    positivity (CFL) bound.
+    model: SA or USA with Q^T K = I, V = ±I, any β >= 0.  rho0: a callable of points (N, 2) ->
+    densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a function f of the angle
+    pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell densities; it is
+    normalised to unit mass (μ_0 is a probability measure).  cells: number of cells (default
+    512 for a callable; an array sets it).  flux: "upwind" (default) or "muscl" (see the module
+    docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
+    steps break positivity and are refused).  ``checkpoint`` (a path) saves the state every
+    ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
+    diffusion: D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with
+    noise σ = sqrt(2D)), and the step bound becomes 1/(1/max_step + 2D/h²).
 
-    Parameters
-    ----------
-    model : SA or USA
-        With Q^T K = I, V = ±I, any β >= 0.
-    rho0 : callable or array
-        A callable of points (N, 2) -> densities, evaluated at the cell centres
-        (cos θ_i, sin θ_i) (for a function f of the angle pass
-        ``lambda x: f(meanfield.circle_angles(x))``), or an array of cell densities; normalised
-        to unit mass (μ_0 is a probability measure).
-    t_eval : array (m,)
-        Increasing output times.
-    cells : int, optional
-        Number of cells (default 512 for a callable; an array sets it).
-    flux : {"upwind", "muscl"}
-        Cell-centred upwind (first order, moves one-cell clusters) or potential-difference
-        MUSCL (second order, exactly monotone discrete energy); see the module docstring.
-    dt : float, optional
-        The step, at most and by default ``max_step(model, cells, flux)`` (larger steps break
-        positivity and are refused).
-    progress : bool or None
-        Progress bar; None shows it once the solve has run a few seconds.
-    checkpoint : path, optional
-        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
-        checkpoint bit for bit.
-
-    Returns
-    -------
-    DensitySolution
-        ``points`` the cell centres (N, 2), ``areas`` = h = 2π/N, ``rho`` (m, N), ``mass`` (m,)
-        = Σ_i ρ_i h, ``energy`` (m,) the discrete E_β; ``info`` holds flux, dt, max_dt, cells,
-        the step counts and log_space_cells (most SA cells evaluated directly in one evaluation).
+    The solution's .points are the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,)
+    = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
+    counts and log_space_cells (most SA cells evaluated directly in one evaluation).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
     rho = _initial_density(rho0, cells)
     cells = rho.size
-    bound = max_step(model, cells, flux)
+    diffusion = as_diffusion(diffusion)
+    bound = combined_step(max_step(model, cells, flux), diffusion, circle_rate(cells))
     if dt is None:
         dt = bound
     elif as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} with {cells} cells "
                          f"and the {flux} flux; use dt <= {bound:.6g} (or leave dt=None)")
     op = _Operator(model, cells, flux)
-    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(op, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                           progress=progress)
-    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
     h = 2 * np.pi / cells
+    rhs = op if diffusion == 0 else (lambda r: op(r) + diffusion * circle_laplacian(r, h))
+    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells, diffusion=diffusion)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
+                           progress=progress)
+    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells,
+                diffusion=diffusion)
     return DensitySolution(t=t_eval, points=circle_points(cell_angles(cells)), areas=np.full(cells, h), rho=rhos,
                            mass=rhos.sum(axis=1) * h, energy=np.array([op.energy(r) for r in rhos]), model=model,
                            info=info)
