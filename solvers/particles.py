@@ -120,8 +120,30 @@ def field(model, x, weights=None, summation="auto", stats=None):
 
 
 def velocity(model, x, weights=None, summation="auto", t=0.0):
-    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
-    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it."""
+    """Tangent velocities X[μ](x_i) of tokens x, μ = sum_j w_j δ_{x_j}.
+
+    SA:  X(x_i) = P_{x_i} sum_j w_j e^{β<Qx_i, Kx_j>} V x_j / sum_k w_k e^{β<Qx_i, Kx_k>}
+    USA: X(x_i) = P_{x_i} sum_j w_j e^{β<Qx_i, Kx_j>} V x_j,     P_x = I - x x^T;
+    MultiHead: the sum over heads plus the projected feed-forward term P_x W σ(A x + b).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Weights may depend on time; they are evaluated at ``t``.
+    x : array (n, d) or (B, n, d)
+        Unit vectors (tokens), or a batch of B systems.
+    weights : array (n,) or (B, n), optional
+        Token masses (default 1/n).
+    summation : {"auto", "direct", "fast"}
+        Direct log-sum-exp kernels, or fast Fourier / Funk–Hecke sums (S^1, S^2, Q = K = V = I).
+    t : float
+        Time at which time-dependent weights are evaluated.
+
+    Returns
+    -------
+    numpy.ndarray
+        Velocities of the shape of x, tangent to the sphere at each token.
+    """
     model = as_model(model, multihead=True, time_dependent=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     for head in getattr(model, "heads", (model,)):
@@ -173,21 +195,47 @@ def _checkpoint(checkpoint, checkpoint_every, meta):
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
           resume=False, noise=0.0, seed=None):
-    """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
+    """Integrate the tokens dx_i/dt = X[μ_t](x_i) on S^{d-1} and return a ParticleSolution.
 
-    model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
-    of t, evaluated at every stage time (the schemes keep their order).
-    method: "rk4" (default), "euler" (both with renormalisation after each step, step ``dt``,
-    default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
-    noise: σ >= 0 adds Brownian motion on the sphere, generator (σ²/2) Δ_S (McKean–Vlasov
-    particles): with method="euler", the geodesic Euler–Maruyama step
-    x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1; ``seed`` fixes the draws
-    (each step's are keyed by (seed, step), so resumed runs draw the same numbers).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
-    ``resume=True`` an existing checkpoint is continued, bit for bit.
-    summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
-    and used for the energies too; info["summation"] says which ran and info["recomputed"]
-    how many target evaluations the fast path handed to direct summation.
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Weights (β, Q, K, V, the feed-forward W, A, b) may be callables of t, evaluated at
+        every stage time (the schemes keep their order).
+    x0 : array (n, d) or (B, n, d)
+        Initial tokens (unit vectors), or a batch of B independent systems.
+    t_eval : array (m,)
+        Increasing output times; the solution starts at t_eval[0].
+    method : {"rk4", "euler", "adaptive"}
+        Fixed steps followed by the renormalisation x <- x/|x| (RK4 keeps its fourth order),
+        or Dormand–Prince 5(4) with ``rtol``, ``atol``.
+    dt : float, optional
+        Fixed step (default ``default_dt``: 0.25/L, L the field's Lipschitz scale).
+    summation : {"auto", "direct", "fast"}
+        Chosen once for the run (``resolve_summation``) and used for the energies too;
+        info["summation"] says which ran, info["recomputed"] how many target evaluations the
+        fast path handed to direct summation.
+    weights : array (n,) or (B, n), optional
+        Token masses (default 1/n).
+    progress : bool or None
+        Progress bar over simulated time; None shows it once the solve has run a few seconds.
+    energy : bool
+        Record E_β = (1/2β) sum_ij w_i w_j e^{β<x_i, x_j>} at each output.
+    checkpoint : path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an
+        existing checkpoint, bit for bit.
+    noise : float
+        σ >= 0 adds Brownian motion on the sphere, generator (σ²/2) Δ_S (McKean–Vlasov
+        particles): with method="euler", the geodesic Euler–Maruyama step
+        x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1.
+    seed : int, optional
+        Fixes the noise draws (each step's are keyed by (seed, step), so resumed runs draw the
+        same numbers).
+
+    Returns
+    -------
+    ParticleSolution
+        ``t`` (m,), ``x`` (m, n, d) or (m, B, n, d), ``energy`` (m,) or (m, B), ``info``.
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
