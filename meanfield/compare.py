@@ -237,7 +237,7 @@ def _parser():
     add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
     add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
     add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 3: 642 cells)")
-    add("--flux", help="finite-volume flux: upwind (default), muscl (circle) or tpfa (sphere)")
+    add("--flux", help="finite-volume flux: upwind (default), upwind2, muscl or tpfa (docs/finite_volumes.md)")
     add("--amplitude", type=float, help="size ε of the perturbation of the uniform density (default 0.6)")
     add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
     add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")

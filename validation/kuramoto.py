@@ -66,7 +66,7 @@ def main(argv=None):
     r_fv, fv_errors = {}, []
     for cells in grids:
         fv = circle.solve(mf.SA(0.0), lambda x: exact.wrapped_cauchy_density(mf.circle_angles(x), R0), t0,
-                          cells=cells)
+                          cells=cells, flux="upwind")
         r_fv[cells] = np.abs((fv.rho * fv.areas) @ (fv.points[:, 0] + 1j * fv.points[:, 1]))
         fv_errors.append(float(np.max(np.abs(r_fv[cells] - r_exact))))
     fv_order = float(np.log(fv_errors[0] / fv_errors[1]) / np.log(grids[1] / grids[0]))

@@ -129,7 +129,7 @@ def main(argv=None):
         l_star = theory.most_unstable_mode(model, 2)
         t_lin = np.log(1 / EPS) / theory.growth_rate(model, 2, l_star)
         rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(n // 2 - 1, 0))
-        sol = circle.solve(model, rho0, t_fv, cells=cells)
+        sol = circle.solve(model, rho0, t_fv, cells=cells, flux="upwind")
         counts = np.array([density_clusters(sol, k) for k in range(t_fv.size)])
         early = int(counts[np.searchsorted(t_fv, 2 * t_lin)])
         exp.check(f"FV beta={beta:g}: l* = {l_star} clusters at t = 2 t_lin", early == l_star, early=early)
