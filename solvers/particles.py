@@ -7,7 +7,8 @@ order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pa
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
 ``small``: whole-system matrix products for batches of systems of at most ``small.SMALL_N``
-tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion, O((n + m) K) on S^1 and
+tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion,
+O((n + m) K) on S^1 and
 O((n + m) L²) on S^2 for Q^T K = I, V = ±I, with an a-posteriori error bound and direct
 recomputation of the targets where it fails); "auto" picks the cheaper valid one.
 """

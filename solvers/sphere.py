@@ -131,8 +131,8 @@ def _check_mesh(mesh):
     if mesh is None:
         return icosphere(DEFAULT_LEVEL)
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), voronoi_mesh(points)) "
-                        f"or None; got {type(mesh).__name__}")
+        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), "
+                        f"voronoi_mesh(points)) or None; got {type(mesh).__name__}")
     return mesh
 
 
