@@ -14,11 +14,9 @@ and report at every output time: W_1 and W_2 between each empirical measure
 E_β of μ^n includes the self-interaction e^β/(2βn) of the diagonal i = j, a bias of
 O(1/n) against the density's E_β on top of the O(n^{-1/2}) sampling fluctuation.
 
-Clusters are counted the same way for both measures: connected components of mass >= 1% of
-the region where the measure is denser than 5% of the uniform density 1/|S^{d-1}|. For a
-grid, the cells with ρ_i >= 0.05/|S| joined across neighbouring cells; for n particles,
-single linkage at the distance (20 |S|/n)^{1/(d-1)} (twenty mean spacings), so gaps emptier
-than 5% of uniform separate clusters.
+Clusters are counted the same way for both measures, by the package's one definition
+(``meanfield.clusters``): connected parts of mass >= 1% of the region where the measure is
+denser than 5% of the uniform density 1/|S^{d-1}|.
 """
 import argparse
 import json
@@ -32,28 +30,31 @@ import numpy as np
 
 from . import atomic
 from .checks import as_beta, as_choice, as_count, as_flag, as_positive, as_seed, as_time_grid
-from .clusters import cluster_count
+from .clusters import density_clusters, particle_clusters
 from .energy import energy
-from .measures import perturbed_uniform, sample_density, sphere_area
+from .measures import perturbed_uniform, sample_density
 from .models import SA, USA, as_model
+from .solvers.results import _Saveable
 from .transport import wasserstein
 
 __all__ = ["Comparison", "compare", "main"]
 
 GEOMETRIES = {"circle": 2, "sphere": 3}
-CLUSTER_LEVEL = 0.05       # fraction of the uniform density below which a region is empty
-CLUSTER_MASS = 0.01        # smallest mass counted as a cluster
 MAX_LEVEL = 8              # finest icosphere the command accepts (655,362 cells)
 
 
-@dataclass(eq=False)
-class Comparison:
+@dataclass(eq=False, repr=False)
+class Comparison(_Saveable):
     """Particles vs density at the output times t (m,), over S independent draws of tokens.
 
     Fields: t (m,); w1, w2 (m, S) Wasserstein distances (radians) between each draw's empirical
     measure and the grid measure; energy_particles (m, S) and energy_density (m,) E_β;
     clusters_particles (m, S) and clusters_density (m,); particles (ParticleSolution, x of shape
     (m, S, n, d)); density (DensitySolution); info (settings, methods, timings).
+
+    ``save(path)`` / ``Comparison.load(path)`` keep everything (both solutions included) in one
+    .npz file; ``to_xarray()`` / ``to_netcdf(path)`` / ``Comparison.from_netcdf(path)`` do the
+    same through xarray (particle arrays prefixed ``particles_``, density arrays ``density_``).
     """
     t: np.ndarray
     w1: np.ndarray
@@ -74,15 +75,15 @@ class Comparison:
     def table(self):
         """The comparison as a plain-text table (means ± standard deviations over the draws)."""
         s = self.w1.shape[1]
-        head = (f"{'t':>7} {'W1':>17} {'W2':>17} {'E particles':>12} {'E density':>12} {'gap':>8} "
-                f"{'clusters':>9} {'(density)':>9}")
+        head = (f"{'t':>7} {'W1':>19} {'W2':>19} {'E particles':>12} {'E density':>12} {'gap':>8} "
+                f"{'clusters:':>9} {'tokens':>7} {'density':>7}")
         lines = [head, "-" * len(head)]
         for k, t in enumerate(self.t):
             c = self.clusters_particles[k]
             cl = f"{c[0]}" if np.all(c == c[0]) else f"{c.min()}-{c.max()}"
-            lines.append(f"{t:7.3g} {_pm(self.w1[k], s):>17} {_pm(self.w2[k], s):>17} "
+            lines.append(f"{t:7.3g} {_pm(self.w1[k], s):>19} {_pm(self.w2[k], s):>19} "
                          f"{self.energy_particles[k].mean():12.6g} {self.energy_density[k]:12.6g} "
-                         f"{100 * self.energy_gap[k]:7.2f}% {cl:>9} {self.clusters_density[k]:>9}")
+                         f"{100 * self.energy_gap[k]:7.2f}% {'':>9} {cl:>7} {self.clusters_density[k]:>7}")
         return "\n".join(lines)
 
     def to_dict(self):
@@ -107,7 +108,7 @@ def _pm(values, s):
     return f"{values.mean():.3e}" + (f" ± {values.std(ddof=1):.1e}" if s > 1 else "")
 
 
-def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=False):
+def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=4, flux="upwind", progress=None):
     """The finite-volume solution on S^1 (``cells`` cells) or S^2 (``icosphere(level)``)."""
     if geometry == "circle":
         from meanfield.solvers import circle
@@ -153,17 +154,45 @@ def check_density_settings(geometry, model, cells=512, level=4, flux="upwind"):
     sphere.max_step(model, sphere.icosphere(level))
 
 
-def compare(model, rho0, t_eval, n=2000, seeds=3, *, geometry="circle", cells=512, level=4, flux="upwind",
-            method="rk4", dt=None, summation="auto", transport="auto", seed=0, density=None, progress=False):
+def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
+            level: int = 4, flux: str = "upwind", method: str = "rk4", dt: float | None = None,
+            summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
+            progress: bool | None = None) -> Comparison:
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
-    model: SA or USA (Q = K = I, V = ±I for the density solvers). rho0: a callable of points
-    (N, d) -> densities on S^1 (geometry="circle") or S^2 ("sphere"). n tokens per draw, ``seeds``
-    independent draws (the draws come from ``numpy.random.default_rng(seed)``). cells (circle) or
-    level (sphere, ``icosphere(level)``) and flux set the grid; method, dt and summation the
-    particle integrator (``meanfield.solvers.particles.solve``); transport the ``wasserstein`` method
-    ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7). A precomputed ``density``
-    (DensitySolution at the same t_eval) skips the PDE solve. Returns a ``Comparison``.
+    At each output time: W_1 and W_2 (geodesic, radians) between each draw's empirical
+    measure μ^n_t = (1/n) Σ_i δ_{x_i(t)} and the grid measure Σ_i ρ_i(t) |C_i| δ_{c_i}, the
+    energies E_β of both, and their cluster counts (``meanfield.clusters``).
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q = K = I, V = ±I (what the density solvers handle).
+    rho0 : callable
+        Points (N, d) -> densities on S^1 (geometry="circle") or S^2 ("sphere").
+    t_eval : array (m,)
+        Increasing output times.
+    n : int
+        Tokens per draw.
+    seeds : int
+        Independent draws (from ``numpy.random.default_rng(seed)``), solved as one batch.
+    geometry : {"circle", "sphere"}
+        S^1 or S^2.
+    cells, level, flux
+        The grid: ``cells`` on the circle, ``icosphere(level)`` on the sphere, and the flux.
+    method, dt, summation
+        The particle integrator (``meanfield.solvers.particles.solve``).
+    transport : str
+        The ``wasserstein`` method ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7).
+    density : DensitySolution, optional
+        A precomputed solution at the same t_eval (skips the PDE solve).
+    progress : bool or None
+        Progress bars (None: only for solves longer than a few seconds).
+
+    Returns
+    -------
+    Comparison
+        ``w1``, ``w2`` (m, seeds), energies, cluster counts, both solutions and ``info``.
     """
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
@@ -218,28 +247,6 @@ def _steps(m, progress, desc):
         return range(m)
     from tqdm.auto import tqdm
     return tqdm(range(m), desc=desc, unit="output")
-
-
-def particle_clusters(x):
-    """Cluster counts of token clouds x (n, d) or (B, n, d): single linkage at twenty mean
-    spacings (20 |S^{d-1}|/n)^{1/(d-1)}, clusters of mass >= 1%."""
-    n, d = x.shape[-2], x.shape[-1]
-    tol = (sphere_area(d) / (CLUSTER_LEVEL * n)) ** (1.0 / (d - 1))
-    return cluster_count(x, tol=tol, min_mass=CLUSTER_MASS)
-
-
-def density_clusters(sol, k=-1):
-    """Cluster count of a DensitySolution at output k: components of {ρ >= 0.05/|S|} joined
-    across neighbouring cells (1.5 mean cell widths), of mass >= 1%."""
-    points, areas, rho = sol.points, sol.areas, np.clip(sol.rho[k], 0.0, None)
-    d = points.shape[1]
-    dense = rho >= CLUSTER_LEVEL / sphere_area(d)
-    if not dense.any():
-        return 0
-    mass = rho * areas / np.sum(rho * areas)
-    tol = 1.5 * (sphere_area(d) / points.shape[0]) ** (1.0 / (d - 1))
-    # cluster_count normalises the weights over the dense cells: 1% of the total is this fraction of them
-    return cluster_count(points[dense], tol=tol, weights=mass[dense], min_mass=min(1.0, CLUSTER_MASS / mass[dense].sum()))
 
 
 # --- command line -------------------------------------------------------------------------------

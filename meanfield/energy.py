@@ -5,6 +5,7 @@ For μ = sum_i w_i δ_{x_i}: E_β = (1/(2β)) sum_i w_i Φ(x_i), Φ(x) = sum_j w
 of E_β - (sum w)^2/(2β), namely (1/2)|sum_i w_i x_i|^2.
 """
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .checks import as_batch_weights, as_beta, as_points
 from .solvers.particles import energies, log_energies
@@ -19,16 +20,47 @@ def _points_and_weights(x, weights):
     return x[None], np.full((1, x.shape[0]), 1.0 / x.shape[0]) if w is None else w
 
 
-def log_energy(x, beta, weights=None, summation="auto"):
-    """log(2β E_β) = log sum_ij w_i w_j e^{β<x_i,x_j>} (β > 0), overflow-free for any β
-    (probability weights, as in ``energy``)."""
+def log_energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summation: str = "auto") -> float:
+    """log(2β E_β) = log Σ_ij w_i w_j e^{β<x_i, x_j>} (β > 0), overflow-free for any β
+    (probability weights, as in ``energy``).
+
+    Parameters
+    ----------
+    x, beta, weights, summation
+        As in ``energy``.
+
+    Returns
+    -------
+    float
+        log(2β E_β), computed with a log-sum-exp shift.
+    """
     beta = as_beta(beta)
     return float(log_energies(beta, *_points_and_weights(x, weights), summation=summation)[0])
 
 
-def energy(x, beta, weights=None, summation="auto"):
-    """E_β of the probability measure sum_i w_i δ_{x_i} for points x (n, d) (weights default 1/n;
-    given weights are divided by their total)."""
+def energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summation: str = "auto") -> float:
+    """Interaction energy E_β = (1/2β) Σ_ij w_i w_j e^{β<x_i, x_j>} of μ = Σ_i w_i δ_{x_i}.
+
+    Non-decreasing along SA and USA (non-increasing for V = -I). At β = 0 the limit of
+    E_β - (Σ w)²/(2β) is returned, ½ |Σ_i w_i x_i|².
+
+    Parameters
+    ----------
+    x : array (n, d)
+        Points on S^{d-1}.
+    beta : float
+        Inverse temperature β >= 0.
+    weights : array (n,), optional
+        Masses w_i (default 1/n; given weights are divided by their total: μ is a probability
+        measure).
+    summation : {"auto", "direct", "fast"}
+        How the double sum is evaluated (as in ``particles.velocity``).
+
+    Returns
+    -------
+    float
+        E_β of the weighted empirical measure.
+    """
     beta = as_beta(beta)
     points, w = _points_and_weights(x, weights)
     if beta == 0:

@@ -8,11 +8,14 @@ experiment's claims, and writes
 the checks, the run time and the command that made them.  A failed check makes the run fail.
 
     meanfield figures --list
-    meanfield figures                         # every experiment at the paper's size
+    meanfield figures                         # every experiment at the paper's size, in ./figures
     meanfield figures kuramoto repulsive --quick --out /tmp/figs
+    meanfield figures --out validation/results   # refresh the results committed in a checkout
 
-The scripts are found next to the package (an editable install or a source checkout: the
-folder ``validation/`` beside ``meanfield/``).
+Output goes to ``./figures`` unless ``--out`` says otherwise: the results committed in the
+source tree (``validation/results``) are only rewritten when asked for explicitly.  The scripts
+ship with the package as ``meanfield.validation`` (the folder ``validation/`` of the source
+tree), so the command works from an installed wheel too.
 """
 import argparse
 import importlib
@@ -28,7 +31,7 @@ import numpy as np
 __all__ = ["Experiment", "CheckFailed", "max_relative_decrease", "validation_dir", "scripts", "load_script",
            "run_script", "main"]
 
-DEFAULT_OUT = Path("validation") / "results"
+DEFAULT_OUT = Path("figures")
 
 
 class CheckFailed(AssertionError):
@@ -36,12 +39,10 @@ class CheckFailed(AssertionError):
 
 
 def validation_dir():
-    """The ``validation/`` folder of the source tree this package was imported from."""
-    folder = Path(__file__).resolve().parent.parent / "validation"
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no validation/ folder next to the meanfield package ({folder}); the figure "
-                                f"scripts ship with the source tree: install it with pip install -e <checkout>")
-    return folder
+    """The folder of the experiment scripts: the installed package ``meanfield.validation``
+    (``validation/`` of the source tree)."""
+    from meanfield import validation
+    return Path(validation.__file__).resolve().parent
 
 
 def scripts():
@@ -50,15 +51,13 @@ def scripts():
 
 
 def load_script(name):
-    """Import ``validation/NAME.py`` as the module ``NAME`` (so that module-level task functions
-    have the same identity whichever way the script is started)."""
+    """Import ``validation/NAME.py`` as the module ``meanfield.validation.NAME`` (so that its
+    module-level task functions have the same identity, importable by Dask workers, whichever
+    way the script is started)."""
     known = scripts()
     if name not in known:
         raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)} (meanfield figures --list)")
-    folder = str(validation_dir())
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    return importlib.import_module(name)
+    return importlib.import_module(f"meanfield.validation.{name}")
 
 
 def run_script(path, argv=None):
@@ -161,8 +160,7 @@ def _command(name, argv):
     argv = list(argv)
     if "--out" in argv:
         k = argv.index("--out")
-        default = Path(__file__).resolve().parent.parent / DEFAULT_OUT
-        if k + 1 < len(argv) and Path(argv[k + 1]).resolve() == default:
+        if k + 1 < len(argv) and Path(argv[k + 1]).resolve() == DEFAULT_OUT.resolve():
             del argv[k:k + 2]
     return " ".join(["meanfield", "figures", name] + argv)
 
@@ -182,7 +180,9 @@ def _parser():
                                                  "NAME.json and checks its claim.")
     parser.add_argument("names", nargs="*", help="experiments to run (default: all; see --list)")
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds each), as in the test suite")
-    parser.add_argument("--out", default=None, help="output folder (default validation/results of the source tree)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT),
+                        help=f"output folder (default ./{DEFAULT_OUT}; give validation/results to refresh the "
+                             f"results committed in a source checkout)")
     parser.add_argument("--list", action="store_true", help="list the experiments and exit")
     return parser
 
@@ -200,7 +200,7 @@ def main(argv=None):
         print(f"meanfield figures: unknown experiment(s) {', '.join(unknown)}; choose from {', '.join(known)}",
               file=sys.stderr)
         return 2
-    out = args.out or str(validation_dir() / "results")
+    out = args.out
     failed = []
     for name in args.names or list(known):
         print(f"== {name}")

@@ -7,9 +7,23 @@ __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
 
 
-def uniform_sphere(n, d, seed=None, batch=None):
-    """n i.i.d. uniform points on S^{d-1}: normalised standard Gaussians, shape (n, d)
-    (or (batch, n, d))."""
+def uniform_sphere(n: int, d: int, seed=None, batch: int | None = None) -> np.ndarray:
+    """n i.i.d. uniform points on S^{d-1}: normalised standard Gaussians g/|g|.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of points and ambient dimension (d >= 2).
+    seed : int, numpy.random.Generator or None
+        Random source.
+    batch : int, optional
+        Number of independent clouds.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, d), or (batch, n, d).
+    """
     n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
     shape = (n, d) if batch is None else (as_count(batch, "batch"), n, d)

@@ -172,7 +172,10 @@ def _tasks(func_id, grid, seeds):
 # --------------------------------------------------------------------------- running one task
 
 def _as_outputs(out, func_id):
-    """func's return value as a dict name -> NumPy array (numbers, booleans, strings)."""
+    """func's return value as a dict name -> NumPy array (numbers, booleans, strings); a scalar
+    return value x is stored as ``{"value": x}``."""
+    if isinstance(out, (numbers.Number, np.generic)) or (isinstance(out, np.ndarray) and out.ndim == 0):
+        out = {"value": out}
     if not isinstance(out, dict) or not out:
         raise TypeError(f"{func_id} must return a non-empty dict of scalars or arrays; "
                         f"got {type(out).__name__}")
@@ -393,6 +396,18 @@ class SweepResult:
     def __len__(self):
         return len(self.keys)
 
+    def __repr__(self):
+        sets = len({json.dumps(p, sort_keys=True) for p in self.params})
+        lines = [f"SweepResult({len(self)} tasks: {sets} parameter sets x {len(set(self.seeds.tolist()))} seeds)"]
+        if self.info.get("func"):
+            lines.append(f"  func: {self.info['func']}" + (f", store: {self.info['store']}" if self.info.get("store")
+                                                           else ""))
+        names = sorted({k for p in self.params for k in p})
+        lines.append(f"  parameters: {', '.join(names) or '-'}")
+        if self.outputs:
+            lines.append("  outputs: " + ", ".join(f"{k} {v.shape}" for k, v in self.outputs[0].items()))
+        return "\n".join(lines)
+
     @property
     def names(self):
         """Output names (those of the first task)."""
@@ -445,6 +460,14 @@ class SweepResult:
             if all(name in out and out[name].ndim == 0 for out in self.outputs):
                 cols[name] = self.get(name)
         return cols
+
+    def to_dataframe(self):
+        """``table()`` as a ``pandas.DataFrame`` (one row per task; pandas is optional:
+        ``pip install "meanfield-attention[pandas]"``), plus each task's run time ``seconds``.
+        Array-valued outputs are left out; reach them with ``get``."""
+        from .solvers.export import require
+        pd = require("pandas", "SweepResult.to_dataframe")
+        return pd.DataFrame({**self.table(), "seconds": self.seconds})
 
 
 def _result(entries, info):
@@ -540,11 +563,39 @@ def _run_dask(client, func, todo):
         fut.release()
 
 
-def run(func, grid, seeds, store, client=None, *, workers=None, progress=False, timeout=None):
-    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
-    tasks already in ``store``; return the SweepResult of all the grid's tasks (see the module
-    docstring for the arguments).  ``timeout`` (seconds, in-process runs only) fails a task that
-    runs longer."""
+def run(func, grid, seeds, store, client=None, *, workers: int | None = None, progress: bool = False,
+        timeout: float | None = None) -> SweepResult:
+    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping
+    the tasks already in ``store``.
+
+    Parameters
+    ----------
+    func : callable
+        A module-level function ``func(params, seed) -> dict`` of scalars/arrays (or a bare
+        number, stored as ``{"value": x}``).
+    grid : dict or list of dicts
+        name -> list of values (Cartesian product, first name slowest), or explicit parameter
+        sets. Values are JSON scalars or lists of them.
+    seeds : int or list of int
+        S (seeds 0..S-1) or distinct non-negative seeds.
+    store : path
+        Folder keeping every finished task (written atomically); rerunning resumes.
+    client : None, "local", "tcp://host:port" or distributed.Client
+        Where to run: here, one task after another, or on Dask.
+    workers : int, optional
+        Worker processes of a ``"local"`` cluster (default one per core).
+    progress : bool
+        A progress bar over the tasks.
+    timeout : float, optional
+        Seconds after which a task fails (in-process runs only, POSIX).
+
+    Returns
+    -------
+    SweepResult
+        All the grid's tasks, params-major and seeds fastest (``get``, ``select``,
+        ``aggregate``, ``table``, ``to_dataframe``). Raises ``SweepError`` naming the failed
+        tasks if any raised; everything that finished is in the store.
+    """
     func_id = _func_id(func)
     tasks = _tasks(func_id, grid, seeds)
     if timeout is not None:

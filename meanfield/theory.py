@@ -84,12 +84,29 @@ def funk_hecke(beta, d, l):
     return _exp(_log_funk_hecke(beta, d, l), f"c_{l}(beta) at beta = {beta:g}")
 
 
-def growth_rate(model, d, l, diffusion=0.0):
+def growth_rate(model, d: int, l: int, diffusion: float = 0.0) -> float:
     """Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
 
-    USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)).
+    USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)), with the
+    Funk–Hecke coefficient c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β) (sign - for V = -I).
     At β = 0 both reduce to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2.
     With diffusion D Δ_S (noise σ = sqrt(2D)): λ_l - D l(l+d-2), the harmonic's Laplace eigenvalue.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I and V = ±I.
+    d : int
+        Ambient dimension (the sphere is S^{d-1}).
+    l : int
+        Degree of the spherical harmonic (l >= 0).
+    diffusion : float
+        D >= 0.
+
+    Returns
+    -------
+    float
+        λ_l: the perturbation grows like e^{λ_l t}.
     """
     diffusion = float(as_float_array(diffusion, "diffusion"))
     if diffusion < 0:

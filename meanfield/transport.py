@@ -15,7 +15,8 @@ for weighted point measures μ = sum_i a_i δ_{x_i}, ν = sum_j b_j δ_{y_j}. Me
   so with tolerance 1e-12 the value is exact to round-off.
 - ``"emd"`` (any d, exact): network simplex ``ot.emd2`` on the n×m matrix d(x_i, y_j)^p.
   Cost on 2 cores about 0.1 s at 1000², 1 s at 2000², 2 s at 3000² for uniform samples
-  (clustered, degenerate measures take several times longer), with 16·n·m bytes of work space; ``"auto"`` uses it up to n·m = 2.5·10^7.
+  (clustered, degenerate measures take several times longer), with 16·n·m bytes of work space;
+  ``"auto"`` uses it up to n·m = 2.5·10^7.
 - ``"sliced"`` (any d, approximate): the spherical sliced Wasserstein distance SSW_p (Bonet et
   al., ICLR 2023, ``ot.sliced_wasserstein_sphere``) over ``n_projections`` random great circles
   (seeded, so repeatable). It is a different quantity: zero for μ = ν and following W_p's

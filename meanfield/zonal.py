@@ -23,7 +23,7 @@ import ot
 from .checks import as_choice, as_count, as_float_array, as_points, as_seed, as_time_grid, as_weights
 from .models import as_model
 from .solvers import particles, zonal as zonal_solver
-from .solvers.results import ZonalSolution
+from .solvers.results import ZonalSolution, _Saveable
 
 __all__ = ["polar_angles", "sample", "polar_wasserstein", "ZonalComparison", "compare"]
 
@@ -112,13 +112,14 @@ def polar_wasserstein(theta_a, a, theta_b, b, p=1):
     return float(ot.wasserstein_1d(theta_a, theta_b, a / a.sum(), b / b.sum(), p=p)) ** (1.0 / p)
 
 
-@dataclass(eq=False)
-class ZonalComparison:
+@dataclass(eq=False, repr=False)
+class ZonalComparison(_Saveable):
     """Particles in R^d vs the zonal PDE at the output times t (m,), over S draws of n tokens.
 
     Fields: t (m,); w1 (m, S) exact W_1 between polar-angle marginals (radians); mean_particles (m, S)
     and mean_pde (m,) the axial component <m, e> of the mean; pde (ZonalSolution); particles
-    (ParticleSolution); info."""
+    (ParticleSolution); info.  Like ``Comparison``: a compact repr, ``save``/``load`` (.npz) and
+    ``to_xarray``/``to_netcdf``/``from_netcdf``."""
     t: np.ndarray
     w1: np.ndarray
     mean_particles: np.ndarray

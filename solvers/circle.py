@@ -447,7 +447,7 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=False, checkpoint=None,
+def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
           checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 

@@ -57,7 +57,7 @@ def velocity(model, z, t=0.0):
     return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
 
 
-def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=False):
+def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=None):
     """Integrate the rescaled tokens z(t) = e^{-tV} x(t) from z(t_0) = x0 (points in R^d, any norm).
 
     Returns a ParticleSolution whose .x (m, n, d) or (m, B, n, d) holds z; ``tokens(model, t, z)``

@@ -7,7 +7,8 @@ order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pa
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
 ``small``: whole-system matrix products for batches of systems of at most ``small.SMALL_N``
-tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion, O((n + m) K) on S^1 and
+tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion,
+O((n + m) K) on S^1 and
 O((n + m) L²) on S^2 for Q^T K = I, V = ±I, with an a-posteriori error bound and direct
 recomputation of the targets where it fails); "auto" picks the cheaper valid one.
 """
@@ -316,7 +317,7 @@ def _observer(observe, model, w, shape, energy, how, log):
 
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
-          atol=1e-10, progress=False, energy=True, checkpoint=None, checkpoint_every=100,
+          atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
           resume=False, noise=0.0, seed=None, observe=None, engine="auto"):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
@@ -460,7 +461,7 @@ def angle_velocity(model, theta, summation="auto"):
 
 
 def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
-                 progress=False):
+                 progress=None):
     """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
     (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)

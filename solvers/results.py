@@ -1,12 +1,12 @@
-"""Result objects returned by the solvers, with .npz save/load."""
+"""Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF."""
 import json
 import os
 import zipfile
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from meanfield.models import model_from_dict
+from . import export
 
 
 def _npz_path(path):
@@ -16,34 +16,57 @@ def _npz_path(path):
 
 
 class _Saveable:
-    """Dataclass fields that are arrays (or None) plus the model, stored in one .npz file."""
+    """Dataclass fields that are arrays (or None) plus the model and info, stored in one .npz
+    file, shown by a compact repr, converted to an ``xarray.Dataset`` or a netCDF file (xarray
+    optional; layout in ``meanfield.solvers.export``)."""
+
+    def __repr__(self):
+        return export.summary(self)
 
     def save(self, path):
-        """Write the solution to ``path`` (".npz" is appended if missing, as numpy does); returns
-        the file's path."""
+        """Write every array and the model/info (JSON) to one compressed .npz file (".npz" is
+        appended if missing, as numpy does); returns the file's path."""
         path = _npz_path(path)
-        arrays = {f.name: getattr(self, f.name) for f in fields(self)
-                  if f.name not in ("model", "info") and getattr(self, f.name) is not None}
-        meta = {"kind": type(self).__name__, "model": self.model.to_dict(), "info": self.info}
-        np.savez_compressed(path, _meta=np.array(json.dumps(meta, default=str)), **arrays)
+        variables, attrs = export.flatten(self)
+        arrays = {name: array for name, (_, array) in variables.items()}
+        np.savez_compressed(path, _meta=np.array(json.dumps(attrs)), **arrays)
         return path
 
     @classmethod
     def load(cls, path):
-        """Read a solution written by ``save`` (the same path, with or without ".npz")."""
+        """Read a result written by ``save`` (the same path, with or without ".npz")."""
         path = _npz_path(path)
         try:
             with np.load(path, allow_pickle=False) as data:
-                meta = json.loads(str(data["_meta"]))
+                attrs = json.loads(str(data["_meta"]))
                 arrays = {k: data[k] for k in data.files if k != "_meta"}
         except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-            raise ValueError(f"{path} is not a readable saved solution ({type(exc).__name__}: {exc})") from None
-        if meta.get("kind") != cls.__name__:
-            raise ValueError(f"{path} holds a {meta.get('kind')}, not a {cls.__name__}")
-        return cls(model=model_from_dict(meta["model"]), info=meta["info"], **arrays)
+            raise ValueError(f"{path} is not a readable saved result ({type(exc).__name__}: {exc})") from None
+        if attrs.get("kind") != cls.__name__:
+            raise ValueError(f"{path} holds a {attrs.get('kind')}, not a {cls.__name__}")
+        return export.unflatten(cls, arrays, attrs)
+
+    def to_xarray(self):
+        """The result as an ``xarray.Dataset``: arrays on named dimensions (``t``, ``draw``,
+        ``token``, ``cell``, ``coord``), model and info as JSON attributes."""
+        return export.to_xarray(self)
+
+    @classmethod
+    def from_xarray(cls, dataset):
+        """Rebuild the result from ``to_xarray``'s Dataset."""
+        return export.from_xarray(cls, dataset)
+
+    def to_netcdf(self, path):
+        """Write the result to a netCDF file (``to_xarray().to_netcdf(path)``)."""
+        export.to_netcdf(self, path)
+
+    @classmethod
+    def from_netcdf(cls, path):
+        """Read a result written by ``to_netcdf``."""
+        return export.from_netcdf(cls, path)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ParticleSolution(_Saveable):
     """Particle trajectories: x[k] are the tokens at time t[k].
 
@@ -67,7 +90,7 @@ class ParticleSolution(_Saveable):
         return self.last if self.x is None else self.x[-1]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class DensitySolution(_Saveable):
     """Finite-volume solution: rho[k, i] is the density (against surface measure) in cell i.
 
@@ -90,7 +113,7 @@ class DensitySolution(_Saveable):
         return self.points, w / w.sum()
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class ZonalSolution(_Saveable):
     """Zonal finite-volume solution on S^{d-1}: masses[k, i] is the mass of the polar-angle cell i
     (θ ∈ [edges[i], edges[i+1]], centre theta[i]) at time t[k].

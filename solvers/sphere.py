@@ -132,8 +132,8 @@ def _check_mesh(mesh):
     if mesh is None:
         return icosphere(DEFAULT_LEVEL)
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), voronoi_mesh(points)) "
-                        f"or None; got {type(mesh).__name__}")
+        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), "
+                        f"voronoi_mesh(points)) or None; got {type(mesh).__name__}")
     return mesh
 
 
@@ -347,7 +347,7 @@ def _energy(model, rho, mesh, summation):
 
 
 def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summation="auto", energy=True,
-          progress=False, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
+          progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities

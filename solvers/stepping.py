@@ -197,7 +197,7 @@ class Checkpoint:
 
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
-              checkpoint=None, resume=False, progress=False, time_dependent=False, kick=None, advance=None,
+              checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
               observe=None):
     """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
@@ -205,6 +205,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
 
     The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k]
     the number j of fixed steps taken, or the time t reached by the adaptive scheme.
+    progress: True (a bar over simulated time), False (none) or None (the default: a bar
+    appears only once the solve has run ``AUTO_PROGRESS_DELAY`` seconds, on a terminal).
 
     ``advance(y, h, count)``, for a fixed-step scheme, replaces ``count`` consecutive calls of
     ``fixed_step`` + ``project`` by one call (a fused engine) and returns (y, evaluations).
@@ -360,11 +362,12 @@ class _NoBar:
 
 class _TimeBar:
     """A tqdm bar over simulated time; summed step sizes may overshoot the total by
-    round-off, so updates are clamped to what is left."""
+    round-off, so updates are clamped to what is left.  ``delay``: seconds before it shows;
+    ``disable=None``: tqdm's rule, no bar when the output is not a terminal."""
 
-    def __init__(self, t_eval):
+    def __init__(self, t_eval, delay=0.0, disable=False):
         from tqdm.auto import tqdm
-        self.bar = tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve",
+        self.bar = tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve", delay=delay, disable=disable,
                         bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")
 
     def update(self, h):
@@ -374,5 +377,10 @@ class _TimeBar:
         self.bar.close()
 
 
+AUTO_PROGRESS_DELAY = 3.0   # seconds a solve runs before progress=None shows its bar
+
+
 def _progress_bar(progress, t_eval):
+    if progress is None:
+        return _TimeBar(t_eval, delay=AUTO_PROGRESS_DELAY, disable=None)
     return _TimeBar(t_eval) if progress else _NoBar()

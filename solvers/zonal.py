@@ -249,7 +249,7 @@ def energy(masses, beta, d):
     return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size).energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=False, checkpoint=None, checkpoint_every=100,
+def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=None, checkpoint=None, checkpoint_every=100,
           resume=False):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 

@@ -56,3 +56,8 @@ def exits(params, seed):
 def reserved_names(params, seed):
     """Outputs named like numpy.savez's own keywords."""
     return {"file": params["a"], "allow_pickle": seed, "args": 1.5}
+
+
+def scalar(params, seed):
+    """A task returning a bare number (stored as {"value": x})."""
+    return float(params["a"] * 10 + seed)

@@ -344,7 +344,10 @@ def test_spacetime_and_density_overlay_plots():
     ax = circle_plots.spacetime(sol, particles=parts)
     mesh = ax.collections[0]
     assert np.allclose(np.asarray(mesh.get_array()).reshape(64, 5), sol.rho.T)
-    assert ax.lines[0].get_xydata().shape == (5 * 50, 2)
+    lines = ax.lines[0].get_xydata()        # one polyline: each trajectory, then a NaN break
+    assert lines.shape == (5 * 50 + 50, 2) and np.isnan(lines[5::6]).all()
+    times, angles = circle_plots.trajectory_lines([0.0, 1.0, 2.0], np.array([[6.2], [0.1], [0.2]]))
+    assert np.allclose(times, [0.0, np.nan, 1.0, 2.0, np.nan], equal_nan=True)   # broken at the wrap
     assert circle_plots.spacetime(sol, log=True).collections[0].get_array().max() == pytest.approx(
         np.log10(sol.rho.max()))
 

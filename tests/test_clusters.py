@@ -85,3 +85,38 @@ def test_gram_rank_fast_path_agrees_with_svd():
     # a chain 0~1~2 that is not transitive: rank 3 from the SVD, not the number of distinct rows
     chain = np.array([[1.0, 0.0], [np.cos(0.1), np.sin(0.1)], [np.cos(0.2), np.sin(0.2)]])
     assert clusters.gram_rank(chain, threshold=np.cos(0.15)) == 3
+
+
+# ------------------------------------------------------------- the one cluster definition
+
+
+def test_linkage_scale_is_the_spacing_at_the_level_density():
+    from meanfield.clusters import linkage_scale
+    assert linkage_scale(100, 2, level=1.0) == pytest.approx(2 * np.pi / 100)
+    assert linkage_scale(400, 3, level=0.25) == pytest.approx(np.sqrt(4 * np.pi / 100))
+    with pytest.raises(ValueError, match="level"):
+        linkage_scale(10, 3, level=0.0)
+
+
+def test_particles_and_density_give_the_same_count_for_the_same_measure():
+    """Three bumps of mass 0.3, 0.3, 0.4 on the circle, with an empty gap between them: the grid
+    measure and 3000 tokens sampled from it both have three clusters; merging two bumps gives two."""
+    from meanfield.clusters import density_clusters, particle_clusters
+    from meanfield.solvers.results import DensitySolution
+    cells = 720
+    theta = (np.arange(cells) + 0.5) * 2 * np.pi / cells
+    centres, masses = np.array([1.0, 3.0, 5.0]), np.array([0.3, 0.3, 0.4])
+    rho = sum(m * np.exp(-0.5 * ((theta - c) / 0.1) ** 2) / (np.sqrt(2 * np.pi) * 0.1) for c, m in zip(centres, masses))
+    areas = np.full(cells, 2 * np.pi / cells)
+    sol = DensitySolution(t=np.zeros(1), points=mf.circle_points(theta), areas=areas, rho=rho[None], mass=np.ones(1),
+                          energy=np.zeros(1))
+    assert density_clusters(sol, 0) == 3
+    rng = np.random.default_rng(0)
+    which = rng.choice(3, size=3000, p=masses)
+    tokens = mf.circle_points(centres[which] + 0.1 * rng.standard_normal(3000))
+    assert particle_clusters(tokens) == 3
+    merged = mf.circle_points(np.where(which == 1, 1.2, centres[which]) + 0.1 * rng.standard_normal(3000))
+    assert particle_clusters(merged) == 2
+    # a stray token (mass 1/3000 < MIN_MASS) is not a cluster, but counts at min_mass=0
+    stray = np.vstack([tokens, mf.circle_points([2.0])])
+    assert particle_clusters(stray) == 3 and particle_clusters(stray, min_mass=0.0) == 4

@@ -75,6 +75,10 @@ def test_comparison_records_methods_and_serialises(beta4):
     numbers = json.loads(json.dumps(c.to_dict()))
     assert numbers["summary"]["w2_final"] == pytest.approx(c.w2[-1].mean())
     assert len(c.table().splitlines()) == 2 + T_EVAL.size
+    head, rule, first = c.table().splitlines()[:3]
+    # one header per cluster column, each right-aligned over its own numbers
+    assert head.endswith("tokens density") and first.rstrip().endswith(f"{c.clusters_density[0]:>7}")
+    assert head.index("tokens") + len("tokens") == len(first.rstrip()) - 8
 
 
 # --- cluster counts ---------------------------------------------------------------------------------

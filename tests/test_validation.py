@@ -98,7 +98,7 @@ def test_failed_claim_raises_and_is_recorded(tmp_path):
 
 
 def test_default_output_folder_is_left_out_of_the_command(tmp_path):
-    default = figures.validation_dir() / "results"
+    default = figures.DEFAULT_OUT.resolve()
     assert figures._command("x", ["--quick", "--out", str(default)]) == "meanfield figures x --quick"
     assert figures._command("x", ["--out", str(tmp_path)]) == f"meanfield figures x --out {tmp_path}"
 

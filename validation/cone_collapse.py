@@ -111,7 +111,8 @@ def main(argv=None):
         axes[1].semilogy(run["t"], np.maximum(run["one_minus_alpha"], 1e-17), color=c, lw=2,
                          label=f"{label}: rate {run['rate']:.3g} (local {run['local_rate']:.3g}, "
                                f"bound {run['bound']:.1e})")
-    axes[0].set(xlabel="t", ylabel="r(t) = min_i <x_i(t), w>", title=f"hemisphere starts, n = {n}: r(t) never decreases")
+    axes[0].set(xlabel="t", ylabel="r(t) = min_i <x_i(t), w>",
+                title=f"hemisphere starts, n = {n}: r(t) never decreases")
     axes[0].set_xscale("symlog", linthresh=1.0)
     axes[0].legend(fontsize=10)
     axes[1].set(xlabel="t", ylabel="1 − α(t) = 1 − min_i <x_i(t), x*>", ylim=(1e-16, 2),

@@ -70,7 +70,8 @@ def main(argv=None):
     loop = np.append(hull.vertices, hull.vertices[0])
     ax.plot(run["z0"][loop, 0], run["z0"][loop, 1], "b--", lw=1.5, label="initial convex hull")
     ax.scatter(*run["z0"].T, s=25, c="tab:blue", zorder=3, label="z_i(0)")
-    ax.scatter(*run["leaders"].T, s=160, marker="*", c="tab:red", zorder=4, label=f"limits ({len(run['leaders'])} leaders)")
+    ax.scatter(*run["leaders"].T, s=160, marker="*", c="tab:red", zorder=4,
+               label=f"limits ({len(run['leaders'])} leaders)")
     ax.set(xlabel="z_1", ylabel="z_2", title="V = I: rescaled tokens cluster at the vertices of a polytope",
            aspect="equal")
     ax.legend(fontsize=9)

@@ -1,4 +1,4 @@
-"""Open problem 1 (paper §5): on the torus (S^1)^n, is every critical point of E_β other than the consensus a strict saddle?
+"""Open problem 1 (paper §5): on the torus (S^1)^n, is every critical point of E_β but consensus a strict saddle?
 
 For n = 2..8 and β on a grid of [0.1, 30], ``meanfield.landscape.critical_points`` runs Newton's method
 on ∇E_β from random starts and from regular k-gons carrying every composition of n, merges duplicates up
@@ -77,7 +77,7 @@ def main(argv=None):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(15, 6), constrained_layout=True)
     ax = axes[0]
-    for key, fam in sorted(families.items(), key=lambda kv: -int(kv[0].split(":")[0][2:])):   # large n first
+    for key in sorted(families, key=lambda k: -int(k.split(":")[0][2:])):   # large n first
         n = int(key.split(":")[0][2:])
         rel = [float(r["eigenvalues"][-1]) / (np.exp(r["beta"]) / n) for r in records
                if r["n"] == n and r["kind"] == "strict saddle" and f"n={n}: {_pattern(r['family'])}" == key]

@@ -83,7 +83,7 @@ def main(argv=None):
     psi = np.angle(z[-1].mean())
     aligned = np.angle(z[-1] * np.exp(-1j * psi))
     w1 = mf.wasserstein(mf.circle_points(aligned), None, fv.points, rho * h, p=1)
-    exp.check(f"particles vs FV stationary profile: W1 < 2/sqrt(n)", w1 < 2 / np.sqrt(n), w1=w1)
+    exp.check("particles vs FV stationary profile: W1 < 2/sqrt(n)", w1 < 2 / np.sqrt(n), w1=w1)
 
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), constrained_layout=True)
@@ -92,7 +92,8 @@ def main(argv=None):
         ax.plot(r["D"], r["theory"], "-", color=f"C{c}", label=f"{label}: λ_1 − D (theory)")
         ax.plot(r["D"], r["measured"], "o", color=f"C{c}", label=f"{label}: FV, D_c = {r['critical']:.4f}")
     ax.axhline(0, color="k", lw=0.8)
-    ax.set(xlabel="diffusion D = σ²/2", ylabel="growth rate of the first mode", title="Loss of stability of the uniform state")
+    ax.set(xlabel="diffusion D = σ²/2", ylabel="growth rate of the first mode",
+           title="Loss of stability of the uniform state")
     ax.legend(fontsize=9)
     ax = axes[1]
     centred = np.argsort(np.angle(np.exp(1j * theta)))           # θ in (-π, π], the peak in the middle

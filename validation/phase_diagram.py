@@ -24,7 +24,8 @@ factor 1/(1 + dt <x_i, Σ_j A_ij x_j>) >= 1/1.1 for SA).
 
 Checks: at t = 0 the fraction equals the exact P(<x, y> > 0.999) for independent uniform points
 (the unordered pairs of one draw are pairwise independent, so the binomial standard error is
-exact); every pair has merged by T at the smallest β for every d (SA); at d = 128 the 50 % boundary is within 10 % of Γ_{∞,1e-3} in
+exact); every pair has merged by T at the smallest β for every d (SA); at d = 128 the 50 % boundary is within 10 %
+of Γ_{∞,1e-3} in
 t for β ∈ [4, 5.5], lies at or before it (to 3 %) for β ∈ [4, 6.5], and its time grows with β.
 Finite d merges earlier than d = ∞: random inner products spread by ~1/√d, and the pairs that
 start closer escape γ ≈ 0 at rate ∝ e^{β<x_i,x_j>}, so the gap widens with β.  (The authors'
@@ -193,7 +194,8 @@ def main(argv=None):
         res = sweep.run(pair_statistics, grid, seeds=[0], store=exp.args.store or scratch, client=exp.args.client)
 
     import matplotlib.pyplot as plt
-    results = dict(n=exp.n, systems={f"d={d}": b for d, b in systems.items()}, output_times=m, threshold=THRESHOLD, rank_threshold=RANK_THRESHOLD,
+    results = dict(n=exp.n, systems={f"d={d}": b for d, b in systems.items()}, output_times=m, threshold=THRESHOLD,
+                   rank_threshold=RANK_THRESHOLD,
                    delta=DELTA, beta=betas, paper_size={f"d={d}": b == 2048 and m == 200 for d, b in systems.items()},
                    integrator="Euler with renormalisation (projected drift), SA dt = 0.1, "
                               "USA dt = 0.1 / max(sqrt(beta) e^(beta - 1/2), 1)",

@@ -26,7 +26,7 @@ BETAS = (1.0, 9.0)
 GIF_PIXELS = 640
 
 
-def view_frame(x_final, tilt=np.radians(50)):
+def view_frame(x_final, tilt=50 * np.pi / 180):
     """An orthonormal frame (e1, e2, view) looking at the tokens' final mean from ``tilt`` away, so
     that their end point sits on the front hemisphere: screen coordinates <x, e1>, <x, e2>; the
     token is in front when <x, view> > 0."""

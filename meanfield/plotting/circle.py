@@ -1,7 +1,7 @@
 """Plots of densities on S^1 (finite-volume solutions) with particles drawn over them.
 
 - ``spacetime``: the heat map of ρ(t, θ), time across and the angle θ ∈ [0, 2π) up, with
-  particle trajectories as dots;
+  particle trajectories as lines;
 - ``density_overlay``: ρ at one output time as a step function of θ against the histogram
   of particle angles at the nearest particle time (both densities against arc length).
 """
@@ -37,6 +37,21 @@ def _particle_angles(particles):
     return circle_angles(x)
 
 
+def trajectory_lines(t, angles):
+    """(times, angles) of all trajectories θ_i(t) (angles of shape (m, n)) as one polyline:
+    a NaN after each token, and a NaN wherever a token wraps around 2π (|Δθ| > π)."""
+    t = np.asarray(t, dtype=float)
+    m, n = angles.shape
+    jump = np.abs(np.diff(angles, axis=0)) > np.pi
+    rows_t, rows_a = [], []
+    for i in range(n):
+        cut = np.flatnonzero(jump[:, i]) + 1
+        for seg_t, seg_a in zip(np.split(t, cut), np.split(angles[:, i], cut)):
+            rows_t.extend([seg_t, [np.nan]])
+            rows_a.extend([seg_a, [np.nan]])
+    return np.concatenate(rows_t), np.concatenate(rows_a)
+
+
 def _edges(theta):
     """Cell edges around the sorted centres θ (periodic: midpoints, wrapped at 2π)."""
     gaps = np.diff(np.concatenate([theta, [theta[0] + 2 * np.pi]]))
@@ -47,9 +62,9 @@ def _edges(theta):
 def spacetime(sol, ax=None, particles=None, *, log=False, cmap="viridis", colorbar=True):
     """Heat map of ρ(t, θ) of a DensitySolution on S^1: t across, θ up; returns the Axes.
 
-    particles: an optional ParticleSolution on S^1 whose angles are drawn as white dots at
-    its own output times.  log=True colours log10 ρ (clipped 8 decades below the maximum),
-    which shows the tails between clusters.
+    particles: an optional ParticleSolution on S^1 whose trajectories θ_i(t) are drawn as
+    white lines through its own output times (broken where they wrap around 2π).  log=True
+    colours log10 ρ (clipped 8 decades below the maximum), which shows the tails between clusters.
     """
     ax = _axes(ax)
     theta, rho = _circle_solution(sol)
@@ -62,10 +77,8 @@ def spacetime(sol, ax=None, particles=None, *, log=False, cmap="viridis", colorb
     if colorbar:
         ax.figure.colorbar(mesh, ax=ax, label=label)
     if particles is not None:
-        angles = _particle_angles(particles)
-        times = np.broadcast_to(np.asarray(particles.t)[:, None], angles.shape)
-        ax.plot(times.ravel(), angles.ravel(), ",", color="white", alpha=0.7,
-                label="particles")
+        times, angles = trajectory_lines(particles.t, _particle_angles(particles))
+        ax.plot(times, angles, "-", color="white", lw=0.6, alpha=0.8, label="particles")
     ax.set_xlabel("t")
     ax.set_ylabel("θ")
     ax.set_ylim(0, 2 * np.pi)

@@ -27,8 +27,9 @@ def _one_draw(particles, pick=slice(None)):
 
 
 def solution_figure(comparison):
-    """S^1: the space-time density with up to 60 tokens of the first draw at the output times;
-    S^2: Mollweide density maps at the first, middle and last output with that draw's tokens."""
+    """S^1: the space-time density (log colours) with the trajectories of up to 60 tokens of the
+    first draw; S^2: Mollweide density maps (log colours, one scale per panel) at the first,
+    middle and last output with that draw's tokens and their clusters (rings, area ∝ mass)."""
     plt = _pyplot()
     name = comparison.info.get("model_name", "")
     if comparison.density.points.shape[1] == 2:
@@ -43,12 +44,10 @@ def solution_figure(comparison):
     draw = _one_draw(comparison.particles)
     m = comparison.t.size
     ks = sorted({0, m // 2, m - 1})
-    fig = plt.figure(figsize=(5 * len(ks), 3.2), constrained_layout=True)
-    vmax = float(np.max(comparison.density.rho[ks]))
-    for i, k in enumerate(ks):
+    fig = plt.figure(figsize=(5.5 * len(ks), 3.2), constrained_layout=True)
+    for i, k in enumerate(ks):      # each panel its own logarithmic scale: the density sharpens over time
         ax = fig.add_subplot(1, len(ks), i + 1, projection="mollweide")
-        particles_on_density(comparison.density, k, draw.x[k], ax=ax, s=1.5, colorbar=i == len(ks) - 1,
-                             vmin=0.0, vmax=vmax)
+        particles_on_density(comparison.density, k, draw.x[k], ax=ax, s=3, resolution=300)
     fig.suptitle(f"{name}: density and the {draw.x.shape[1]} tokens of the first draw")
     return fig
 

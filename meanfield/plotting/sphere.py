@@ -3,17 +3,41 @@
 A Voronoi cell is the set of points nearest to its generator, so sampling each pixel's
 nearest generator draws the piecewise-constant solution exactly, cell boundaries included.
 Projections: "mollweide" (equal-area world map; longitude and latitude in radians) and
-"ortho" (the hemisphere facing ``center``, seen from outside).
+"ortho" (the hemisphere facing ``center``, seen from outside).  Colours are logarithmic by
+default (the solutions concentrate into near-Diracs): ``log=True`` spans the panel's range of
+densities, at most ``DECADES`` decades below its maximum, each panel with its own scale and
+colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters
+(``meanfield.clusters``) as rings whose area is proportional to the cluster's mass.
 """
 import numpy as np
 from scipy.spatial import cKDTree
 
 from ..checks import as_choice, as_float_array, as_points
 from ..geometry import normalise
+from .tokens import cluster_markers
 
 __all__ = ["density_map", "particles_on_density"]
 
 PROJECTIONS = ("mollweide", "ortho")
+DECADES = 4.0      # largest range of the logarithmic colour scale below the maximum
+
+
+def colour_norm(values, log=True, vmin=None, vmax=None, decades=DECADES):
+    """The matplotlib Normalize for densities ``values``: when ``log``, a LogNorm from the
+    smallest positive value (but at most ``decades`` decades below the maximum) to the maximum,
+    or over [vmin, vmax]; else linear."""
+    from matplotlib.colors import LogNorm, Normalize
+    top = float(np.nanmax(values)) if vmax is None else float(vmax)
+    if not log:
+        return Normalize(vmin=vmin, vmax=vmax)
+    top = top if top > 0 else 1.0
+    if vmin is None or vmin <= 0:
+        positive = np.asarray(values)[np.asarray(values) > 0]
+        bottom = max(top * 10.0 ** -decades, float(positive.min()) if positive.size else 0.0)
+        bottom = bottom if bottom < top else top / 10.0
+    else:
+        bottom = float(vmin)
+    return LogNorm(vmin=bottom, vmax=top, clip=True)
 
 
 def _axes(ax, projection):
@@ -57,17 +81,34 @@ def _center(sol, k, center):
 
 
 def density_map(sol, k=-1, projection="mollweide", ax=None, *, center=None, resolution=400, cmap="viridis",
-                colorbar=True, vmin=None, vmax=None):
+                colorbar=True, vmin=None, vmax=None, log=True):
     """Draw the density ρ at output ``k`` of a sphere DensitySolution; returns the Axes.
 
-    projection: "mollweide" or "ortho" (the hemisphere around ``center``, default the cell of
-    largest density).  ``ax`` must match the projection (Mollweide axes for "mollweide").
-    ``resolution``: pixels across the map.
+    Parameters
+    ----------
+    sol : DensitySolution
+        A solution on S^2 (points of shape (N, 3)).
+    k : int
+        Output index.
+    projection : {"mollweide", "ortho"}
+        Equal-area world map, or the hemisphere around ``center`` (default: the cell of largest
+        density). ``ax`` must match (Mollweide axes for "mollweide").
+    resolution : int
+        Pixels across the map; each pixel shows the density of its nearest generator (its cell).
+    log : bool
+        Logarithmic colours over ``DECADES`` decades below the maximum (values below are shown
+        in the lowest colour), or linear colours.
+    vmin, vmax : float, optional
+        Colour range (default: this panel's own).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
     """
-    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax)[0]
+    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)[0]
 
 
-def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax):
+def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log=True):
     """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
     as_choice(projection, "projection", PROJECTIONS)
     rho = _snapshot(sol, k)
@@ -80,8 +121,8 @@ def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax
         lon_c, lat_c = np.meshgrid(0.5 * (lon[1:] + lon[:-1]), 0.5 * (lat[1:] + lat[:-1]))
         x = np.stack([np.cos(lat_c) * np.cos(lon_c), np.cos(lat_c) * np.sin(lon_c), np.sin(lat_c)], axis=-1)
         values = rho[tree.query(x.reshape(-1, 3))[1]].reshape(lon_c.shape)
-        image = ax.pcolormesh(lon, lat, values, shading="flat", cmap=cmap, vmin=vmin, vmax=vmax,
-                              rasterized=True)
+        image = ax.pcolormesh(lon, lat, values, shading="flat", cmap=cmap, rasterized=True,
+                              norm=colour_norm(rho, log, vmin, vmax))
         ax.set_xticklabels([])
         ax.grid(True, alpha=0.3)
     else:
@@ -94,12 +135,12 @@ def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax
         values = np.full(uu.shape, np.nan)
         values[inside] = rho[tree.query(x)[1]]
         image = ax.imshow(np.ma.masked_invalid(values), origin="lower", extent=(-1, 1, -1, 1), cmap=cmap,
-                          vmin=vmin, vmax=vmax, interpolation="nearest")
+                          norm=colour_norm(rho, log, vmin, vmax), interpolation="nearest")
         ax.add_patch(_circle())
         ax.set_aspect("equal")
         ax.set_axis_off()
     if colorbar:
-        ax.figure.colorbar(image, ax=ax, shrink=0.7, label="density ρ")
+        ax.figure.colorbar(image, ax=ax, shrink=0.7, label="density ρ" + (" (log scale)" if log else ""))
     ax.set_title(f"t = {sol.t[k]:.3g}")
     return ax, frame
 
@@ -119,20 +160,33 @@ def _particle_points(particles, t):
     return as_points(particles, "particles", d=3)
 
 
-def particles_on_density(sol, k, particles, ax=None, *, projection="mollweide", center=None, s=4,
-                         color="w", resolution=400, cmap="viridis", colorbar=True, vmin=None, vmax=None):
-    """``density_map`` of output ``k`` (same keywords) with particles drawn on top; returns the Axes.
+def particles_on_density(sol, k, particles, ax=None, *, projection="mollweide", center=None, s=6,
+                         color="w", resolution=400, cmap="viridis", colorbar=True, vmin=None, vmax=None, log=True,
+                         clusters=True):
+    """``density_map`` of output ``k`` (same keywords) with the tokens drawn on top; returns the Axes.
 
     particles: points (n, 3), or a ParticleSolution (its output nearest to time sol.t[k]).
-    With projection="ortho" only the particles on the visible hemisphere are drawn.
+    Tokens are dots of area ``s``; with ``clusters`` each cluster (``meanfield.clusters``) is
+    also ringed, the ring's area proportional to the cluster's mass. With projection="ortho"
+    only the tokens on the visible hemisphere are drawn.
     """
     x = _particle_points(particles, sol.t[k])
-    ax, frame = _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax)
-    if projection == "mollweide":
-        lon, lat = _lonlat(x)
-        ax.scatter(lon, lat, s=s, c=color, edgecolors="k", linewidths=0.3)
-    else:
-        e1, e2, c = frame
-        front = x @ c > 0
-        ax.scatter(x[front] @ e1, x[front] @ e2, s=s, c=color, edgecolors="k", linewidths=0.3)
+    ax, frame = _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)
+    draw_tokens(ax, x, projection, frame, s=s, color=color, clusters=clusters)
     return ax
+
+
+def draw_tokens(ax, x, projection="mollweide", frame=None, *, s=6, color="w", clusters=True):
+    """Tokens x (n, 3) as dots on a Mollweide or ortho map (``frame`` from the ortho view), and
+    with ``clusters`` one ring per cluster, area proportional to its mass."""
+    def screen(points):
+        if projection == "mollweide":
+            return np.stack(_lonlat(points), axis=-1), np.ones(len(points), dtype=bool)
+        e1, e2, c = frame
+        return np.stack([points @ e1, points @ e2], axis=-1), points @ c > 0
+    if clusters:
+        centres, area = cluster_markers(x)
+        xy, front = screen(centres)
+        ax.scatter(xy[front, 0], xy[front, 1], s=area[front], facecolors="none", edgecolors=color, linewidths=1.2)
+    xy, front = screen(x)
+    ax.scatter(xy[front, 0], xy[front, 1], s=s, c=color, edgecolors="k", linewidths=0.3)

@@ -1,0 +1,181 @@
+"""Compact summaries and xarray / netCDF conversion of result objects (dataclasses of arrays).
+
+A result object's array fields become data variables on named dimensions (``t`` the output
+times, ``draw`` independent systems of a batch, ``token``, ``cell``, ``coord`` the ambient
+coordinates); its ``model`` and ``info`` become JSON attributes; a nested result object (the
+``particles`` and ``density`` of a ``Comparison``) is stored with its field name as prefix, so
+one Dataset — and one netCDF file — holds everything needed to rebuild the object.
+
+xarray is an optional dependency (``pip install "meanfield-attention[xarray]"``); netCDF files
+are written by whichever engine xarray finds (netCDF4, h5netcdf, or SciPy's netCDF3 writer,
+which stores 64-bit integers as 32-bit ones when they fit).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["summary", "flatten", "unflatten", "to_xarray", "from_xarray", "to_netcdf", "from_netcdf", "require"]
+
+#: dimension names of the known array fields, by number of dimensions
+DIMS: dict[str, dict[int, tuple[str, ...]]] = {
+    "t": {1: ("t",)},
+    "x": {3: ("t", "token", "coord"), 4: ("t", "draw", "token", "coord")},
+    "theta": {1: ("cell",), 2: ("t", "token"), 3: ("t", "draw", "token")},
+    "edges": {1: ("edge",)},
+    "masses": {2: ("t", "cell")},
+    "energy": {1: ("t",), 2: ("t", "draw")},
+    "points": {2: ("cell", "coord")},
+    "areas": {1: ("cell",)},
+    "rho": {2: ("t", "cell")},
+    "mass": {1: ("t",)},
+    "w1": {2: ("t", "draw")},
+    "w2": {2: ("t", "draw")},
+    "energy_particles": {2: ("t", "draw")},
+    "energy_density": {1: ("t",)},
+    "mean_particles": {2: ("t", "draw")},
+    "mean_pde": {1: ("t",)},
+    "clusters_particles": {2: ("t", "draw")},
+    "clusters_density": {1: ("t",)},
+}
+META = ("model", "info")
+
+
+def require(module: str, what: str):
+    """Import an optional dependency, or say which extra provides it."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{what} needs {module}: pip install \"meanfield-attention[{module}]\"") from exc
+
+
+def _is_result(value) -> bool:
+    return is_dataclass(value) and not isinstance(value, type)
+
+
+def _dims(name: str, array: np.ndarray) -> tuple[str, ...]:
+    known = DIMS.get(name, {}).get(array.ndim)
+    return known if known is not None else tuple(f"{name}_{i}" for i in range(array.ndim))
+
+
+def summary(obj) -> str:
+    """A few lines describing a result object: its model, method, time range and array shapes
+    (never the arrays themselves)."""
+    name = type(obj).__name__
+    head = [name]
+    model = getattr(obj, "model", None)
+    if model is not None:
+        head.append(repr(model))
+    info = getattr(obj, "info", None) or {}
+    for key in ("model_name", "method", "flux", "mesh", "geometry", "n", "seeds"):
+        if isinstance(info.get(key), (str, int, float)):
+            head.append(f"{key}={info[key]}")
+    lines = [f"{head[0]}({', '.join(head[1:])})"]
+    t = getattr(obj, "t", None)
+    if t is not None and np.size(t):
+        lines.append(f"  t: {np.size(t)} output times in [{np.min(t):.6g}, {np.max(t):.6g}]")
+    shapes = []
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in META or f.name == "t" or value is None:
+            continue
+        if _is_result(value):
+            lines.append(f"  {f.name}: {summary(value).splitlines()[0]}")
+        elif isinstance(value, np.ndarray):
+            shapes.append(f"{f.name} {value.shape}")
+        elif isinstance(value, (list, tuple)):
+            shapes.append(f"{f.name} [{len(value)}]")
+    for k in range(0, len(shapes), 4):
+        lines.append("  " + ", ".join(shapes[k:k + 4]))
+    return "\n".join(lines)
+
+
+def flatten(obj) -> tuple[dict, dict]:
+    """(variables, attrs): every array of ``obj`` and its nested results as name -> (dims, array),
+    kinds, models and info as name -> JSON text (nested names prefixed by their field name)."""
+    variables: dict[str, Any] = {}
+    attrs: dict[str, str] = {}
+    _collect(obj, "", variables, attrs)
+    return variables, attrs
+
+
+def unflatten(cls, arrays: dict, attrs: dict):
+    """Rebuild a ``cls`` instance from ``flatten``'s output (arrays as name -> array)."""
+    return _rebuild(cls, arrays, attrs, "")
+
+
+def _collect(obj, prefix: str, variables: dict, attrs: dict) -> None:
+    attrs[prefix + "kind"] = type(obj).__name__
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        key = prefix + f.name
+        if value is None:
+            continue
+        if f.name == "model":
+            attrs[key] = json.dumps(value.to_dict())
+        elif f.name == "info":
+            attrs[key] = json.dumps(value, default=str)
+        elif _is_result(value):
+            _collect(value, key + "_", variables, attrs)
+        else:
+            array = np.asarray(value)
+            variables[key] = (_dims(f.name, array), array)
+
+
+def to_xarray(obj):
+    """The result object as an ``xarray.Dataset`` (see the module docstring for the layout)."""
+    xr = require("xarray", "to_xarray")
+    variables, attrs = flatten(obj)
+    t = variables.pop("t")
+    return xr.Dataset(variables, coords={"t": t}, attrs=attrs)
+
+
+def _rebuild(cls, data, attrs, prefix: str):
+    from meanfield.models import model_from_dict
+    kind = attrs.get(prefix + "kind")
+    if kind != cls.__name__:
+        raise ValueError(f"the dataset holds a {kind}, not a {cls.__name__}")
+    kwargs = {}
+    for f in fields(cls):
+        key = prefix + f.name
+        if f.name == "model" and key in attrs:
+            kwargs[f.name] = model_from_dict(json.loads(attrs[key]))
+        elif f.name == "info" and key in attrs:
+            kwargs[f.name] = json.loads(attrs[key])
+        elif key + "_kind" in attrs:
+            kwargs[f.name] = _rebuild(_result_class(attrs[key + "_kind"]), data, attrs, key + "_")
+        elif key in data:
+            kwargs[f.name] = np.asarray(getattr(data[key], "values", data[key]))
+    return cls(**kwargs)
+
+
+def _result_class(kind: str):
+    from . import results
+    cls = getattr(results, kind, None)
+    if not isinstance(cls, type):
+        raise ValueError(f"unknown result kind {kind!r} in the dataset")
+    return cls
+
+
+def from_xarray(cls, dataset):
+    """Rebuild a ``cls`` instance from ``to_xarray``'s Dataset."""
+    xr = require("xarray", "from_xarray")
+    if not isinstance(dataset, xr.Dataset):
+        raise TypeError(f"dataset must be an xarray.Dataset, got {type(dataset).__name__}")
+    return unflatten(cls, {name: dataset[name] for name in dataset.variables}, dict(dataset.attrs))
+
+
+def to_netcdf(obj, path) -> None:
+    """Write ``to_xarray(obj)`` to a netCDF file."""
+    to_xarray(obj).to_netcdf(path)
+
+
+def from_netcdf(cls, path):
+    """Read a ``cls`` instance written by ``to_netcdf``."""
+    xr = require("xarray", "from_netcdf")
+    with xr.open_dataset(path) as dataset:
+        return from_xarray(cls, dataset.load())

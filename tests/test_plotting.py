@@ -1,0 +1,85 @@
+"""Figures for people: animated GIFs on S^1 and S^2 (>= 600 px, one frame per pick), cluster
+markers sized by mass, logarithmic colour scales on sphere maps."""
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.plotting import animate, density_map
+from meanfield.plotting.tokens import AREA_PER_MASS, SMALLEST, cluster_markers
+from meanfield.solvers import circle, particles, sphere
+
+Image = pytest.importorskip("PIL.Image")
+
+
+@pytest.fixture(scope="module")
+def circle_run():
+    t = np.linspace(0.0, 2.0, 5)
+    sol = circle.solve(mf.SA(4.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=64)
+    tokens = particles.solve(mf.SA(4.0), mf.uniform_sphere(40, 2, seed=0), t, energy=False)
+    return sol, tokens
+
+
+@pytest.fixture(scope="module")
+def sphere_run():
+    t = np.linspace(0.0, 1.0, 3)
+    sol = sphere.solve(mf.SA(3.0), lambda x: np.exp(3 * x[:, 2]), t, mesh=sphere.icosphere(1))
+    tokens = particles.solve(mf.SA(3.0), mf.uniform_sphere(30, 3, seed=1), t, energy=False)
+    return sol, tokens
+
+
+def frames_of(path):
+    with Image.open(path) as im:
+        return im.size, im.n_frames
+
+
+def test_animate_circle_density_and_tokens(circle_run, tmp_path):
+    sol, tokens = circle_run
+    path = animate(tmp_path / "c.gif", sol, tokens, frames=3)
+    (width, height), n = frames_of(path)
+    assert width >= 600 and height >= 300 and n == 3
+    (width, _), n = frames_of(animate(tmp_path / "p.gif", particles=tokens, frames=10, dpi=80))
+    assert width == 640 and n == 5       # no more frames than output times
+
+
+def test_animate_sphere_with_batch_tokens_and_alone(sphere_run, tmp_path):
+    sol, tokens = sphere_run
+    assert frames_of(animate(tmp_path / "s.gif", sol, tokens, frames=3, tail=2)) == ((800, 450), 3)
+    assert frames_of(animate(tmp_path / "d.gif", density=sol, frames=2))[1] == 2
+    batch = particles.solve(mf.SA(3.0), mf.uniform_sphere(10, 3, seed=2, batch=2), sol.t, energy=False)
+    assert frames_of(animate(tmp_path / "b.gif", particles=batch, frames=3))[1] == 3
+
+
+def test_animate_refuses_bad_input(circle_run, sphere_run, tmp_path):
+    sol, tokens = circle_run
+    with pytest.raises(ValueError, match="density"):
+        animate(tmp_path / "x.gif")
+    with pytest.raises(ValueError, match="600"):
+        animate(tmp_path / "x.gif", sol, size=(4, 3), dpi=100)
+    with pytest.raises(ValueError, match="same sphere"):
+        animate(tmp_path / "x.gif", sol, sphere_run[1])
+    with pytest.raises(ValueError, match="frames"):
+        animate(tmp_path / "x.gif", sol, frames=0)
+
+
+def test_cluster_markers_have_area_by_mass():
+    rng = np.random.default_rng(0)
+    a = mf.normalise(np.array([1.0, 0, 0]) + 1e-3 * rng.standard_normal((30, 3)))
+    b = mf.normalise(np.array([0, 0, 1.0]) + 1e-3 * rng.standard_normal((10, 3)))
+    centres, area = cluster_markers(np.vstack([a, b]))
+    order = np.argsort(-area)
+    assert np.allclose(area[order], SMALLEST + AREA_PER_MASS * np.array([0.75, 0.25]))
+    assert np.allclose(centres[order], [[1, 0, 0], [0, 0, 1]], atol=1e-3)
+    # a near-uniform cloud is one spread-out group: no centre, no marker
+    assert cluster_markers(mf.uniform_sphere(2000, 3, seed=0))[0].shape == (0, 3)
+
+
+def test_sphere_maps_use_a_log_scale_per_panel(sphere_run):
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    sol, _ = sphere_run
+    ax = density_map(sol, -1, resolution=40)
+    norm = ax.collections[0].norm
+    assert isinstance(norm, LogNorm) and norm.vmax == pytest.approx(sol.rho[-1].max())
+    assert norm.vmin == pytest.approx(max(sol.rho[-1].max() * 1e-4, sol.rho[-1].min()))
+    assert not isinstance(density_map(sol, 0, resolution=40, log=False).collections[0].norm, LogNorm)
+    plt.close("all")
