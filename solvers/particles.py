@@ -175,7 +175,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     xs = xs.reshape((t_eval.size,) + x0.shape)
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0))
     en = _trajectory_energy(model, xs, w, how) if energy else None
-    return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
+    stored = None if w is None else w.reshape(x0.shape[:-1])
+    return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
 
 
 def log_energies(beta, x, weights=None, summation="auto"):
