@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .checks import as_choice, as_count, as_time_grid
-from .compare import GEOMETRIES, density_solver, initial_tokens
-from .measures import perturbed_uniform, sphere_area
+from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens
+from .measures import merge_atoms, perturbed_uniform, sphere_area
 from .models import SA, USA, as_model
 from .sampling import METHODS
 from .transport import wasserstein
@@ -121,7 +121,7 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
         x0, w = initial_tokens(rho0, n, d, sampling, seed, 1)
         sol = particles.solve(model, x0[0], t_eval, energy=False, weights=None if w is None else w[0],
                               progress=progress)
-        tokens.append((sol.x, None if w is None else w[0]))
+        tokens.append([merge_atoms(xk, None if w is None else w[0], tol=MERGE_TOL) for xk in sol.x])
     timings["particles"] = time.perf_counter() - clock
     clock = time.perf_counter()
     densities = [density_solver(geometry, model, rho0, t_eval, cells=g, level=g, flux=flux, progress=progress)
@@ -135,9 +135,9 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     for k in range(m):
         for j, dens in enumerate(densities):
             y, yw = dens.measure(k)
-            for i, (x, xw) in enumerate(tokens):
-                w1[k, i, j], info = wasserstein(x[k], xw, y, yw, p=1, method=transport, return_info=True)
-                w2[k, i, j] = wasserstein(x[k], xw, y, yw, p=2, method=transport)
+            for i, atoms in enumerate(tokens):
+                w1[k, i, j], info = wasserstein(*atoms[k], y, yw, p=1, method=transport, return_info=True)
+                w2[k, i, j] = wasserstein(*atoms[k], y, yw, p=2, method=transport)
                 methods.add(info["method"])
             if j + 1 < b:
                 finer = densities[j + 1].measure(k)
@@ -182,7 +182,7 @@ def figure(result):
 # --- command line -------------------------------------------------------------------------------
 
 DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3),
-            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000, 2000], grids=[2, 3, 4], degree=2)}
+            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2)}
 
 
 def _parser():
@@ -197,7 +197,7 @@ def _parser():
     add("--beta", type=float, help="inverse temperature (default 4 on the circle, 3 on the sphere)")
     add("--T", type=float, help="final time (default 20 on the circle, 10 on the sphere)")
     add("--times", type=int, default=3, help="output times T/2^(times-1), ..., T/2, T (default 3)")
-    add("--n", type=int, nargs="+", help="token counts (default 500 1000 2000 4000; sphere 250 ... 2000)")
+    add("--n", type=int, nargs="+", help="token counts (default 500 1000 2000 4000; sphere 250 500 1000)")
     add("--grids", type=int, nargs="+", help="cells (circle; default 256 ... 2048) or icosphere levels "
                                             "(sphere; default 2 3 4)")
     add("--sampling", choices=METHODS, default="stratified")

@@ -10,7 +10,7 @@ from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 from .checks import as_count, as_float_array, as_points, as_positive, as_weights
 from .geometry import circle_points, uniform_sphere
 
-__all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "perturbed_uniform", "zonal_harmonic"]
+__all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "merge_atoms", "perturbed_uniform", "zonal_harmonic"]
 
 CIRCLE_GRID = 1 << 16      # cells of the inverse-CDF grid on S^1
 BOUND_PROBES = 1 << 15     # random points used to bound ρ for rejection on S^d, d >= 2
@@ -32,6 +32,17 @@ def as_measure(x, weights=None, name="x"):
         return x, np.full(n, 1.0 / n)
     w = as_weights(weights, n, name=f"weights of {name}")
     return x, w / w.sum()
+
+
+def merge_atoms(x, weights=None, tol=1e-7):
+    """sum_i w_i δ_{x_i} with the atoms in one box of side ``tol`` of R^d (coordinates rounded to
+    multiples of tol) merged onto the first of them: (points, weights). Each atom moves by at most
+    sqrt(d)·tol, so W_p changes by at most that; collapsed clusters of tokens become single atoms,
+    which makes exact optimal transport much cheaper."""
+    x, w = as_measure(x, weights)
+    _, first, inverse = np.unique(np.round(x / tol).astype(np.int64), axis=0, return_index=True,
+                                  return_inverse=True)
+    return x[first], np.bincount(inverse.ravel(), weights=w, minlength=first.size)
 
 
 def _density_values(rho, points, name):
