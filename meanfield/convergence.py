@@ -10,8 +10,8 @@ with the observed orders: in h, the least-squares slope of log W_p(μ^{n_max}_t,
 log h (h the mean cell width, (|S^{d-1}|/N)^{1/(d-1)}), and in n, minus the slope of
 log W_p(μ^n_t, ρ^{h_min}_t) against log n. A slope only measures the varied discretisation
 while the other one's error is smaller, so the local orders between neighbours are reported
-too, and the self-convergence of the grids, W_p(ρ^h_t, ρ^{h/2}_t), which the particles do not
-enter.
+too, and the self-convergence of each discretisation alone: W_p(ρ^h_t, ρ^{h/2}_t) for the grids
+and W_p(μ^n_t, μ^{n'}_t) between consecutive token counts.
 
 Once clusters have formed, a cluster-mass error δm moves mass δm across a distance D between
 clusters: W_1 ≈ D δm but W_2 ≈ D sqrt(δm), so W_2 converges at half the order of W_1 (and
@@ -43,7 +43,8 @@ class ConvergenceStudy:
 
     Fields: t (m,) output times; n (a,) token counts; cells (b,) grid sizes; h (b,) mean cell
     widths; w1, w2 (m, a, b) W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians; grid_w1, grid_w2 (m, b-1)
-    W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); info (settings, methods, timings).
+    W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); particle_w1, particle_w2 (m, a-1) W_p(μ^{n_i}_t, μ^{n_{i+1}}_t);
+    info (settings, methods, timings).
     """
     t: np.ndarray
     n: np.ndarray
@@ -53,15 +54,20 @@ class ConvergenceStudy:
     w2: np.ndarray
     grid_w1: np.ndarray
     grid_w2: np.ndarray
+    particle_w1: np.ndarray
+    particle_w2: np.ndarray
     info: dict = field(default_factory=dict)
 
     def orders(self, p=1):
-        """{"h": (m,), "n": (m,)} least-squares orders at each output time (NaN where undefined)."""
-        w = self.w1 if p == 1 else self.w2
-        return dict(h=np.array([observed_order(self.h, w[k, -1, :]) for k in range(self.t.size)]),
-                    n=np.array([-observed_order(self.n, w[k, :, -1]) for k in range(self.t.size)]),
-                    grid=np.array([observed_order(self.h[:-1], (self.grid_w1 if p == 1 else self.grid_w2)[k])
-                                   for k in range(self.t.size)]))
+        """Least-squares orders at each output time (m,) (NaN where undefined): "h" and "n" of
+        W_p(particles, density) on the most tokens / the finest grid, "grid" of W_p(ρ_h, ρ_{h/2})
+        against h and "particles" of W_p(μ^n, μ^{n'}) (next n' > n) against n."""
+        w, g, q = (self.w1, self.grid_w1, self.particle_w1) if p == 1 else (self.w2, self.grid_w2, self.particle_w2)
+        steps = range(self.t.size)
+        return dict(h=np.array([observed_order(self.h, w[k, -1, :]) for k in steps]),
+                    n=np.array([-observed_order(self.n, w[k, :, -1]) for k in steps]),
+                    grid=np.array([observed_order(self.h[:-1], g[k]) for k in steps]),
+                    particles=np.array([-observed_order(self.n[:-1], q[k]) for k in steps]))
 
     def table(self):
         """Plain-text tables of W_1 and W_2 at every output time, with the observed orders."""
@@ -80,6 +86,9 @@ class ConvergenceStudy:
                 grid = self.grid_w1 if p == 1 else self.grid_w2
                 lines.append(f"{'grid':>7} W{p}(rho_h, rho_h/2) " + " ".join(f"{v:.2e}" for v in grid[k])
                              + f", order {orders['grid'][k]:.2f}")
+                own = self.particle_w1 if p == 1 else self.particle_w2
+                lines.append(f"{'tokens':>7} W{p}(mu_n, mu_2n) " + " ".join(f"{v:.2e}" for v in own[k])
+                             + f", order {orders['particles'][k]:.2f}")
                 lines.append("")
         return "\n".join(lines)
 
@@ -87,7 +96,8 @@ class ConvergenceStudy:
         """JSON-ready numbers."""
         return dict(info=self.info, t=self.t.tolist(), n=self.n.tolist(), cells=self.cells.tolist(),
                     h=self.h.tolist(), w1=self.w1.tolist(), w2=self.w2.tolist(), grid_w1=self.grid_w1.tolist(),
-                    grid_w2=self.grid_w2.tolist(),
+                    grid_w2=self.grid_w2.tolist(), particle_w1=self.particle_w1.tolist(),
+                    particle_w2=self.particle_w2.tolist(),
                     orders={f"w{p}": {k: v.tolist() for k, v in self.orders(p).items()} for p in (1, 2)})
 
 
@@ -131,8 +141,12 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     m, a, b = t_eval.size, len(ns), len(grids)
     w1, w2 = np.empty((m, a, b)), np.empty((m, a, b))
     g1, g2 = np.empty((m, b - 1)), np.empty((m, b - 1))
+    q1, q2 = np.empty((m, a - 1)), np.empty((m, a - 1))
     methods = set()
     for k in range(m):
+        for i in range(a - 1):
+            q1[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=1, method=transport)
+            q2[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=2, method=transport)
         for j, dens in enumerate(densities):
             y, yw = dens.measure(k)
             for i, atoms in enumerate(tokens):
@@ -150,7 +164,7 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
                 flux=flux, grids=grids, transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
                 timings={k: round(v, 2) for k, v in timings.items()})
     return ConvergenceStudy(t=t_eval, n=np.array(ns), cells=cells, h=h, w1=w1, w2=w2, grid_w1=g1, grid_w2=g2,
-                            info=info)
+                            particle_w1=q1, particle_w2=q2, info=info)
 
 
 def figure(result):
@@ -170,6 +184,7 @@ def figure(result):
     left.legend(fontsize=8)
     for j, c in enumerate(result.cells):
         right.loglog(result.n, result.w1[k, :, j], "s-", label=f"{c} cells")
+    right.loglog(result.n[:-1], result.particle_w1[k], "k--", label=r"$W_1(\mu^n, \mu^{n'})$, next $n'$")
     right.loglog(result.n, result.w1[k, 0, -1] * result.n[0] / result.n, ":", color="grey", label="slope -1")
     right.set_xlabel("tokens n")
     right.set_ylabel(r"$W_1$ (radians)")
@@ -196,7 +211,7 @@ def _parser():
     add("--model", choices=("SA", "USA"), default="SA")
     add("--beta", type=float, help="inverse temperature (default 4 on the circle, 3 on the sphere)")
     add("--T", type=float, help="final time (default 20 on the circle, 10 on the sphere)")
-    add("--times", type=int, default=3, help="output times T/2^(times-1), ..., T/2, T (default 3)")
+    add("--times", type=int, default=3, help="output times 0 and T/2^(times-1), ..., T/2, T (default 3)")
     add("--n", type=int, nargs="+", help="token counts (default 500 1000 2000 4000; sphere 250 500 1000)")
     add("--grids", type=int, nargs="+", help="cells (circle; default 256 ... 2048) or icosphere levels "
                                             "(sphere; default 2 3 4)")
@@ -220,7 +235,7 @@ def main(argv=None):
         _parser().error("T must be > 0 and times >= 1")
     model = (SA if args.model == "SA" else USA)(beta=beta)
     rho0 = perturbed_uniform(d, amplitude=args.amplitude, degree=args.degree or base["degree"], seed=args.seed)
-    t_eval = T / 2.0 ** np.arange(args.times - 1, -1, -1)
+    t_eval = np.concatenate([[0.0], T / 2.0 ** np.arange(args.times - 1, -1, -1)])
     clock = time.perf_counter()
     result = study(model, rho0, t_eval, args.n or base["n"], args.grids or base["grids"], geometry=args.geometry,
                    sampling=args.sampling, seed=args.seed, progress=not args.quiet)
