@@ -99,6 +99,13 @@ class Comparison:
         """(mean over draws of E_β(μ^n) - E_β(ρ)) / E_β(ρ) at each output time (m,)."""
         return self.energy_particles.mean(axis=1) / self.energy_density - 1.0
 
+    @property
+    def quantum_level(self):
+        """π (2n)^{-1/2}: W_2 of moving half a token's mass 1/(2n) across the diameter π. Once clusters
+        have formed W_2 ≈ D sqrt(δm) for a cluster-mass error δm at distance D, and n tokens (of
+        weight ~1/n each) cannot fix a cluster's mass better than that: W_2 has this floor."""
+        return float(np.pi / np.sqrt(2.0 * self.info["n"]))
+
     def table(self):
         """The comparison as a plain-text table (means ± standard deviations over the draws)."""
         s = self.w1.shape[1]
@@ -140,6 +147,9 @@ class Comparison:
         if self.grid_error is not None:
             lines.append(f"grid error estimate W2(rho_h, rho_2h) = {self.grid_error[-1]:.3g} rad "
                          f"(final W2 / grid error = {w2 / max(self.grid_error[-1], 1e-300):.2f})")
+        lines.append(f"after clustering W2 ~ D sqrt(dm) for a cluster-mass error dm at distance D: half a token's "
+                     f"mass (1/2n) across the diameter gives pi (2n)^-1/2 = {self.quantum_level:.3g}; "
+                     f"W1 ~ D dm is {float(self.w1[-1].mean()):.3g}")
         if info.get("lambda_star") is not None:
             lines.append(f"i.i.d. tokens: n^-1/2 e^(lambda* t) with lambda* = {info['lambda_star']:.3f} (mode l* = "
                          f"{info['mode']}) reaches 1 at the horizon t_n = log(n)/(2 lambda*) = {info['horizon']:.2f}; "

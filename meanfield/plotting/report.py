@@ -69,6 +69,8 @@ def wasserstein_figure(comparison):
             ax.fill_between(t, w.min(axis=1), w.max(axis=1), color=color, alpha=0.25, lw=0)
     if comparison.grid_error is not None:
         ax.plot(t, comparison.grid_error, "k--", label=r"grid error $W_2(\rho_h, \rho_{2h})$")
+    ax.axhline(comparison.quantum_level, color="grey", lw=0.8, ls="-.",
+               label=r"half a token's mass across $\pi$: $\pi (2n)^{-1/2}$")
     if comparison.iid_prediction is not None:
         ax.plot(t, comparison.iid_prediction, ":", color="C3",
                 label=rf"i.i.d. prediction $n^{{-1/2}} e^{{\lambda_* t}}$, $\lambda_* = {info['lambda_star']:.3g}$")
