@@ -113,9 +113,13 @@ def _quasi_uniform(n, d, rng):
     if d == 2:
         return circle_points(2 * np.pi * (np.arange(n) + rng.random()) / n)
     u, v = _fibonacci_lattice(n, rng.random(2)).T
-    z = 1.0 - 2.0 * u                       # the Knothe map of the uniform density: z and longitude uniform
+    return _from_height(1.0 - 2.0 * u, 2 * np.pi * v)    # the Knothe map of the uniform density
+
+
+def _from_height(z, phi):
+    """Points of S^2 at height z = cos(colatitude) and longitude phi."""
     r = np.sqrt(np.clip(1.0 - z * z, 0.0, None))
-    return np.stack([r * np.cos(2 * np.pi * v), r * np.sin(2 * np.pi * v), z], axis=1)
+    return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
 
 
 def _solution_cells(rho, k):
@@ -195,9 +199,7 @@ class _SphereTable:
         c = np.clip(np.searchsorted(cdf, level, side="right") - j * cols, 0, cols - 1)
         below = cdf[j * cols + c] - self.mass[j, c]
         frac = np.clip((level - below) / np.where(self.mass[j, c] > 0, self.mass[j, c], 1.0), 0.0, 1.0)
-        phi = self.width * (c + frac)
-        r = np.sqrt(np.clip(1.0 - z * z, 0.0, None))
-        return np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+        return _from_height(z, self.width * (c + frac))
 
 
 def _voronoi_density(points, values):
