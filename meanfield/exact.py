@@ -11,6 +11,11 @@ At β = 0 both SA and USA reduce to X[μ](x) = P_x m, m = ∫ y dμ, which maps 
 For β > 0: two half-mass Diracs at angle φ stay on their great circle and
 USA: dφ/dt = -e^{β cos φ} sin φ;  SA: dφ/dt = -2 e^{β cos φ} sin φ / (e^β + e^{β cos φ})
 (signs flip for V = -I).
+
+Zonal measures on S^{d-1} at β = 0 (any d): the mean is m(t) = <m, e> e, and every token's
+s = <x, e> obeys ds/dt = <P_x m, e> = <m, e>(1 - s²), so artanh s(t) = artanh s(0) + τ(t) with
+τ' = <m, e> = ∫ tanh(artanh s_0 + τ) dμ_0(s_0): one scalar ODE for τ, and μ_t is the push-forward
+of μ_0 by s_0 ↦ tanh(artanh s_0 + τ(t)).
 """
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -19,7 +24,8 @@ from .checks import as_float_array, as_points, as_time_grid
 from .models import as_model
 
 __all__ = ["wrapped_cauchy_radius", "wrapped_cauchy_density", "wrapped_cauchy_cdf", "mobius_mean",
-           "mobius_radius", "mobius_density", "mobius_push", "two_dirac_angle"]
+           "mobius_radius", "mobius_density", "mobius_push", "two_dirac_angle", "zonal_consensus_shift",
+           "zonal_consensus_push"]
 
 
 def _check_radius(r, name, upper=1.0):
@@ -118,3 +124,26 @@ def two_dirac_angle(model, t, phi0):
 
     sol = solve_ivp(rhs, (t[0], t[-1]), [phi0], t_eval=t, rtol=1e-12, atol=1e-14, method="DOP853")
     return sol.y[0]
+
+
+def zonal_consensus_shift(t, s0, weights):
+    """τ(t) with τ(t_0) = 0 and τ' = Σ_i w_i tanh(artanh s0_i + τ) (rtol 1e-12): at β = 0 every polar
+    coordinate s = <x, e> of a zonal measure Σ_i w_i (ring at s0_i) moves to tanh(artanh s0_i + τ(t)).
+    s0 in (-1, 1); weights non-negative (normalised here)."""
+    t = as_time_grid(t, "t")
+    s0 = as_float_array(s0, "s0")
+    if np.any(np.abs(s0) >= 1):
+        raise ValueError("s0 must lie in (-1, 1): the poles are fixed points, leave them out")
+    w = as_float_array(weights, "weights")
+    if w.shape != s0.shape or np.any(w < 0) or not w.sum() > 0:
+        raise ValueError("weights must be non-negative, of the shape of s0, with positive total")
+    w = w / w.sum()
+    a0 = np.arctanh(s0)
+    sol = solve_ivp(lambda _t, tau: [w @ np.tanh(a0 + tau[0])], (t[0], t[-1]), [0.0], t_eval=t, rtol=1e-12,
+                    atol=1e-14, method="DOP853")
+    return sol.y[0]
+
+
+def zonal_consensus_push(s0, tau):
+    """tanh(artanh s0 + τ): where the polar coordinate s0 has moved after the shift τ (β = 0)."""
+    return np.tanh(np.arctanh(as_float_array(s0, "s0")) + tau)

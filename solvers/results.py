@@ -96,3 +96,44 @@ class DensitySolution(_Saveable):
         of the piecewise-constant cell density, method "stratified" (default), "iid", "quantile"
         (S^1) or "weighted"; distinct points, ready as ``x0, weights`` of ``particles.solve``."""
         return discretise(self, n, self.points.shape[1], method=method, seed=seed, k=k)
+
+
+@dataclass(eq=False)
+class ZonalSolution(_Saveable):
+    """Zonal finite-volume solution on S^{d-1}: masses[k, i] is the mass of the polar-angle cell i
+    (θ ∈ [edges[i], edges[i+1]], centre theta[i]) at time t[k].
+
+    Fields: t (m,), theta (N,), edges (N+1,), areas (N,) the cell measures |C_i| on S^{d-1},
+    masses (m, N), mass (m,), energy (m,) the discrete E_β, d, model, info.  ``rho`` = masses/areas
+    is the density against surface measure (it overflows near the poles in high dimension, where
+    |C_i| underflows: use the masses there).
+    """
+    t: np.ndarray
+    theta: np.ndarray
+    edges: np.ndarray
+    areas: np.ndarray
+    masses: np.ndarray
+    mass: np.ndarray
+    energy: np.ndarray
+    d: int = 2
+    model: object = None
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.d = int(self.d)
+
+    @property
+    def rho(self):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.masses > 0, self.masses / self.areas, 0.0)
+
+    def measure(self, k=-1):
+        """(theta, weights) of the k-th output's polar-angle marginal: the cell masses at the cell
+        centres, clipped at 0 and normalised."""
+        w = np.clip(self.masses[k], 0.0, None)
+        return self.theta, w / w.sum()
+
+    def mean(self, k=-1):
+        """<m, e> = Σ_i m_i cos θ_i, the component of the mean along the axis (the mean is <m, e> e)."""
+        theta, w = self.measure(k)
+        return float(w @ np.cos(theta))

@@ -40,6 +40,17 @@ _DP_B = np.array([35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0])
 _DP_E = _DP_B - np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40])
 
 
+def positivity_step(dt, bound, context):
+    """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound;
+    a larger dt is refused (ValueError naming ``context``, e.g. the model and grid)."""
+    if dt is None:
+        return bound
+    if as_positive(dt, "dt") > bound:
+        raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {context}; "
+                         f"use dt <= {bound:.6g} (or leave dt=None)")
+    return dt
+
+
 def fixed_step(f, y, h, scheme):
     """One step of size h of an explicit fixed-step scheme; returns (y_new, evaluations)."""
     if scheme == "euler":

@@ -1,0 +1,315 @@
+"""The energy landscape of n tokens on the circle: E_β on the torus (S^1)^n and its critical points.
+
+    E_β(θ) = (1/(2βn²)) Σ_ij e^{β cos(θ_i - θ_j)}       (β = 0: the limit (1/(2n²)) Σ_ij cos(θ_i - θ_j)),
+    ∂_k E_β = (1/n²) Σ_j g(θ_j - θ_k),                  g(u) = sin u e^{β cos u},
+    ∂_k ∂_l E_β = h(θ_k - θ_l)/n²  (k ≠ l),             h(u) = (cos u - β sin² u) e^{β cos u},
+    ∂_k² E_β = -Σ_{j≠k} h(θ_k - θ_j)/n².
+
+The USA dynamics on the circle is the gradient ascent θ' = n ∇E_β.  E_β is invariant under
+rotations θ ↦ θ + c1 (so H 1 = 0 always), permutations and the reflection θ ↦ -θ.  Open problem 1
+of the paper (§5): for β > 0, is every critical point other than the consensus (the global maximum,
+E = e^β/(2β)) a strict saddle, i.e. does its Hessian restricted to 1^⊥ have a positive eigenvalue?
+
+``critical_points`` finds critical points by Newton's method on ∇E_β = 0 in the gauge θ_0 = 0
+(the Hessian restricted to the other n - 1 angles), from random starts and from symmetric ones
+(the k vertices of a regular k-gon carrying the multiplicities of every composition of n into k
+parts), keeps those with |∇E_β| below a tolerance, removes duplicates up to rotation and
+permutation, and classifies each by the spectrum of H on 1^⊥:
+"maximum" (all eigenvalues < -tol), "strict saddle" (one > tol), "degenerate" (none > tol, one in
+[-tol, tol]); the spectrum is computed blockwise over clusters of coinciding tokens (``spectrum``) and
+tol is relative to each block's largest eigenvalue.
+"""
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from .checks import as_beta, as_count, as_float_array, as_positive, as_seed
+
+__all__ = ["energy", "gradient", "hessian", "spectrum", "classify", "CriticalPoint", "critical_points",
+           "regular_polygon", "cluster_structure"]
+
+KINDS = ("maximum", "strict saddle", "degenerate")
+COINCIDE = 1e-9        # tokens closer than this (radians) are one cluster in residuals and spectra
+
+
+def _angles(theta):
+    theta = as_float_array(theta, "theta")
+    if theta.ndim != 1 or theta.size < 2:
+        raise ValueError(f"theta must be a 1-D array of n >= 2 angles; got shape {theta.shape}")
+    return theta
+
+
+def _differences(theta):
+    """u_kl = θ_k - θ_l."""
+    return theta[:, None] - theta[None, :]
+
+
+def energy(theta, beta):
+    """E_β(θ) = (1/(2βn²)) Σ_ij e^{β cos(θ_i - θ_j)}; at β = 0 the limit (1/(2n²)) Σ_ij cos(θ_i - θ_j)."""
+    theta, beta = _angles(theta), as_beta(beta)
+    c = np.cos(_differences(theta))
+    n = theta.size
+    if beta == 0:
+        return float(c.sum() / (2 * n * n))
+    return float(np.exp(beta) * np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n))
+
+
+def _scaled_gradient(theta, beta):
+    """e^{-β} ∇E_β: (1/n²) Σ_j sin(θ_j - θ_k) e^{β(cos(θ_j - θ_k) - 1)}."""
+    u = -_differences(theta)
+    return np.sum(np.sin(u) * np.exp(beta * (np.cos(u) - 1.0)), axis=1) / theta.size ** 2
+
+
+def _residual(theta, beta, tol=COINCIDE):
+    """max_k |Σ_j' sin(u_kj) e^{β cos u_kj}| / Σ_j' e^{β cos u_kj}, u_kj = θ_j - θ_k, the sums over the tokens
+    j not coinciding with k (circular distance > tol): how far the forces on each token are from
+    cancelling, relative to their sizes (0 at a critical point; of order 1 for tokens that are merely
+    too far apart to interact at large β, which an absolute test would accept)."""
+    u = -_differences(theta)
+    apart = np.abs(np.mod(u + np.pi, 2 * np.pi) - np.pi) > tol
+    weight = np.where(apart, np.exp(beta * (np.cos(u) - 1.0)), 0.0)
+    force = np.abs(np.sum(weight * np.sin(u), axis=1))
+    size = weight.sum(axis=1)
+    return float(np.max(np.where(size > 0, force / np.where(size > 0, size, 1.0), 0.0)))
+
+
+def _scaled_hessian(theta, beta):
+    """e^{-β} ∇²E_β: off-diagonal h(θ_k - θ_l) e^{-β}/n², rows summing to zero."""
+    u = _differences(theta)
+    c, s = np.cos(u), np.sin(u)
+    h = (c - beta * s * s) * np.exp(beta * (c - 1.0)) / theta.size ** 2
+    np.fill_diagonal(h, 0.0)
+    np.fill_diagonal(h, -h.sum(axis=1))
+    return h
+
+
+def gradient(theta, beta):
+    """∇E_β(θ), shape (n,): ∂_k E_β = (1/n²) Σ_j sin(θ_j - θ_k) e^{β cos(θ_j - θ_k)}."""
+    theta, beta = _angles(theta), as_beta(beta)
+    return np.exp(beta) * _scaled_gradient(theta, beta)
+
+
+def hessian(theta, beta):
+    """∇²E_β(θ), shape (n, n): H_kl = h(θ_k - θ_l)/n² (k ≠ l), h(u) = (cos u - β sin² u) e^{β cos u},
+    H_kk = -Σ_{j≠k} H_kj."""
+    theta, beta = _angles(theta), as_beta(beta)
+    return np.exp(beta) * _scaled_hessian(theta, beta)
+
+
+def _complement_basis(v):
+    """An orthonormal basis (k, k-1) of the orthogonal complement of the vector v (k,)."""
+    q, _ = np.linalg.qr(np.column_stack([v, np.eye(v.size)[:, :-1]]))
+    return q[:, 1:]
+
+
+def _blocks(theta, beta, tol):
+    """The Hessian's spectrum on 1^⊥ in two exact blocks, for clusters of coinciding angles (gap < tol).
+
+    With k clusters at φ_a of multiplicities m_a, H = -L_w (w_ij = h(θ_i - θ_j)/n²) splits into
+    - splitting modes (zero sum inside one cluster a, zero elsewhere): eigenvalue
+      -(m_a h(0) + Σ_{b≠a} m_b h(φ_a - φ_b))/n², m_a - 1 times;
+    - rigid cluster motions v = P c: the generalised problem (P^T H P) c = λ diag(m) c, i.e. the
+      cluster Laplacian with weights m_a m_b h(φ_a - φ_b)/n² scaled by diag(m)^{-1/2}, minus rotation.
+    Computing the second block from the cluster weights keeps the small inter-cluster eigenvalues
+    (e^{β cos φ}) apart from the intra-cluster ones (e^β), which share no floating-point scale at large β.
+    Returns (splitting eigenvalues, rigid-motion eigenvalues), each scaled by e^{-β}."""
+    pos, mult = cluster_structure(theta, tol)
+    n = theta.size
+    u = pos[:, None] - pos[None, :]
+    c, s = np.cos(u), np.sin(u)
+    h = (c - beta * s * s) * np.exp(beta * (c - 1.0)) / n ** 2          # e^{-β} h(φ_a - φ_b)/n²
+    hm = h * mult[None, :]
+    split = -(hm.sum(axis=1))                                          # includes m_a h(0) on the diagonal
+    splitting = np.repeat(split, mult - 1)
+    weights = h * np.outer(mult, mult)
+    np.fill_diagonal(weights, 0.0)
+    lap = weights - np.diag(weights.sum(axis=1))
+    root = np.sqrt(mult.astype(float))
+    reduced = lap / np.outer(root, root)
+    if pos.size == 1:
+        return splitting, np.empty(0)
+    q = _complement_basis(root)
+    return splitting, np.linalg.eigvalsh(q.T @ reduced @ q)
+
+
+def spectrum(theta, beta, tol=COINCIDE):
+    """Eigenvalues (ascending, n - 1) of ∇²E_β(θ) on 1^⊥ (the rotation direction 1 removed), computed
+    blockwise over clusters of coinciding angles (circular gaps < tol; see ``_blocks``)."""
+    theta, beta = _angles(theta), as_beta(beta)
+    splitting, rigid = _blocks(theta, beta, tol)
+    return np.exp(beta) * np.sort(np.concatenate([splitting, rigid]))
+
+
+def _kind(splitting, rigid, rtol):
+    """(kind, smallest positive eigenvalue or NaN, scaled like the blocks) from the two blocks, each
+    against rtol times its own largest |eigenvalue|."""
+    positive, bottom = [], []
+    for eigs in (splitting, rigid):
+        if eigs.size:
+            tol = rtol * np.max(np.abs(eigs))
+            positive.extend(eigs[eigs > tol])
+            bottom.append(eigs.max() < -tol)
+    if positive:
+        return "strict saddle", float(min(positive))
+    return ("maximum" if all(bottom) else "degenerate"), float("nan")
+
+
+def classify(theta, beta, rtol=1e-8, tol=COINCIDE):
+    """"maximum", "strict saddle" (a positive eigenvalue on 1^⊥) or "degenerate" (none positive, one
+    within rtol of 0, relative to its block's largest |eigenvalue|; blocks as in ``spectrum``)."""
+    theta, beta = _angles(theta), as_beta(beta)
+    return _kind(*_blocks(theta, beta, tol), rtol)[0]
+
+
+def regular_polygon(k, multiplicities=None):
+    """Angles of the k vertices 2πj/k of a regular k-gon, vertex j repeated multiplicities[j] times."""
+    k = as_count(k, "k")
+    reps = np.ones(k, dtype=int) if multiplicities is None else np.asarray(multiplicities, dtype=int)
+    if reps.shape != (k,) or np.any(reps < 1):
+        raise ValueError(f"multiplicities must be {k} positive integers; got {multiplicities!r}")
+    return np.repeat(2 * np.pi * np.arange(k) / k, reps)
+
+
+def cluster_structure(theta, tol=1e-6):
+    """(positions, multiplicities) of the groups of coinciding angles (circular gaps < tol), in increasing
+    angle, the first group placed at 0."""
+    theta = np.sort(np.mod(_angles(theta), 2 * np.pi))
+    groups = [[theta[0]]]
+    for a in theta[1:]:
+        if a - groups[-1][-1] < tol:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    if len(groups) > 1 and theta[0] + 2 * np.pi - groups[-1][-1] < tol:     # a group across 0
+        groups[0] = groups.pop() + groups[0]
+    first = np.array([g[0] for g in groups])
+    return np.mod(first - first[0], 2 * np.pi), np.array([len(g) for g in groups])
+
+
+def _family(theta, tol=1e-6):
+    """A readable name, the same for every rotation: consensus, regular k-gon (with multiplicities), or
+    k clusters (multiplicities, gaps to the next cluster), listed from the rotation that puts the largest
+    multiplicities first."""
+    pos, mult = cluster_structure(theta, tol)
+    k = pos.size
+    if k == 1:
+        return "consensus"
+    gaps = np.diff(np.concatenate([pos, [2 * np.pi]]))
+    r = min(range(k), key=lambda j: (tuple(-np.roll(mult, -j)), tuple(np.round(np.roll(gaps, -j), 6))))
+    mult, gaps = np.roll(mult, -r), np.roll(gaps, -r)
+    m = "" if np.all(mult == 1) else " x" + ",".join(map(str, mult))
+    if np.allclose(gaps, 2 * np.pi / k, atol=1e-5):
+        return f"regular {k}-gon{m}"
+    return f"{k} clusters{m} gaps " + ",".join(f"{g:.3f}" for g in gaps)
+
+
+def _same_up_to_symmetry(a, b, tol):
+    """Equal as multisets on the circle up to a rotation (tried: each point of b onto a's first point)."""
+    sa = np.sort(np.mod(a - a[0] + tol, 2 * np.pi))          # + tol: angles just below 2π sort first
+    for j in range(b.size):
+        sb = np.sort(np.mod(b - b[j] + tol, 2 * np.pi))
+        if np.all(np.abs(sa - sb) < tol):
+            return True
+    return False
+
+
+@dataclass(eq=False)
+class CriticalPoint:
+    """One critical point of E_β up to rotation and permutation.
+
+    Fields: theta (n,) angles (theta[0] = 0), energy, residual (``_residual``: relative size of the
+    uncancelled forces), eigenvalues (n-1,) of the Hessian on 1^⊥ (ascending, ``spectrum``), kind
+    ("maximum" | "strict saddle" | "degenerate"), smallest_positive_eigenvalue (NaN if none), family
+    (a name), hits (how many starts converged to it)."""
+    theta: np.ndarray
+    energy: float
+    residual: float
+    eigenvalues: np.ndarray
+    kind: str
+    smallest_positive_eigenvalue: float
+    family: str
+    hits: int = 1
+    info: dict = field(default_factory=dict)
+
+
+def _compositions(n, k):
+    """Every composition of n into k positive parts."""
+    for cuts in combinations(range(1, n), k - 1):
+        yield np.diff(np.concatenate([[0], cuts, [n]]))
+
+
+def symmetric_starts(n):
+    """Regular k-gons (k = 1..n) carrying every composition of n into k multiplicities."""
+    return [regular_polygon(k, mult) for k in range(1, n + 1) for mult in _compositions(n, k)]
+
+
+def _newton(theta, beta, gtol, max_iter):
+    """Newton on ∇E_β = 0 with θ_0 fixed (least squares on the reduced Hessian, steps capped at half a
+    radian); returns (θ mod 2π, relative residual ``_residual``)."""
+    theta = theta - theta[0]
+    for _ in range(max_iter):
+        if _residual(theta, beta) <= gtol:
+            break
+        g = _scaled_gradient(theta, beta)
+        h = _scaled_hessian(theta, beta)[1:, 1:]
+        step = np.linalg.lstsq(h, -g[1:], rcond=None)[0]
+        theta[1:] += min(1.0, 0.5 / max(np.max(np.abs(step)), 1e-300)) * step
+    return np.mod(theta, 2 * np.pi), _residual(theta, beta)
+
+
+def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=1e-10, max_iter=60,
+                    rtol=1e-8, tol=1e-6):
+    """Critical points of E_β on (S^1)^n by Newton's method from random and symmetric starts.
+
+    Parameters
+    ----------
+    n : int
+        Number of tokens, n >= 2.
+    beta : float
+        β >= 0.
+    random_starts : int
+        Starts with i.i.d. uniform angles (seeded by ``seed``).
+    symmetric : bool
+        Also start from ``symmetric_starts(n)`` (regular k-gons with multiplicities), each slightly
+        perturbed (1e-3 rad, seeded) as well as exact.
+    gtol : float
+        Convergence: ``_residual`` <= gtol, i.e. for every token |∂_k E_β| <= gtol Σ_j e^{β cos(θ_j - θ_k)}/n²
+        over the tokens j not coinciding with k (the forces cancel relative to their sizes).
+    max_iter : int
+        Newton iterations per start.
+    rtol : float
+        Classification tolerance (``classify``).
+    tol : float
+        Two points are the same up to rotation and permutation when their sorted rotated angles agree
+        within tol.
+
+    Returns
+    -------
+    list of CriticalPoint, by decreasing energy.
+    """
+    n, beta = as_count(n, "n", minimum=2), as_beta(beta)
+    random_starts = as_count(random_starts, "random_starts", minimum=0)
+    gtol, rtol, tol = as_positive(gtol, "gtol"), as_positive(rtol, "rtol"), as_positive(tol, "tol")
+    rng = np.random.default_rng(as_seed(seed))
+    starts = list(rng.uniform(0, 2 * np.pi, (random_starts, n)))
+    if symmetric:
+        sym = symmetric_starts(n)
+        starts += sym + [s + 1e-3 * rng.standard_normal(n) for s in sym]
+    found = []
+    for start in starts:
+        theta, residual = _newton(np.array(start, dtype=float), beta, gtol, max_iter)
+        if not residual <= gtol:
+            continue
+        for cp in found:
+            if _same_up_to_symmetry(cp.theta, theta, tol):
+                cp.hits += 1
+                break
+        else:
+            splitting, rigid = _blocks(theta, beta, COINCIDE)
+            kind, positive = _kind(splitting, rigid, rtol)
+            found.append(CriticalPoint(theta=theta, energy=energy(theta, beta), residual=residual,
+                                       eigenvalues=np.exp(beta) * np.sort(np.concatenate([splitting, rigid])),
+                                       kind=kind, smallest_positive_eigenvalue=np.exp(beta) * positive,
+                                       family=_family(theta, tol), info=dict(beta=beta, rtol=rtol)))
+    return sorted(found, key=lambda cp: -cp.energy)

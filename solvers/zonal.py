@@ -1,0 +1,298 @@
+"""Finite volumes in the polar angle for zonal densities on S^{d-1}, any d >= 2 (Q = K = I, V = ±I).
+
+A zonal density depends on x only through s = <x, e> = cos θ, θ ∈ [0, π] the polar angle from a
+fixed axis e; the dynamics keeps it zonal.  Writing x = cos θ e + sin θ u with u on the unit
+sphere S^{d-2} of e^⊥, the interaction integrates in closed form over the equatorial sphere:
+
+    k(θ, θ') = mean over u, u' of e^{β<x, x'>} = e^{β cos θ cos θ'} M_{d-1}(β sin θ sin θ'),
+    M_k(a)   = Γ(k/2) (2/a)^{k/2-1} I_{k/2-1}(a) = 0F1(; k/2; a²/4)    (M_1 = cosh, M_2 = I_0),
+
+the mean of e^{a<u,v>} over the unit sphere of R^k.  The polar angle of a token moves with
+
+    u(θ) = ±(1/Z(θ)) ∫ k(θ, θ') [-sin θ cos θ' + R(a) cos θ sin θ'] dμ(θ'),   a = β sin θ sin θ',
+
+R = M_k'/M_k = I_{k/2}(a)/I_{k/2-1}(a), Z = Φ(θ) = ∫ k(θ, θ') dμ(θ') (SA) or 1 (USA): this is
+±(1/β) ∂_θ Φ (USA) and ±(1/β) ∂_θ log Φ (SA); at β = 0 both are -sin θ <m, e> (X = P_x m).
+
+Grid: N cells [θ_{i-1/2}, θ_{i+1/2}] of width h = π/N, centres θ_i; the state is the cell masses
+m_i (a probability vector), i.e. the measure Σ_i m_i (uniform measure on the ring θ = θ_i), whose
+fields are exact finite sums with the kernel tables K_ij = k(θ_i, θ_j).  The cell measures
+|C_i| = |S^{d-1}| (F(θ_{i+1/2}) - F(θ_{i-1/2})), F(θ) = I_{sin²(θ/2)}((d-1)/2, (d-1)/2) (regularised
+incomplete beta: the fraction of the sphere within angle θ of e), give the density ρ_i = m_i/|C_i|.
+
+Large β: the tables are stored as E_ij = K_ij e^{-β} ∈ (0, 1] (log M by scaled Bessel functions
+``ive``, by the series 0F1 where those underflow, i.e. small a or large d), so USA velocities are
+e^β (E∘G) m and SA velocities (E∘G) m / E m, G_ij the bracket above.  SA rows whose E m falls
+below 1e-100 (mass far away at large β) are recomputed by log-sum-exp over log K_ij + log m_j;
+elsewhere E_ij and m_j below 1e-150 are dropped (a relative error below N 1e-50; it keeps subnormal
+numbers, a hundredfold slower, out of the matrix products).
+
+Scheme (the circle solver's, with zero flux through the poles):
+
+    dm_i/dt = -(F_{i+1/2} - F_{i-1/2})/h,   F_{i+1/2} = m_i u_i^+ + m_{i+1} u_{i+1}^-,   F_{1/2} = F_{N+1/2} = 0,
+
+the cell-centred velocity donor cell (first order; a one-cell cluster moves with its own velocity).
+SSP-RK3 in time; each Euler stage keeps m >= 0 when dt sup|u| <= h, sup|u| <= ``speed_bound``
+(1 for SA), which is the default and largest accepted step.  Mass is conserved to round-off.
+"""
+import numpy as np
+from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
+
+from meanfield.checks import as_beta, as_count, as_density, as_float_array, as_time_grid
+from meanfield.measures import sphere_area
+from meanfield.models import SA, as_model
+from meanfield.theory import speed_bound
+
+from .circle import MAX_USA_BETA
+from .results import ZonalSolution
+from .stepping import Checkpoint, integrate, positivity_step
+
+__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
+           "cell_masses", "log_ring_mean"]
+
+DEFAULT_CELLS = 512
+MIN_CELLS = 8
+SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or where ive underflows)
+LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to log-sum-exp
+FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
+
+
+def polar_grid(cells=DEFAULT_CELLS):
+    """(centres, edges) of N equal cells of [0, π]: θ_i = (i + 1/2) π/N, edges i π/N."""
+    cells = _check_cells(cells)
+    edges = np.linspace(0.0, np.pi, cells + 1)
+    return (np.arange(cells) + 0.5) * (np.pi / cells), edges
+
+
+def cell_measures(d, cells=DEFAULT_CELLS):
+    """|C_i| = σ({x ∈ S^{d-1}: θ(x) ∈ [θ_{i-1/2}, θ_{i+1/2}]}), summing to |S^{d-1}|.
+
+    F(θ) = I_{sin²(θ/2)}(a, a), a = (d-1)/2, on the northern half and 1 - I_{cos²(θ/2)}(a, a) on the
+    southern one, so that cells near either pole keep full relative accuracy (they underflow to 0
+    only where |C_i| < 1e-308, e.g. d = 128 within 0.003 rad of a pole; for d > 350 |S^{d-1}| itself
+    underflows, and so do all |C_i|: the solver works with the fractions |C_i|/|S^{d-1}|)."""
+    d = as_count(d, "d", minimum=2)
+    return sphere_area(d) * _cell_fractions(d, cells)
+
+
+def _cell_fractions(d, cells):
+    """|C_i| / |S^{d-1}| (kept apart: |S^{d-1}| itself underflows for d > 350)."""
+    _, edges = polar_grid(cells)
+    a = 0.5 * (d - 1)
+    north = betainc(a, a, np.sin(0.5 * edges) ** 2)        # fraction within angle θ of e
+    south = betainc(a, a, np.cos(0.5 * edges) ** 2)        # fraction beyond angle θ
+    upper = edges[1:] <= 0.5 * np.pi
+    return np.maximum(np.where(upper, north[1:] - north[:-1], south[:-1] - south[1:]), 0.0)
+
+
+def log_ring_mean(k, a):
+    """log M_k(a), M_k(a) = Γ(k/2) (2/a)^{k/2-1} I_{k/2-1}(a) = 0F1(; k/2; a²/4), the mean of e^{a<u,v>}
+    over u uniform on the unit sphere of R^k (a >= 0; M_k(0) = 1).  Scaled Bessel functions for
+    a >= 50, the series where those underflow or a is small (relative accuracy ~1e-13)."""
+    k = as_count(k, "k")
+    a = np.asarray(as_float_array(a, "a"))
+    return _log_ring_mean_and_ratio(0.5 * k - 1.0, a)[0]
+
+
+def _log_ring_mean_and_ratio(nu, a):
+    """(log M(a), R(a) = M'(a)/M(a) = I_{ν+1}(a)/I_ν(a)) for ν = k/2 - 1, elementwise."""
+    shape = np.shape(a)
+    a = np.asarray(a, dtype=np.float64).ravel()
+    log_m = np.empty_like(a)
+    ratio = np.empty_like(a)
+    big = a >= SERIES_BELOW
+    if np.any(big):
+        ab = a[big]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            i0, i1 = ive(nu, ab), ive(nu + 1.0, ab)
+            lb = gammaln(nu + 1.0) + nu * np.log(2.0 / ab) + np.log(i0) + ab
+            rb = i1 / i0
+        good = np.isfinite(lb) & np.isfinite(rb) & (i0 > 0)
+        idx = np.flatnonzero(big)
+        log_m[idx[good]], ratio[idx[good]] = lb[good], rb[good]
+        big[idx[~good]] = False                       # ive underflowed (ν >> a): use the series
+    small = ~big
+    if np.any(small):
+        z = 0.25 * a[small] ** 2
+        f0, f1 = hyp0f1(nu + 1.0, z), hyp0f1(nu + 2.0, z)
+        log_m[small] = np.log(f0)
+        ratio[small] = a[small] / (2.0 * nu + 2.0) * f1 / f0
+    return log_m.reshape(shape), ratio.reshape(shape)
+
+
+def _check_cells(cells):
+    cells = as_count(cells, "cells")
+    if cells < MIN_CELLS:
+        raise ValueError(f"cells must be >= {MIN_CELLS}; got {cells}")
+    return cells
+
+
+def _check_model(model):
+    model = as_model(model)
+    if not model.is_isotropic:
+        raise ValueError(f"the zonal solver treats Q^T K = I and V = ±I (zonal densities stay zonal only then); "
+                         f"got {model!r} (use particles.solve for general Q, K, V)")
+    if not model.normalised and model.beta > MAX_USA_BETA:
+        raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
+                         f"{MAX_USA_BETA:.2f}; got beta = {model.beta:g} (use SA, or rescale time)")
+    return model
+
+
+class _Operator:
+    """Kernel tables and the semi-discrete right-hand side for one model, dimension and grid."""
+
+    def __init__(self, model, d, cells):
+        self.model, self.d, self.cells = model, d, cells
+        self.theta, _ = polar_grid(cells)
+        self.h = np.pi / cells
+        beta = model.beta
+        c, s = np.cos(self.theta), np.sin(self.theta)
+        log_m, ratio = _log_ring_mean_and_ratio(0.5 * (d - 3), beta * np.outer(s, s))
+        self.log_k = beta * np.outer(c, c) + log_m          # log K_ij
+        table = np.exp(self.log_k - beta)                   # E_ij = K_ij e^{-β}
+        self.table = np.where(table >= FLUSH, table, 0.0)
+        self.bracket = -np.outer(s, c) + ratio * np.outer(c, s)   # G_ij
+        self.moved = self.table * self.bracket              # E∘G
+        self.cos = c
+        self.log_space_cells = 0
+
+    def velocity(self, m):
+        """u_i, the polar-angle velocity at the cell centres of the ring measure Σ_j m_j."""
+        model = self.model
+        m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
+        num = self.moved @ m_sum
+        if not model.normalised:
+            return model.sign * np.exp(model.beta) * num
+        den = self.table @ m_sum
+        with np.errstate(invalid="ignore", divide="ignore"):
+            u = num / den
+        bad = np.flatnonzero(~(den >= LOG_SPACE_BELOW * m.sum()))
+        if bad.size:
+            self.log_space_cells = max(self.log_space_cells, bad.size)
+            with np.errstate(divide="ignore"):
+                logw = self.log_k[bad] + np.log(m)[None, :]
+            w = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))
+            u[bad] = np.sum(w * self.bracket[bad], axis=1)
+        return model.sign * u
+
+    def __call__(self, m):
+        u = self.velocity(m)
+        faces = m[:-1] * np.maximum(u[:-1], 0.0) + m[1:] * np.minimum(u[1:], 0.0)
+        flux = np.concatenate(([0.0], faces, [0.0]))
+        return (flux[:-1] - flux[1:]) / self.h
+
+    def energy(self, m):
+        """E_β = (1/2β) Σ_ij m_i m_j K_ij = e^β m^T E m/(2β); at β = 0 the limit (1/2)(Σ_i m_i cos θ_i)²."""
+        beta = self.model.beta
+        if beta == 0:
+            return 0.5 * float(m @ self.cos) ** 2
+        return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
+
+
+def cell_masses(f0, d, cells=None):
+    """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| (a probability vector) from a profile f(s), a callable of
+    s = cos θ evaluated at the cell centres (``cells``, default 512), or from cell densities f_i (array)."""
+    d = as_count(d, "d", minimum=2)
+    if callable(f0):
+        cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
+        s = np.cos(polar_grid(cells)[0])
+        values = np.asarray(f0(s), dtype=np.float64)
+        if values.shape != (cells,):
+            raise ValueError(f"f0(s) must return one density per cell centre, shape ({cells},); got {values.shape}. "
+                             f"f0 is called with s = cos θ at the cell centres, shape ({cells},)")
+        f = as_density(values, "f0(s)")
+    else:
+        f = as_density(f0, "f0")
+        _check_cells(f.size)
+        if cells is not None and _check_cells(cells) != f.size:
+            raise ValueError(f"f0 has {f.size} cell values but cells = {cells}; leave cells=None (the array sets "
+                             f"the grid) or pass a callable of s")
+    masses = f * _cell_fractions(d, f.size)
+    total = masses.sum()
+    if not total > 0:
+        raise ValueError(f"f0 has no mass on S^{d - 1}: it vanishes wherever the cell measures are positive")
+    return masses / total
+
+
+def max_step(model, cells=DEFAULT_CELLS):
+    """The positivity bound h / speed_bound(model) on the SSP-RK3 step, h = π/cells."""
+    model = _check_model(model)
+    return float((np.pi / _check_cells(cells)) / speed_bound(model))
+
+
+def _check_masses(masses, name="masses"):
+    m = as_density(masses, name)
+    _check_cells(m.size)
+    return m
+
+
+def velocity(model, masses, d):
+    """Polar-angle velocity u_i at the cell centres of the ring measure Σ_j m_j (masses (N,), not renormalised)."""
+    model = _check_model(model)
+    d = as_count(d, "d", minimum=2)
+    m = _check_masses(masses)
+    return _Operator(model, d, m.size).velocity(m)
+
+
+def time_derivative(model, masses, d):
+    """dm/dt of the semi-discrete scheme for cell masses ``masses`` (N,) on S^{d-1}."""
+    model = _check_model(model)
+    d = as_count(d, "d", minimum=2)
+    m = _check_masses(masses)
+    return _Operator(model, d, m.size)(m)
+
+
+def energy(masses, beta, d):
+    """E_β of the ring measure Σ_i m_i (equal to ``meanfield.energy`` of tokens spread uniformly over the
+    rings, in the limit of many tokens per ring); at β = 0 the limit (1/2)|mean|²."""
+    m = _check_masses(masses)
+    return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size).energy(m)
+
+
+def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=False, checkpoint=None, checkpoint_every=100,
+          resume=False):
+    """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I and V = ±I, any β >= 0 (USA: β <= 709.78, where e^β overflows).
+    f0 : callable or array
+        The zonal profile: a callable of s = cos θ = <x, e> (evaluated at the cell centres) or the cell
+        densities f_i against surface measure; normalised to unit mass.
+    t_eval : array
+        Output times, increasing.
+    d : int
+        Ambient dimension (the sphere is S^{d-1}), d >= 2.
+    cells : int, optional
+        Number of polar-angle cells (default 512 for a callable; an array sets it).
+    dt : float, optional
+        SSP-RK3 step, at most and by default ``max_step(model, cells)`` (larger steps break positivity).
+    progress, checkpoint, checkpoint_every, resume
+        As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
+        ``resume=True`` continues bit for bit.
+
+    Returns
+    -------
+    ZonalSolution
+        .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
+        .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
+        (dt, max_dt, cells, steps, log_space_cells).
+    """
+    model = _check_model(model)
+    t_eval = as_time_grid(t_eval)
+    d = as_count(d, "d", minimum=2)
+    m0 = cell_masses(f0, d, cells)
+    cells = m0.size
+    bound = max_step(model, cells)
+    dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
+    op = _Operator(model, d, cells)
+    meta = dict(solver="zonal", model=model.to_dict(), d=d, dt=dt, cells=cells)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    masses, info = integrate(op, m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
+                             progress=progress)
+    info.update(dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
+    theta, edges = polar_grid(cells)
+    return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
+                         mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,
+                         model=model, info=info)

@@ -1,0 +1,133 @@
+"""The mean-field PDE in high dimension: zonal PDE vs particles for d = 3, 16, 128, and clustering time vs d.
+
+Initial data: zonal von Mises–Fisher profiles ρ_0 ∝ e^{κ_d <x, e>} on S^{d-1}, with κ_d chosen so that the
+mean is <m, e> = S0 in every dimension (κ_d ≈ S0 d for large d: the polar coordinate s = <x, e>
+concentrates at S0 with spread ~d^{-1/2}).
+
+(a) Particles vs PDE.  For d = 3, 16, 128 the zonal PDE (``meanfield.solvers.zonal``, 512 polar cells)
+and n tokens in R^d sampled from the same ρ_0 (mid-quantile polar angles, antithetic transverse
+directions, ``meanfield.zonal.sample``) run side by side (SA, β = 4, RK4); their distance is the exact
+W_1 between polar-angle marginals.  Check: it decreases with n in every dimension.
+
+(b) Clustering time vs d.  T_d = the first time |mean|² = <m, e>² reaches 1 - δ on the PDE.  As d → ∞
+two independent tokens have <x, y> → s s' (the transverse parts become orthogonal), so the pairwise
+inner products all equal ρ = <m, e>² and follow the equiangular curve with n → ∞ tokens:
+SA ρ' = 2ρ(1 - ρ), USA ρ' = 2 e^{βρ} ρ(1 - ρ) (``theory.equiangular_curve`` with n = 10^9, from
+ρ(0) = S0²).  Check: |T_d - T_∞| decreases with d and is small at the largest d; the whole curve
+<m, e>²(t) approaches the equiangular one.
+"""
+import numpy as np
+from scipy.optimize import brentq
+
+import meanfield as mf
+from meanfield import zonal
+from meanfield.figures import Experiment
+from meanfield.solvers import zonal as zfv
+from meanfield.theory import equiangular_curve
+
+S0 = 0.3          # initial axial mean <m, e>
+BETA = 4.0
+DELTA = 0.05      # clustered when |mean|² >= 1 - DELTA
+LIMIT_N = 10 ** 9  # equiangular curve with "n = ∞" (relative error ~1/(n ρ))
+
+
+def _vmf(kappa, s0):
+    """f(s) = e^{κ(s - s0)}, capped at e^700 (reached only for s > s0 + 700/κ, where the cell measures
+    sin^{d-2} θ make the mass below e^{-900} for the d that need the cap)."""
+    return lambda t: np.exp(np.minimum(kappa * (t - s0), 700.0))
+
+
+def vmf_profile(d, s0=S0, cells=512):
+    """The von Mises–Fisher profile whose grid measure on S^{d-1} has mean s0 (κ by bisection)."""
+    s = np.cos(zfv.polar_grid(cells)[0])
+
+    def mean(kappa):
+        return zfv.cell_masses(_vmf(kappa, s0), d, cells) @ s - s0
+
+    kappa = brentq(mean, 1e-6, 2.0 * d + 10.0)      # κ ≈ s0 d / (1 - s0²) for large d
+    return _vmf(kappa, s0), kappa
+
+
+def clustering_time(t, rho):
+    """First t where rho(t) >= 1 - DELTA, linearly interpolated (NaN if never)."""
+    k = np.flatnonzero(rho >= 1 - DELTA)
+    if k.size == 0 or k[0] == 0:
+        return float("nan")
+    k = k[0]
+    return float(t[k - 1] + (1 - DELTA - rho[k - 1]) * (t[k] - t[k - 1]) / (rho[k] - rho[k - 1]))
+
+
+def main(argv=None):
+    exp = Experiment("high_dimension_pde", __doc__.splitlines()[0], argv)
+    model = mf.SA(BETA)
+    dims = [3, 16, 128]
+    sizes = exp.size([64, 256], [250, 1000])
+    T = exp.size(3.0, 6.0)
+    t = np.linspace(0.0, T, exp.size(7, 13))
+    comparisons = {}
+    for d in dims:
+        f0, kappa = vmf_profile(d)
+        errs = []
+        for n in sizes:
+            cmp = zonal.compare(model, f0, t, d, n, seeds=1, cells=512, dt=0.05)
+            errs.append(cmp.w1[:, 0])
+            print(f"d={d} n={n}: W1 over time {np.round(cmp.w1[:, 0], 4)}")
+        comparisons[d] = dict(kappa=kappa, w1=np.array(errs), mean_pde=cmp.mean_pde,
+                              mean_particles=cmp.mean_particles[:, 0])
+        final = [e[-1] for e in errs]
+        worst = [float(e.max()) for e in errs]
+        exp.check(f"d={d}: the W_1 distance to the PDE decreases with n", np.all(np.diff(worst) < 0),
+                  max_over_time=worst, final=final)
+
+    dims_b = exp.size([3, 16, 128, 512], [3, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
+    tb = np.linspace(0.0, exp.size(6.0, 8.0), exp.size(121, 321))
+    limit = equiangular_curve(model, LIMIT_N, tb, rho0=S0 ** 2)
+    t_limit = clustering_time(tb, limit)
+    times, gaps, curves = [], [], {}
+    for d in dims_b:
+        f0, _ = vmf_profile(d)
+        sol = zfv.solve(model, f0, tb, d, cells=exp.size(256, 512))
+        rho = np.array([sol.mean(k) for k in range(tb.size)]) ** 2
+        curves[d] = rho
+        times.append(clustering_time(tb, rho))
+        gaps.append(float(np.max(np.abs(rho - limit))))
+        print(f"d={d}: clustering time {times[-1]:.4f} (limit {t_limit:.4f}), max |<m,e>^2 - rho| {gaps[-1]:.4f}")
+    rel = np.abs(np.array(times) - t_limit) / t_limit
+    exp.check("|T_d - T_inf| decreases with d", np.all(np.diff(rel) < 0), relative_gap=rel)
+    exp.check("T_d within 3 % of the equiangular limit at the largest d", rel[-1] < 0.03, relative_gap=float(rel[-1]))
+    exp.check("the curve <m,e>^2(t) approaches the equiangular curve", gaps[-1] < gaps[0] / 4, max_gap=gaps)
+
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), constrained_layout=True)
+    ax = axes[0]
+    colors = {3: "C0", 16: "C1", 128: "C3"}
+    for d in dims:
+        for j, n in enumerate(sizes):
+            ax.semilogy(t, comparisons[d]["w1"][j], "-o" if j else "--s", ms=3, color=colors[d],
+                        label=f"d = {d}, n = {n}")
+    ax.set(xlabel="t", ylabel="W_1 of polar-angle marginals (rad)",
+           title=f"Particles in R^d vs zonal PDE (SA, β = {BETA:g}, <m,e>(0) = {S0})")
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    cmap = plt.cm.plasma
+    for j, d in enumerate(dims_b):
+        ax.plot(tb, curves[d], color=cmap(j / len(dims_b)), lw=1.2, label=f"d = {d}")
+    ax.plot(tb, limit, "k--", lw=2, label="equiangular, d → ∞")
+    ax.axhline(1 - DELTA, color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="t", ylabel="|mean|² = <m, e>²", title="Zonal PDE: squared mean vs the d → ∞ curve")
+    ax.legend(fontsize=7, ncol=2)
+    ax = axes[2]
+    ax.semilogx(dims_b, times, "o-", label="zonal PDE T_d")
+    ax.axhline(t_limit, color="k", ls="--", label=f"equiangular limit {t_limit:.3f}")
+    ax.set(xlabel="d", ylabel=f"time for |mean|² ≥ {1 - DELTA:g}", title="Clustering time vs dimension")
+    ax.legend()
+    exp.finish(fig, dict(beta=BETA, s0=S0, delta=DELTA, sizes=sizes, t=t, comparisons=comparisons,
+                         dims=dims_b, clustering_time=times, clustering_time_limit=t_limit,
+                         relative_gap=rel, curve_gap=gaps, t_curves=tb,
+                         curves={str(d): c for d, c in curves.items()}, limit_curve=limit))
+
+
+if __name__ == "__main__":
+    import sys
+    from meanfield.figures import run_script
+    sys.exit(run_script(__file__))
