@@ -61,7 +61,7 @@ def smooth_table(repeat):
             for flux in circle.FLUXES:
                 op = circle._Operator(model, cells, flux)
                 dt = circle.max_step(model, cells, flux)
-                times = interleaved([fft_pair(rho), lambda: op(rho), lambda: fixed_step(op, rho, dt, "ssprk3")],
+                times = interleaved([fft_pair(rho), lambda: op(rho), lambda: fixed_step(lambda t, r: op(r), 0.0, rho, dt, "ssprk3")],
                                     repeat, number)
                 pair, evaluation, step = np.median(times, axis=0) * 1e6
                 ratios = np.median(times[:, 1:] / times[:, :1], axis=0)

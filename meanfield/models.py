@@ -4,15 +4,24 @@ SA  (softmax):      dx_i/dt = P_{x_i} sum_j e^{β<Qx_i,Kx_j>} V x_j / sum_k e^{�
 USA (unnormalised): dx_i/dt = P_{x_i} (1/n) sum_j e^{β<Qx_i,Kx_j>} V x_j
 
 with P_x = I - x x^T.  Q, K, V are d×d matrices or scalars (multiples of the identity, so
-``V=-1`` is the repulsive model in every dimension); ``None`` means the identity.
+``V=-1`` is the repulsive model in every dimension); ``None`` means the identity.  Any of
+β, Q, K, V may also be a callable of t (weights that depend on the layer); ``model.at(t)`` is
+then the constant model at time t.
+
+The full Transformer block (paper eqs. ``multihead`` and ``albert``):
+
+    dx_i/dt = P_{x_i} ( Σ_h [head h's attention average of V_h x_j] + W σ(A x_i + b) )
+
+is ``MultiHead([head, ...], feedforward=FeedForward(W, A, b, activation))``.
 """
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.special import erfc
 
 from .checks import as_beta, as_float_array
 
-__all__ = ["SA", "USA", "model_from_dict", "as_model"]
+__all__ = ["SA", "USA", "MultiHead", "FeedForward", "model_from_dict", "as_model"]
 
 
 def _as_matrix(value, name):
@@ -37,9 +46,30 @@ class _Attention:
     normalised: bool = field(init=False, default=True)
 
     def __post_init__(self):
-        object.__setattr__(self, "beta", as_beta(self.beta))
+        if not callable(self.beta):
+            object.__setattr__(self, "beta", as_beta(self.beta))
         for name in "QKV":
-            object.__setattr__(self, name, _as_matrix(getattr(self, name), name))
+            value = getattr(self, name)
+            if not callable(value):
+                object.__setattr__(self, name, _as_matrix(value, name))
+
+    @property
+    def is_time_dependent(self):
+        """Whether any of β, Q, K, V is a callable of t."""
+        return any(callable(getattr(self, n)) for n in ("beta", "Q", "K", "V"))
+
+    def at(self, t):
+        """The constant model at time t: each callable weight evaluated (and validated) at t."""
+        if not self.is_time_dependent:
+            return self
+        values = {}
+        for n in ("beta", "Q", "K", "V"):
+            value = getattr(self, n)
+            values[n] = value(t) if callable(value) else value
+        try:
+            return type(self)(**values)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{self.name} weights at t = {t:g}: {exc}") from None
 
     @property
     def name(self):
@@ -97,11 +127,12 @@ class _Attention:
         return replace(self, beta=beta)
 
     def to_dict(self):
-        """Plain description (for .npz files and reports)."""
-        out = {"model": self.name, "beta": self.beta}
+        """Plain description (for .npz files and reports); a callable weight is named, not stored."""
+        out = {"model": self.name, "beta": _describe(self.beta)}
         for n in "QKV":
             m = getattr(self, n)
-            out[n] = None if m is None else (m if isinstance(m, float) else np.asarray(m).tolist())
+            out[n] = None if m is None else _describe(m) if callable(m) or isinstance(m, float) \
+                else np.asarray(m).tolist()
         return out
 
     def __eq__(self, other):
@@ -111,8 +142,9 @@ class _Attention:
         return hash(repr(self.to_dict()))
 
     def __repr__(self):
-        extra = "".join(f", {n}={getattr(self, n)!r}" for n in "QKV" if getattr(self, n) is not None)
-        return f"{self.name}(beta={self.beta:g}{extra})"
+        extra = "".join(f", {n}={_describe(getattr(self, n))!r}" for n in "QKV" if getattr(self, n) is not None)
+        beta = self.beta if callable(self.beta) else f"{self.beta:g}"
+        return f"{self.name}(beta={_describe(beta)}{extra})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -133,11 +165,138 @@ class USA(_Attention):
         object.__setattr__(self, "normalised", False)
 
 
+ACTIVATIONS = ("relu", "gelu", "tanh")
+
+
+def _describe(value):
+    """A float as itself; a callable weight by name (it cannot be stored in a file)."""
+    if callable(value):
+        return f"callable {getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', repr(value))}"
+    return float(value) if isinstance(value, (float, int)) else value
+
+
+@dataclass(frozen=True, eq=False)
+class FeedForward:
+    """Perceptron term W σ(A x + b) of the Transformer block (paper eq. ``albert``), projected
+    onto the tangent space like the attention: W (d, m), A (m, d), b (m,), each possibly a
+    callable of t; σ is "relu", "gelu" (x Φ(x), Φ the normal CDF) or "tanh"."""
+    W: object
+    A: object
+    b: object
+    activation: str = "relu"
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}; got {self.activation!r}")
+        if not self.is_time_dependent:
+            self._validated()
+
+    @property
+    def is_time_dependent(self):
+        return any(callable(getattr(self, n)) for n in "WAb")
+
+    def _validated(self):
+        W, A, b = (as_float_array(getattr(self, n), n) for n in "WAb")
+        if W.ndim != 2 or A.ndim != 2 or b.ndim != 1 or A.shape != (W.shape[1], W.shape[0]) \
+                or b.shape != (A.shape[0],):
+            raise ValueError(f"FeedForward needs W (d, m), A (m, d), b (m,); got W {W.shape}, A {A.shape}, "
+                             f"b {b.shape}")
+        return W, A, b
+
+    def at(self, t):
+        """The constant term at time t."""
+        if not self.is_time_dependent:
+            return self
+        return FeedForward(*(getattr(self, n)(t) if callable(getattr(self, n)) else getattr(self, n)
+                             for n in "WAb"), activation=self.activation)
+
+    def field(self, x):
+        """W σ(A x + b) for points x (..., d), before the tangent projection."""
+        W, A, b = self._validated()
+        if W.shape[0] != x.shape[-1]:
+            raise ValueError(f"FeedForward.W has {W.shape[0]} rows but the points live in R^{x.shape[-1]}")
+        z = x @ A.T + b
+        if self.activation == "relu":
+            s = np.maximum(z, 0.0)
+        elif self.activation == "tanh":
+            s = np.tanh(z)
+        else:
+            s = 0.5 * z * erfc(-z / np.sqrt(2.0))
+        return s @ W.T
+
+    def to_dict(self):
+        out = {"activation": self.activation}
+        for n in "WAb":
+            m = getattr(self, n)
+            out[n] = _describe(m) if callable(m) else np.asarray(m, dtype=float).tolist()
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class MultiHead:
+    """Several attention heads (SA or USA, each with its own β, Q, K, V) and an optional
+    feed-forward term:  dx_i/dt = P_{x_i}( Σ_h X_h[μ](x_i) + W σ(A x_i + b) )."""
+    heads: tuple
+    feedforward: object = None
+
+    def __post_init__(self):
+        heads = tuple(self.heads) if isinstance(self.heads, (list, tuple)) else None
+        if not heads:
+            raise ValueError("MultiHead needs a non-empty list of SA/USA heads")
+        for h in heads:
+            if not isinstance(h, _Attention):
+                raise TypeError(f"every head must be meanfield.SA(...) or meanfield.USA(...); "
+                                f"got {type(h).__name__}")
+        if self.feedforward is not None and not isinstance(self.feedforward, FeedForward):
+            raise TypeError(f"feedforward must be meanfield.FeedForward(...) or None; "
+                            f"got {type(self.feedforward).__name__}")
+        object.__setattr__(self, "heads", heads)
+
+    name = "MultiHead"
+
+    @property
+    def is_time_dependent(self):
+        return any(h.is_time_dependent for h in self.heads) or bool(
+            self.feedforward is not None and self.feedforward.is_time_dependent)
+
+    @property
+    def is_isotropic(self):
+        """Every head has Q^T K = I and V = ±I, and there is no feed-forward term."""
+        return self.feedforward is None and all(h.is_isotropic for h in self.heads)
+
+    def at(self, t):
+        if not self.is_time_dependent:
+            return self
+        ff = None if self.feedforward is None else self.feedforward.at(t)
+        return MultiHead(tuple(h.at(t) for h in self.heads), ff)
+
+    def to_dict(self):
+        return {"model": "MultiHead", "heads": [h.to_dict() for h in self.heads],
+                "feedforward": None if self.feedforward is None else self.feedforward.to_dict()}
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(repr(self.to_dict()))
+
+    def __repr__(self):
+        ff = "" if self.feedforward is None else f", feedforward=FeedForward({self.feedforward.activation!r})"
+        return f"MultiHead([{', '.join(map(repr, self.heads))}]{ff})"
+
+
 def model_from_dict(spec):
-    """Inverse of ``model.to_dict()``."""
+    """Inverse of ``model.to_dict()`` (models with callable weights cannot be rebuilt)."""
+    if spec.get("model") == "MultiHead":
+        ff = spec.get("feedforward")
+        return MultiHead([model_from_dict(h) for h in spec["heads"]],
+                         None if ff is None else FeedForward(ff["W"], ff["A"], ff["b"], ff["activation"]))
     cls = {"SA": SA, "USA": USA}.get(spec.get("model"))
     if cls is None:
-        raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA' or 'USA'")
+        raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA', 'USA' or 'MultiHead'")
+    if any(isinstance(spec.get(n), str) for n in ("beta", "Q", "K", "V")):
+        raise ValueError(f"{spec['model']} with time-dependent weights ({spec}) cannot be rebuilt from its "
+                         f"description; pass the model again")
     mats = {}
     for n in "QKV":
         m = spec.get(n)
@@ -145,8 +304,18 @@ def model_from_dict(spec):
     return cls(beta=spec.get("beta", 1.0), **mats)
 
 
-def as_model(model):
-    if not isinstance(model, _Attention):
-        raise TypeError(f"model must be meanfield.SA(...) or meanfield.USA(...); got {type(model).__name__}")
+def as_model(model, *, multihead=False, time_dependent=False, name="model"):
+    """``model`` checked to be SA/USA (or MultiHead where ``multihead``); a model whose weights
+    depend on t only where ``time_dependent`` (the particle solver) — elsewhere a clear error."""
+    kinds = (_Attention, MultiHead) if multihead else (_Attention,)
+    if not isinstance(model, kinds):
+        allowed = "meanfield.SA(...), meanfield.USA(...)" + (" or meanfield.MultiHead(...)" if multihead else "")
+        if isinstance(model, MultiHead):
+            raise TypeError(f"{name}: MultiHead models are supported by the particle solver only; "
+                            f"here {name} must be {allowed}")
+        raise TypeError(f"{name} must be {allowed}; got {type(model).__name__}")
+    if model.is_time_dependent and not time_dependent:
+        raise ValueError(f"{name} {model!r} has weights that depend on t; only meanfield.solvers.particles "
+                         f"supports them (use model.at(t) for the model at one time)")
     return model
 

@@ -37,12 +37,21 @@ def funk_hecke(beta, d, l):
     return float(np.exp(_log_funk_hecke(beta, d, l)))
 
 
-def growth_rate(model, d, l):
+def growth_rate(model, d, l, diffusion=0.0):
     """Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
 
     USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)).
     At β = 0 both reduce to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2.
+    With diffusion D Δ_S (noise σ = sqrt(2D)): λ_l - D l(l+d-2), the harmonic's Laplace eigenvalue.
     """
+    diffusion = float(as_float_array(diffusion, "diffusion"))
+    if diffusion < 0:
+        raise ValueError(f"diffusion must be >= 0; got {diffusion:g}")
+    rate = _interaction_rate(model, d, l)
+    return rate - diffusion * l * (l + as_count(d, "d", minimum=2) - 2)
+
+
+def _interaction_rate(model, d, l):
     model = as_model(model)
     if not model.is_isotropic:
         raise ValueError("growth rates are for Q^T K = I and V = ±I")

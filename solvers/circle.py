@@ -52,6 +52,7 @@ from meanfield.models import SA, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
+from .diffusion import as_diffusion, circle_laplacian, circle_rate, combined_step
 from .stepping import Checkpoint, integrate
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "cell_angles"]
@@ -370,7 +371,7 @@ def energy(rho, beta):
 
 
 def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=False, checkpoint=None,
-          checkpoint_every=100, resume=False):
+          checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I, any β >= 0.  rho0: a callable of points (N, 2) ->
@@ -381,6 +382,8 @@ def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=F
     docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
     steps break positivity and are refused).  ``checkpoint`` (a path) saves the state every
     ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
+    diffusion: D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with
+    noise σ = sqrt(2D)), and the step bound becomes 1/(1/max_step + 2D/h²).
 
     The solution's .points are the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,)
     = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
@@ -391,19 +394,22 @@ def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=F
     as_choice(flux, "flux", FLUXES)
     rho = _initial_density(rho0, cells)
     cells = rho.size
-    bound = max_step(model, cells, flux)
+    diffusion = as_diffusion(diffusion)
+    bound = combined_step(max_step(model, cells, flux), diffusion, circle_rate(cells))
     if dt is None:
         dt = bound
     elif as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} with {cells} cells "
                          f"and the {flux} flux; use dt <= {bound:.6g} (or leave dt=None)")
     op = _Operator(model, cells, flux)
-    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(op, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                           progress=progress)
-    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
     h = 2 * np.pi / cells
+    rhs = op if diffusion == 0 else (lambda r: op(r) + diffusion * circle_laplacian(r, h))
+    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells, diffusion=diffusion)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
+                           progress=progress)
+    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells,
+                diffusion=diffusion)
     return DensitySolution(t=t_eval, points=circle_points(cell_angles(cells)), areas=np.full(cells, h), rho=rhos,
                            mass=rhos.sum(axis=1) * h, energy=np.array([op.energy(r) for r in rhos]), model=model,
                            info=info)

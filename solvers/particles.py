@@ -18,10 +18,11 @@ from scipy.special import logsumexp
 from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.geometry import circle_points, normalise
-from meanfield.models import SA, as_model
+from meanfield.models import SA, MultiHead, as_model
 
 from . import kernels, spectral
 from .results import ParticleSolution
+from .noise import brownian_kick
 from .stepping import Checkpoint, digest, integrate
 
 METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
@@ -103,14 +104,31 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     return out, log_phi
 
 
-def velocity(model, x, weights=None, summation="auto"):
-    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j}."""
-    model = as_model(model)
+def field(model, x, weights=None, summation="auto", stats=None):
+    """The velocity field at targets x (B, n, d) of a constant model: one head's
+    ``attention_field``, or for ``MultiHead`` the sum over heads (each summed as ``summation``
+    allows for it) plus the projected feed-forward term P_x W σ(A x + b)."""
+    if not isinstance(model, MultiHead):
+        return attention_field(model, x, weights, summation=summation, stats=stats)[0]
+    out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
+                              spectral.supports(h, x.shape[-1]) else "direct", stats=stats)[0]
+              for h in model.heads)
+    if model.feedforward is not None:
+        f = model.feedforward.field(x)
+        out = out + f - np.sum(f * x, axis=-1, keepdims=True) * x
+    return out
+
+
+def velocity(model, x, weights=None, summation="auto", t=0.0):
+    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
+    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it."""
+    model = as_model(model, multihead=True, time_dependent=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
-    resolve_summation(model, x.shape[-1], x.shape[-2], x.shape[-2], summation)
+    for head in getattr(model, "heads", (model,)):
+        resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
+                          "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
     w = as_batch_weights(weights, x)
-    v, _ = attention_field(model, _batched(x), w, summation=summation)
-    return v.reshape(x.shape)
+    return field(model, _batched(x), w, summation=summation).reshape(x.shape)
 
 
 def default_dt(model, d):
@@ -124,8 +142,20 @@ def default_dt(model, d):
     return float(min(0.1, 0.25 / max(lip, 1e-300)))
 
 
+def block_dt(model, d):
+    """``default_dt`` for MultiHead: Lipschitz constants add, so the steps combine harmonically
+    (the feed-forward term adds |W| |A| sup|σ'| with sup|σ'| <= 1.13 for ReLU, GELU, tanh)."""
+    if not isinstance(model, MultiHead):
+        return default_dt(model, d)
+    lip = sum(0.25 / default_dt(h, d) for h in model.heads)
+    if model.feedforward is not None:
+        W, A, _ = model.feedforward._validated()
+        lip += 1.13 * np.linalg.norm(W, 2) * np.linalg.norm(A, 2)
+    return float(min(0.1, 0.25 / lip))
+
+
 def _integration_setup(model, t_eval, method, dt):
-    model = as_model(model)
+    model = as_model(model, multihead=True, time_dependent=True)
     t_eval = as_time_grid(t_eval)
     as_choice(method, "method", tuple(METHODS))
     scheme = METHODS[method]
@@ -142,11 +172,17 @@ def _checkpoint(checkpoint, checkpoint_every, meta):
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=False, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False):
+          resume=False, noise=0.0, seed=None):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
+    model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
+    of t, evaluated at every stage time (the schemes keep their order).
     method: "rk4" (default), "euler" (both with renormalisation after each step, step ``dt``,
     default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
+    noise: σ >= 0 adds Brownian motion on the sphere, generator (σ²/2) Δ_S (McKean–Vlasov
+    particles): with method="euler", the geodesic Euler–Maruyama step
+    x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1; ``seed`` fixes the draws
+    (each step's are keyed by (seed, step), so resumed runs draw the same numbers).
     ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
     ``resume=True`` an existing checkpoint is continued, bit for bit.
     summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
@@ -155,25 +191,33 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
-    how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
+    first = model.at(t_eval[0])
+    if isinstance(model, MultiHead) or model.is_time_dependent:
+        velocity(model, x0, summation=summation, t=t_eval[0])  # validates shapes and summations
+        how = summation
+    else:
+        how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
     w = as_batch_weights(weights, x0)
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None:
-        dt = default_dt(model, x0.shape[-1])
+        dt = block_dt(first, x0.shape[-1])
+    kick, seed = brownian_kick(noise, seed, scheme)
     stats = {}
 
-    def rhs(x):
+    def rhs(t, x):
         # the field of the normalised configuration: Runge–Kutta stages leave the sphere by
         # O(h²), and this extension is the one both summations evaluate identically
-        return attention_field(model, normalise(x), w, summation=how, stats=stats)[0]
+        return field(model.at(t), normalise(x), w, summation=how, stats=stats)
 
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=how, weights=None if w is None else digest(w))
+                summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed)
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
-                         project=normalise, progress=progress,
+                         project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume)
     xs = xs.reshape((t_eval.size,) + x0.shape)
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0))
+    if kick is not None:
+        info.update(noise=float(noise), seed=seed)
     en = _trajectory_energy(model, xs, w, how) if energy else None
     stored = None if w is None else w.reshape(x0.shape[:-1])
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
@@ -197,11 +241,21 @@ def energies(beta, x, weights=None, summation="auto"):
 
 
 def _trajectory_energy(model, xs, w, summation):
-    if not model.is_isotropic:
+    """E_β along the run where it is the dynamics' Lyapunov function: one isotropic head
+    (E_β; its sign flips for V = -I), or heads that are all isotropic USA, where the field is
+    the Wasserstein gradient of Σ_h ±E_{β_h}.  NaN elsewhere: general Q, K, V, time-dependent
+    weights, feed-forward terms, and SA heads with several β (each head is a gradient flow for
+    its own reweighted metric, and their sum for none)."""
+    heads = getattr(model, "heads", (model,))
+    usable = not model.is_time_dependent and model.is_isotropic and (
+        len(heads) == 1 or not any(h.normalised for h in heads))
+    if not usable:
         return np.full(xs.shape[:-2], np.nan)
     flat = xs.reshape((-1,) + xs.shape[-2:])
     wf = None if w is None else np.repeat(w[None], xs.shape[0], axis=0).reshape(-1, xs.shape[-2])
-    return energies(model.beta, flat, wf, summation).reshape(xs.shape[:-2])
+    how = summation if summation in ("direct", "fast") and len(heads) == 1 else "auto"
+    total = sum((h.sign if len(heads) > 1 else 1.0) * energies(h.beta, flat, wf, how) for h in heads)
+    return total.reshape(xs.shape[:-2])
 
 
 def angle_velocity(model, theta, summation="auto"):

@@ -42,6 +42,7 @@ from meanfield.theory import speed_bound
 from . import particles
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
+from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import Checkpoint, integrate
 
 __all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "icosphere", "fibonacci",
@@ -175,7 +176,7 @@ def _energy(model, rho, mesh, summation):
 
 
 def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="auto", energy=True,
-          progress=False, checkpoint=None, checkpoint_every=100, resume=False):
+          progress=False, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities
@@ -186,25 +187,35 @@ def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="
     summation: "auto" | "direct" | "fast" for Φ (``particles.attention_field``).
     ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; ``resume=True``
     continues an existing checkpoint bit for bit.
+    diffusion: D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law
+    of particles with noise σ = sqrt(2D)); the step bound includes it.
     """
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     t_eval = as_time_grid(t_eval)
+    diffusion = as_diffusion(diffusion)
     as_choice(flux, "flux", FLUXES)
     _check_summation(summation)
     rho = _initial_density(rho0, mesh)
-    bound = max_step(model, mesh)
+    bound = combined_step(max_step(model, mesh), diffusion, mesh_rate(mesh))
     if dt is None:
         dt = bound
     elif as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} on {mesh.name}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
     meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, summation=summation,
-                mesh=mesh.name, cells=mesh.size)
+                mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(lambda r: _derivative(model, r, mesh, flux, summation), rho, t_eval,
-                           scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume, progress=progress)
+    laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
+
+    def rhs(r):
+        out = _derivative(model, r, mesh, flux, summation)
+        return out if laplacian is None else out + diffusion * (laplacian @ r)
+
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
+                           progress=progress)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
-    info.update(flux=flux, dt=dt, max_dt=bound, summation=summation, mesh=mesh.name, cells=mesh.size)
+    info.update(flux=flux, dt=dt, max_dt=bound, summation=summation, mesh=mesh.name, cells=mesh.size,
+                diffusion=diffusion)
     return DensitySolution(t=t_eval, points=np.array(mesh.points), areas=np.array(mesh.areas), rho=rhos,
                            mass=rhos @ mesh.areas, energy=en, model=model, info=info)

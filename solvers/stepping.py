@@ -1,13 +1,15 @@
 """Time integration shared by the particle and finite-volume solvers.
 
-``integrate`` advances y' = f(y) through the output times ``t_eval`` with
+``integrate`` advances y' = f(y) (or y' = f(t, y) with ``time_dependent=True``: the stages see
+their own times) through the output times ``t_eval`` with
 
 - fixed-step schemes ``euler``, ``rk4`` and ``ssprk3`` (Shu–Osher SSP-RK3): each interval
   [t_k, t_{k+1}] is cut into ceil((t_{k+1}-t_k)/dt) equal steps, so no step exceeds ``dt``
   (which matters when ``dt`` is a positivity bound);
 - the adaptive Dormand–Prince 5(4) pair ``dopri5`` with the usual error controller.
 
-An optional ``project`` (e.g. x -> x/|x|) is applied after every step.  Long runs write a
+An optional ``project`` (e.g. x -> x/|x|) is applied after every step, and an optional
+``kick(y, h, step)`` (a random increment: Euler–Maruyama with ``euler``) is added before it.  Long runs write a
 checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
 resume from it; the resumed run repeats exactly the arithmetic of an uninterrupted one.
 """
@@ -51,28 +53,29 @@ def positivity_step(dt, bound, context):
     return dt
 
 
-def fixed_step(f, y, h, scheme):
-    """One step of size h of an explicit fixed-step scheme; returns (y_new, evaluations)."""
+def fixed_step(f, t, y, h, scheme):
+    """One step of size h from (t, y) of an explicit fixed-step scheme for y' = f(t, y);
+    returns (y_new, evaluations)."""
     if scheme == "euler":
-        return y + h * f(y), 1
+        return y + h * f(t, y), 1
     if scheme == "rk4":
-        k1 = f(y)
-        k2 = f(y + 0.5 * h * k1)
-        k3 = f(y + 0.5 * h * k2)
-        k4 = f(y + h * k3)
+        k1 = f(t, y)
+        k2 = f(t + 0.5 * h, y + 0.5 * h * k1)
+        k3 = f(t + 0.5 * h, y + 0.5 * h * k2)
+        k4 = f(t + h, y + h * k3)
         return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), 4
     if scheme == "ssprk3":
-        y1 = y + h * f(y)
-        y2 = 0.75 * y + 0.25 * (y1 + h * f(y1))
-        return y / 3.0 + (2.0 / 3.0) * (y2 + h * f(y2)), 3
+        y1 = y + h * f(t, y)
+        y2 = 0.75 * y + 0.25 * (y1 + h * f(t + h, y1))
+        return y / 3.0 + (2.0 / 3.0) * (y2 + h * f(t + 0.5 * h, y2)), 3
     raise ValueError(f"unknown scheme {scheme!r}")
 
 
-def _dopri_step(f, y, h, k1):
+def _dopri_step(f, t, y, h, k1):
     ks = [k1]
     for i in range(1, 7):
         incr = sum(a * k for a, k in zip(_DP_A[i], ks) if a != 0)
-        ks.append(f(y + h * incr))
+        ks.append(f(t + _DP_C[i] * h, y + h * incr))
     y_new = y + h * sum(b * k for b, k in zip(_DP_B, ks) if b != 0)
     err = h * sum(e * k for e, k in zip(_DP_E, ks) if e != 0)
     return y_new, err, ks[-1]
@@ -123,8 +126,10 @@ class Checkpoint:
 
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
-              checkpoint=None, resume=False, progress=False):
-    """Solve y' = f(y) from y(t_eval[0]) = y0; return (Y, info) with Y[k] = y(t_eval[k]).
+              checkpoint=None, resume=False, progress=False, time_dependent=False, kick=None):
+    """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
+    (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
+    added to every fixed step before the projection (a reproducible noise increment).
 
     The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k]
     the number j of fixed steps taken, or the time t reached by the adaptive scheme.
@@ -135,6 +140,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to reach "
                          f"t = {t_eval[-1]:g}; choose a larger dt")
     project = project or (lambda y: y)
+    rhs = f if time_dependent else (lambda t, y: f(y))
     y = np.array(y0, dtype=np.float64)
     start = digest(y) if checkpoint is not None else None
     out = np.empty((t_eval.size,) + y.shape)
@@ -171,14 +177,16 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
                 nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
                 h = (t1 - t0) / nsub
                 while state["j"] < nsub:
-                    y, nf = fixed_step(f, y, h, scheme)
-                    y = project(y)
+                    y_new, nf = fixed_step(rhs, t0 + state["j"] * h, y, h, scheme)
+                    if kick is not None:
+                        y_new = y_new + kick(y, h, state["nsteps"])
+                    y = project(y_new)
                     state["j"] += 1
                     state["nfev"] += nf
                     bar.update(h)
                     step_taken(y, state["j"] == nsub)
             else:
-                y = _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken)
+                y = _adaptive_interval(rhs, y, t1, state, rtol, atol, project, bar, step_taken)
             out[state["k"]] = y
             state.update(k=state["k"] + 1, j=0, t=float(t1))
             if counter[0] >= every:
@@ -194,15 +202,15 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
 def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
     """Dormand–Prince steps from state['t'] to t1; the step size is carried in state['h']."""
     t = state["t"]
-    k1 = f(y)
+    k1 = f(t, y)
     state["nfev"] += 1
     if not np.isfinite(state["h"]):
-        state["h"] = _initial_step(f, y, k1, rtol, atol, state)
+        state["h"] = _initial_step(f, t, y, k1, rtol, atol, state)
     while t < t1:
         h = state["h"]
         step = min(h, t1 - t)
         last = step >= t1 - t
-        y_new, err, _ = _dopri_step(f, y, step, k1)
+        y_new, err, _ = _dopri_step(f, t, y, step, k1)
         state["nfev"] += 6
         norm = _error_norm(err, y, y_new, rtol, atol)
         if norm <= 1.0 and np.all(np.isfinite(y_new)):
@@ -213,7 +221,7 @@ def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
             state["h"] = max(h, step * factor) if last else step * factor
             state["t"] = t
             if t < t1:
-                k1 = f(y)
+                k1 = f(t, y)
                 state["nfev"] += 1
             state["j"] += 1
             step_taken(y, t >= t1)
@@ -226,12 +234,12 @@ def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
     return y
 
 
-def _initial_step(f, y, k1, rtol, atol, state):
+def _initial_step(f, t, y, k1, rtol, atol, state):
     scale = atol + rtol * np.abs(y)
     d0 = np.sqrt(np.mean((y / scale) ** 2))
     d1 = np.sqrt(np.mean((k1 / scale) ** 2))
     h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    k2 = f(y + h0 * k1)
+    k2 = f(t + h0, y + h0 * k1)
     state["nfev"] += 1
     d2 = np.sqrt(np.mean(((k2 - k1) / scale) ** 2)) / h0
     h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2

@@ -9,7 +9,7 @@ import meanfield as mf
 from meanfield import cli, exact, figures
 
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
-               "energy", "landscape", "high_dimension_pde"]
+               "energy", "landscape", "high_dimension_pde", "euclidean", "noise"]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,83 @@
+"""Self-attention without layer normalisation: tokens in R^d ("The emergence of clusters in
+self-attention dynamics", Geshkovski–Letrouit–Polyanskiy–Rigollet, arXiv:2305.05465).
+
+The raw dynamics  ẋ_i = Σ_j P_ij(x) V x_j,  P_ij = softmax_j(β<Q x_i, K x_j>)  grows like e^{tV};
+the rescaled tokens z_i = e^{-tV} x_i solve the bounded system
+
+    ż_i = Σ_j P_ij(e^{tV} z) V (z_j - z_i)
+
+which is what we integrate (RK4 by default; the softmax is shifted by its row maximum, so the
+scores may grow like e^{2 t λ_max(V)} without overflow).  Limits (2305.05465, paper.md §5 item 7):
+V = I — the z_i converge to the vertices of a convex polytope ("leaders"); V with a simple
+positive top eigenvalue — the components along its eigenvector converge to at most three values
+(hyperplanes).  Only the softmax (SA) model is defined here.
+"""
+import numpy as np
+from scipy.linalg import expm
+
+from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
+from meanfield.models import as_model
+
+from .results import ParticleSolution
+from .stepping import integrate
+
+__all__ = ["solve", "velocity", "tokens"]
+
+
+def _propagator(V, t):
+    """e^{tV} (d, d)."""
+    return expm(t * V)
+
+
+def _field(beta, A, V, t, z):
+    """ż for rescaled tokens z (B, n, d) at time t (A = Q^T K)."""
+    x = z @ _propagator(V, t).T
+    scores = beta * np.einsum("bid,de,bje->bij", x, A, x)
+    scores -= scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p /= p.sum(axis=-1, keepdims=True)
+    return (p @ z - z) @ V.T
+
+
+def _setup(model, z):
+    model = as_model(model)
+    if not model.normalised:
+        raise ValueError("the Euclidean dynamics is defined for the softmax model SA (USA has no "
+                         "rescaled form z = e^{-tV} x); got USA")
+    z = as_float_array(z, "x0")
+    if z.ndim not in (2, 3) or 0 in z.shape:
+        raise ValueError(f"x0 must have shape (n, d) or (B, n, d); got {z.shape}")
+    A, V = model.interaction(z.shape[-1])
+    return model, z, A, V
+
+
+def velocity(model, z, t=0.0):
+    """ż_i of the rescaled tokens z (n, d) or (B, n, d) at time t."""
+    model, z, A, V = _setup(model, z)
+    return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
+
+
+def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=False):
+    """Integrate the rescaled tokens z(t) = e^{-tV} x(t) from z(t_0) = x0 (points in R^d, any norm).
+
+    Returns a ParticleSolution whose .x (m, n, d) or (m, B, n, d) holds z; ``tokens(model, t, z)``
+    gives the raw x = e^{tV} z.  .energy is None (no energy is monotone here in general).
+    """
+    model, z0, A, V = _setup(model, x0)
+    t_eval = as_time_grid(t_eval)
+    as_choice(method, "method", ("rk4", "euler"))
+    dt = as_positive(dt, "dt")
+    batched = z0[None] if z0.ndim == 2 else z0
+    zs, info = integrate(lambda t, z: _field(model.beta, A, V, t, z), batched, t_eval, scheme=method, dt=dt,
+                         time_dependent=True, progress=progress)
+    info.update(method=method, dt=dt, variables="rescaled z = exp(-tV) x")
+    return ParticleSolution(t=t_eval, x=zs.reshape((t_eval.size,) + z0.shape), energy=None, model=model,
+                            info=info)
+
+
+def tokens(model, t, z):
+    """The raw tokens x = e^{tV} z at time t."""
+    model = as_model(model)
+    z = as_float_array(z, "z")
+    _, V = model.interaction(z.shape[-1])
+    return z @ _propagator(V, float(t)).T

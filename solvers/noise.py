@@ -1,0 +1,47 @@
+"""Brownian motion on the sphere for the particle solver (McKean–Vlasov particles).
+
+With generator (σ²/2) Δ_S, the geodesic Euler–Maruyama step is
+
+    x_{k+1} = (x_k + h X(x_k) + σ √h P_{x_k} ξ_k) / |...|,      ξ_k ~ N(0, I_d),
+
+of weak order 1: the normalisation supplies the Itô drift -(σ²/2)(d-1) x of spherical
+Brownian motion.  Without drift the first moment after k steps is exactly m(h)^k x_0 with
+m(h) = E[(1 + σ² h χ²_{d-1})^{-1/2}] (``mean_contraction``), against e^{-(d-1) σ² t / 2}.
+"""
+import numpy as np
+from scipy.integrate import quad
+from scipy.stats import chi2
+
+from meanfield.checks import as_float_array
+
+
+def brownian_kick(noise, seed, scheme):
+    """(kick, seed) for ``stepping.integrate``: kick(x, h, step) = σ √h P_x ξ with ξ drawn from a
+    generator keyed by (seed, step), so a resumed run repeats the draws.  (None, None) for σ = 0;
+    a missing seed is drawn once and returned (recorded in the solution's info)."""
+    sigma = float(as_float_array(noise, "noise"))
+    if sigma < 0:
+        raise ValueError(f"noise must be >= 0 (the Brownian amplitude σ); got {sigma:g}")
+    if sigma == 0:
+        return None, None
+    if scheme != "euler":
+        raise ValueError("noise > 0 needs method='euler' (geodesic Euler–Maruyama, weak order 1)")
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % 2**63)
+    elif isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0 (noisy runs are keyed by (seed, step)); got {seed!r}")
+    seed = int(seed)
+
+    def kick(x, h, step):
+        xi = np.random.default_rng([seed, step]).standard_normal(x.shape)
+        xi -= np.sum(xi * x, axis=-1, keepdims=True) * x
+        return (sigma * np.sqrt(h)) * xi
+
+    return kick, seed
+
+
+def mean_contraction(sigma, h, d):
+    """m(h) = E[(1 + σ² h χ²_{d-1})^{-1/2}]: E[x_{k+1} | x_k] = m(h) x_k for the noise step alone."""
+    dist = chi2(d - 1)
+    value, _ = quad(lambda s: dist.pdf(s) / np.sqrt(1.0 + sigma ** 2 * h * s), 0, np.inf, limit=200)
+    return value
