@@ -8,9 +8,9 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from .checks import as_count, as_points, as_positive, as_weights
+from .checks import as_count, as_float_array, as_points, as_positive, as_weights
 
-__all__ = ["cluster_labels", "cluster_count", "inner_product_histogram"]
+__all__ = ["cluster_labels", "cluster_count", "pair_fraction", "gram_rank", "inner_product_histogram"]
 
 
 def cluster_labels(x, tol=1e-2):
@@ -58,6 +58,85 @@ def cluster_count(x, tol=1e-2, weights=None, min_mass=0.0):
     labels = cluster_labels(x, tol)
     mass = np.bincount(labels, weights=w)
     return int(np.sum(mass >= min_mass)) if min_mass > 0 else int(mass.size)
+
+
+def _gram(x):
+    """Gram matrices <x_i, x_j> of x (n, d) or a batch (B, n, d), shape (..., n, n)."""
+    x = as_points(x, "x", ndim=(2, 3))
+    return x @ np.swapaxes(x, -1, -2)
+
+
+def _threshold(threshold):
+    t = float(as_float_array(threshold, "threshold"))
+    if not -1.0 <= t < 1.0:
+        raise ValueError(f"threshold must lie in [-1, 1) (inner products of unit vectors); got {t}")
+    return t
+
+
+def pair_fraction(x, threshold=0.999):
+    """Fraction of ordered pairs i != j with <x_i, x_j> > ``threshold``, over all the systems.
+
+    For a batch x (B, n, d) this is (1 / (B n (n-1))) Σ_b Σ_{i≠j} 1{<x_bi, x_bj> > threshold}: the
+    estimated probability that a given pair of tokens has merged (the statistic of the paper's
+    phase diagrams, threshold 0.999).  It is 1 exactly when every system is one cluster at that
+    scale, but it is not P(one cluster).
+
+    Parameters
+    ----------
+    x : array (n, d) or (B, n, d)
+        Unit vectors, n >= 2.
+    threshold : float in [-1, 1)
+
+    Returns
+    -------
+    float in [0, 1]
+    """
+    g = _gram(x)
+    t = _threshold(threshold)
+    n = g.shape[-1]
+    if n < 2:
+        raise ValueError("x needs at least two points per system for pairs")
+    above = np.count_nonzero(g > t) - np.count_nonzero(np.diagonal(g, axis1=-2, axis2=-1) > t)
+    systems = g.size // (n * n)
+    return above / (systems * n * (n - 1))
+
+
+def gram_rank(x, threshold=0.9999):
+    """Rank of the 0/1 matrix 1{<x_i, x_j> > threshold} (diagonal included), per system.
+
+    When the tokens form k tight clusters (inner products > threshold within, below it across)
+    the matrix is block diagonal with k all-ones blocks, so the rank is k: the cluster count the
+    paper logs (its median over the batch), threshold 0.9999.
+
+    The rank is that of the distinct rows.  When those are pairwise disjoint (the relation is a
+    partition, the usual case) they are independent and the rank is their number, found by
+    sorting bit-packed rows (n <= 64); other systems go to an SVD (``numpy.linalg.matrix_rank``).
+
+    Parameters
+    ----------
+    x : array (n, d) or (B, n, d)
+    threshold : float in [-1, 1)
+
+    Returns
+    -------
+    int (one system) or int array (B,)
+    """
+    g = _gram(x)
+    adjacency = g > _threshold(threshold)
+    a = adjacency.reshape((-1,) + adjacency.shape[-2:])
+    n = a.shape[-1]
+    ranks = np.full(a.shape[0], -1, dtype=np.int64)
+    if n <= 64:
+        rows = np.sort(np.sum(a.astype(np.uint64) << np.arange(n, dtype=np.uint64), axis=-1), axis=-1)
+        first = np.ones(rows.shape, dtype=bool)
+        first[:, 1:] = rows[:, 1:] != rows[:, :-1]
+        covered = np.sum(np.where(first, np.bitwise_count(rows), 0), axis=-1)
+        partition = covered == n          # distinct rows, each holding its own index, cover once
+        ranks[partition] = np.sum(first[partition], axis=-1)
+    rest = ranks < 0
+    if rest.any():
+        ranks[rest] = np.linalg.matrix_rank(a[rest].astype(np.float64))
+    return int(ranks[0]) if g.ndim == 2 else ranks
 
 
 def inner_product_histogram(x, bins=50, range=(-1.0, 1.0), max_pairs=2_000_000, seed=0):

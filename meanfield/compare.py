@@ -333,7 +333,7 @@ def _parser():
     add("--sampling", choices=METHODS,
         help="how the tokens discretise rho_0: stratified (default: equal-mass strata, one random point each), "
              "iid, quantile (circle, deterministic) or weighted (quasi-uniform points weighted by rho)")
-    add("--flux", help="finite-volume flux: upwind (default), muscl (circle) or tpfa (sphere)")
+    add("--flux", help="finite-volume flux: upwind (default), upwind2, muscl or tpfa (docs/finite_volumes.md)")
     add("--amplitude", type=float, help="size ε of the perturbation of the uniform density (default 0.6)")
     add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
     add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")

@@ -10,14 +10,14 @@ so a perturbation along a degree-l harmonic of the uniform density grows at rate
 λ_l = ± l(l+d-2) c_l(β)/β (USA) or ± l(l+d-2) c_l(β)/(β c_0(β)) (SA), sign - for V = -I.
 """
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy.integrate import quad, solve_ivp
 from scipy.special import gammaln, ive
 
 from .checks import as_beta, as_count, as_float_array, as_time_grid
 from .models import as_model
 
 __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "equiangular_rhs",
-           "equiangular_curve"]
+           "equiangular_curve", "clustering_time"]
 
 
 def _log_funk_hecke(beta, d, l):
@@ -129,3 +129,36 @@ def equiangular_curve(model, n, t, rho0=0.0):
     sol = solve_ivp(equiangular_rhs(model, n), (t[0], t[-1]), [rho0], t_eval=t, rtol=1e-11, atol=1e-13,
                     method="DOP853")
     return sol.y[0]
+
+
+def clustering_time(model, n, delta=1e-3):
+    """The time t at which the equiangular curve γ_β (γ(0) = 0, ``equiangular_rhs``) reaches 1 - δ.
+
+    The points (t, β) with γ_β(t) = 1 - δ form the curve Γ_{∞,δ} of the paper (its d -> ∞ phase
+    boundary of the region where every pairwise inner product is >= 1 - δ).  Since γ' > 0 on
+    [0, 1), t = ∫_0^{1-δ} dγ / γ'(γ), computed by adaptive quadrature: for SA
+    1/γ' = (e^{β(1-γ)} + n - 1) / (2 (1-γ)(1 + (n-1)γ)), for USA n e^{-βγ} / (2 (1-γ)(1 + (n-1)γ)).
+
+    Parameters
+    ----------
+    model : SA or USA with Q^T K = I and V = I (attractive)
+    n : int >= 2, tokens
+    delta : float in (0, 1)
+
+    Returns
+    -------
+    float, the time t*(β)
+    """
+    model = as_model(model)
+    if not model.is_isotropic or model.sign < 0:
+        raise ValueError("clustering_time needs an attractive isotropic model (Q^T K = I, V = I)")
+    n = as_count(n, "n", minimum=2)
+    delta = float(as_float_array(delta, "delta"))
+    if not 0.0 < delta < 1.0:
+        raise ValueError(f"delta must lie in (0, 1); got {delta}")
+    rhs = equiangular_rhs(model, n)
+    # the integrand grows like 1/(1-γ) towards the end point: split there for the quadrature
+    ends = [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0 - delta]
+    ends = [a for a in ends if a < 1.0 - delta] + [1.0 - delta]
+    return float(sum(quad(lambda g: 1.0 / rhs(0.0, g), a, b, epsabs=0.0, epsrel=1e-12, limit=200)[0]
+                     for a, b in zip(ends[:-1], ends[1:])))

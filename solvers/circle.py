@@ -19,22 +19,32 @@ sources (``_log_space_sums``: blocks of √N sources whose largest possible term
 times a known term are skipped), so SA keeps relative accuracy 1e-10 where Φ is tiny, for any β.
 That costs O(N) per such cell: it happens only for large β and mass concentrated far from the cell.
 
-Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h with
+Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h; one vocabulary of fluxes on S^1 and S^2:
 
-- flux="upwind" (default; James–Vauchelet, Delarue–Lagoutière–Vauchelet): cell-centred velocity
+- flux="upwind2" (default): second-order cell-centred upwind.  Minmod states ρ^E_i = ρ_i + σ_i/2,
+  ρ^W_i = ρ_i - σ_i/2, σ_i = minmod(ρ_{i+1} - ρ_i, ρ_i - ρ_{i-1}), and face velocities extrapolated
+  from the centre with the exact derivative of the discrete field, u^E_i = u_i + (h/2) u'_i,
+  u^W_i = u_i - (h/2) u'_i (``_Operator.velocity_and_slope``), clipped to the speed bound:
+  F_{i+1/2} = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-.  Both face values are second order on
+  smooth data, and the uniform density stays exactly at rest (u = u' = 0).  At a face of a cell that is part of a
+  cluster narrower than about two cells (|ρ_{i+1} - 2ρ_i + ρ_{i-1}| > ``UNRESOLVED`` · max of the
+  three) the flux is the first-order "upwind" one, whose pairwise forces cancel in the barycentre,
+  so one-cell clusters travel at their particle speed.
+- flux="upwind" (James–Vauchelet, Delarue–Lagoutière–Vauchelet): cell-centred velocity
   donor cell F_{i+1/2} = ρ_i u_i^+ + ρ_{i+1} u_{i+1}^-.  First order; a one-cell cluster moves
   with its own velocity, so near-Dirac clusters travel and merge correctly.
 - flux="muscl" (Carrillo–Chertock–Huang): interface velocity u_{i+1/2} = (P_{i+1} - P_i)/h from
   the potential P = ±Φ/β (USA; here ±e^β q), ±log(Φ~/M)/β (SA; ±q/M at β = 0), and minmod
-  reconstruction F_{i+1/2} = u^+ (ρ_i + σ_i/2) + u^- (ρ_{i+1} - σ_{i+1}/2),
-  σ_i = minmod(ρ_{i+1} - ρ_i, ρ_i - ρ_{i-1}).  Second order on smooth data; since
-  dE_β/dt = (1/β) Σ_i (Φ_{i+1} - Φ_i) F_{i+1/2} ≥ 0 (F has the sign of P_{i+1} - P_i), the
-  discrete energy is monotone (the upwind flux's energy can dip by O(βh²) when a cluster hops
+  reconstruction F_{i+1/2} = u^+ (ρ_i + σ_i/2) + u^- (ρ_{i+1} - σ_{i+1}/2).  Second order on smooth
+  data; since dE_β/dt = (1/β) Σ_i (Φ_{i+1} - Φ_i) F_{i+1/2} ≥ 0 (F has the sign of P_{i+1} - P_i),
+  the discrete energy is monotone (the upwind fluxes' energy can dip by O(βh²) when a cluster hops
   between cells); but a one-cell cluster is pinned unless the outside pull beats its own
   inward face velocity (≈ h/2 for SA).
+- flux="tpfa": the same two-point potential-difference flux without reconstruction (σ = 0),
+  first order, energy monotone, pins one-cell clusters.
 
 SSP-RK3 in time.  Each forward-Euler stage keeps ρ ≥ 0 when dt · sup|u| ≤ CFL · h with
-CFL = 1 (upwind), 1/2 (MUSCL) and sup|u| = ``theory.speed_bound(model)`` (1 for SA); that is
+CFL = 1 (upwind, tpfa), 1/2 (upwind2, muscl) and sup|u| = ``theory.speed_bound(model)`` (1 for SA); that is
 the default step and larger ones are refused.  Mass is conserved to round-off (each flux leaves
 one cell and enters its neighbour).
 """
@@ -57,10 +67,12 @@ from .stepping import Checkpoint, integrate
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "cell_angles"]
 
-FLUXES = ("upwind", "muscl")
-CFL = {"upwind": 1.0, "muscl": 0.5}
+FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
+DEFAULT_FLUX = "upwind2"
+CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
 DEFAULT_CELLS = 512
 MIN_CELLS = 8
+UNRESOLVED = 0.5      # upwind2 falls back to the first-order upwind flux at faces of such cells
 RTOL = 1e-10          # relative accuracy kept for SA where Φ is tiny
 FFT_ERROR = 4.0       # |FFT convolution error| <= FFT_ERROR ε log2(N) M (measured: below 1.4)
 CUTOFF = 40.0         # direct sums drop terms below e^{-40} times the largest (N e^{-40} < 1e-12)
@@ -89,20 +101,59 @@ def _minmod(a, b):
 
 
 @njit(cache=True)
-def _muscl_divergence(rho, pot, inv_h, out):
+def _muscl_divergence(rho, pot, inv_h, limited, out):
     """out_i = -(F_{i+1/2} - F_{i-1/2})/h with u_{i+1/2} = (P_{i+1} - P_i)/h and minmod states
-    ρ^E_i = ρ_i + σ_i/2 (left of the face), ρ^W_{i+1} = ρ_{i+1} - σ_{i+1}/2 (right)."""
+    ρ^E_i = ρ_i + σ_i/2 (left of the face), ρ^W_{i+1} = ρ_{i+1} - σ_{i+1}/2 (right); σ = 0 unless
+    ``limited`` (the first-order two-point flux)."""
     n = rho.shape[0]
-    half_slope = np.empty(n)
+    half_slope = np.zeros(n)
     for i in range(n):
         left = rho[i] - rho[i - 1]          # rho[-1] is the last cell: periodic
         right = rho[i + 1 if i + 1 < n else 0] - rho[i]
-        half_slope[i] = 0.5 * _minmod(left, right)
+        if limited:
+            half_slope[i] = 0.5 * _minmod(left, right)
     fluxes = np.empty(n)
     for i in range(n):
         j = i + 1 if i + 1 < n else 0
         uf = (pot[j] - pot[i]) * inv_h
         fluxes[i] = max(uf, 0.0) * (rho[i] + half_slope[i]) + min(uf, 0.0) * (rho[j] - half_slope[j])
+    for i in range(n):
+        out[i] = (fluxes[i - 1] - fluxes[i]) * inv_h
+
+
+@njit(cache=True, inline="always")
+def _unresolved(rho, i):
+    """Cell i is part of a cluster narrower than about two cells: |ρ_{i+1} - 2ρ_i + ρ_{i-1}| exceeds
+    ``UNRESOLVED`` times the largest of the three (a smooth profile of width w cells has ≈ 1/w²)."""
+    n = rho.shape[0]
+    a = rho[i - 1]
+    c = rho[i + 1 if i + 1 < n else 0]
+    return abs(a - 2.0 * rho[i] + c) > UNRESOLVED * max(a, rho[i], c)
+
+
+@njit(cache=True)
+def _upwind2_divergence(rho, u, slope, bound, h, out):
+    """out_i = -(F_{i+1/2} - F_{i-1/2})/h with minmod states ρ^E_i = ρ_i + σ_i/2, ρ^W_i = ρ_i - σ_i/2
+    and face velocities extrapolated from the cell centres along the field of the other cells,
+    u^E_i = u_i + (h/2) u'_i, u^W_i = u_i - (h/2) u'_i (clipped to [-bound, bound]):
+    F_{i+1/2} = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-."""
+    n = rho.shape[0]
+    half = np.empty(n)
+    east = np.empty(n)
+    west = np.empty(n)
+    for i in range(n):
+        half[i] = 0.5 * _minmod(rho[i] - rho[i - 1], rho[i + 1 if i + 1 < n else 0] - rho[i])
+        du = 0.5 * h * slope[i]
+        east[i] = max(min(u[i] + du, bound), -bound)
+        west[i] = max(min(u[i] - du, bound), -bound)
+    inv_h = 1.0 / h
+    fluxes = np.empty(n)
+    for i in range(n):
+        j = i + 1 if i + 1 < n else 0
+        if _unresolved(rho, i) or _unresolved(rho, j):   # a cluster one or two cells wide: DLV
+            fluxes[i] = rho[i] * max(u[i], 0.0) + rho[j] * min(u[j], 0.0)
+        else:
+            fluxes[i] = (rho[i] + half[i]) * max(east[i], 0.0) + (rho[j] - half[j]) * min(west[j], 0.0)
     for i in range(n):
         out[i] = (fluxes[i - 1] - fluxes[i]) * inv_h
 
@@ -221,9 +272,13 @@ class _Operator:
         self.q_hat = scipy.fft.rfft(q_kernel) * self.h
         scale = model.sign * (1.0 if model.normalised else np.exp(beta))
         g_hat = scale * self.h * scipy.fft.rfft(-np.exp(shift) * self.sin)
+        # G' kernel e^{β(cos δ - 1)} (β sin²δ - cos δ): the θ-derivative of the G kernel
+        dg_hat = scale * self.h * scipy.fft.rfft(np.exp(shift) * (beta * self.sin ** 2 - self.cos))
         # the convolutions each flux needs, stacked for one batched inverse FFT
         self.centre_spectra = np.array([g_hat, self.q_hat] if model.normalised else [g_hat])
+        self.slope_spectra = np.array([g_hat, self.q_hat, dg_hat] if model.normalised else [g_hat, dg_hat])
         self.face_spectra = np.array([self.q_hat if model.normalised else scale * self.q_hat])
+        self.bound = speed_bound(model)
         self.tau = FFT_ERROR * np.finfo(float).eps * np.log2(cells) / RTOL
         self.width = max(8, int(np.sqrt(cells)))      # source blocks of the direct sums
         self.log_space_cells = 0
@@ -262,6 +317,25 @@ class _Operator:
             u[bad] = self._log_space(rho, bad)[1]
         return u
 
+    def velocity_and_slope(self, rho):
+        """(u_i, u'_i, bound): the centre velocities, their θ-derivatives (the derivative of the
+        grid measure's field, its own cell included) and the speed bound.
+
+        USA: u' = ±e^β G'_i.  SA: u = ±G/Φ~, u' = ±G'_i/Φ~_i - ±β u_i² (Φ~' = β G); where Φ~ is
+        below the FFT's accuracy (SA, large β) u comes from log space and u' = 0 there."""
+        fields, mass = self._convolve(rho, self.slope_spectra)
+        if not self.model.normalised:
+            return fields[0], fields[1], self.bound * mass
+        phi, u = np.empty(self.cells), np.empty(self.cells)
+        floor = self.tau * mass
+        tiny = _softmax_velocity(fields[0], fields[1], mass, self.model.beta, floor, phi, u)
+        slope = fields[2] / np.maximum(phi, floor) - (self.model.sign * self.model.beta) * u * u
+        if tiny:
+            bad = np.flatnonzero(phi < floor)
+            u[bad] = self._log_space(rho, bad)[1]
+            slope[bad] = 0.0
+        return u, slope, self.bound
+
     def potential(self, rho):
         """P_i with u_{i+1/2} = (P_{i+1} - P_i)/h (the MUSCL flux's potential)."""
         fields, mass = self._convolve(rho, self.face_spectra)
@@ -277,10 +351,12 @@ class _Operator:
 
     def __call__(self, rho):
         out = np.empty(self.cells)
-        if self.flux == "upwind":
+        if self.flux == "upwind2":
+            _upwind2_divergence(rho, *self.velocity_and_slope(rho), self.h, out)
+        elif self.flux == "upwind":
             _upwind_divergence(rho, self.velocity(rho), 1.0 / self.h, out)
         else:
-            _muscl_divergence(rho, self.potential(rho), 1.0 / self.h, out)
+            _muscl_divergence(rho, self.potential(rho), 1.0 / self.h, self.flux == "muscl", out)
         return out
 
     def energy(self, rho):
@@ -338,9 +414,10 @@ def _initial_density(rho0, cells):
     return rho / (rho.sum() * (2 * np.pi / rho.size))
 
 
-def max_step(model, cells=DEFAULT_CELLS, flux="upwind"):
+def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step (unit mass):
-    CFL = 1 for the upwind flux, 1/2 for MUSCL; h = 2π/cells."""
+    CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
+    muscl: a face value is at most twice the cell's); h = 2π/cells."""
     model = _check_model(model)
     cells = _check_cells(cells)
     as_choice(flux, "flux", FLUXES)
@@ -355,7 +432,7 @@ def velocity(model, rho):
     return _Operator(model, rho.size, "upwind").velocity(rho)
 
 
-def time_derivative(model, rho, flux="upwind"):
+def time_derivative(model, rho, flux=DEFAULT_FLUX):
     """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,)."""
     model = _check_model(model)
     as_choice(flux, "flux", FLUXES)
@@ -370,7 +447,7 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=False, checkpoint=None,
+def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=False, checkpoint=None,
           checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
@@ -378,8 +455,8 @@ def solve(model, rho0, t_eval, cells=None, flux="upwind", *, dt=None, progress=F
     densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a function f of the angle
     pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell densities; it is
     normalised to unit mass (μ_0 is a probability measure).  cells: number of cells (default
-    512 for a callable; an array sets it).  flux: "upwind" (default) or "muscl" (see the module
-    docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
+    512 for a callable; an array sets it).  flux: "upwind2" (default), "upwind", "muscl" or "tpfa"
+    (see the module docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
     steps break positivity and are refused).  ``checkpoint`` (a path) saves the state every
     ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
     diffusion: D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with

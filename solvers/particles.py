@@ -5,8 +5,9 @@
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
 
-Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V)
-or "fast" (``spectral``: Fourier / Funk–Hecke expansion, O((n + m) K) on S^1 and
+Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
+``small``: whole-system matrix products for batches of systems of at most ``small.SMALL_N``
+tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion, O((n + m) K) on S^1 and
 O((n + m) L²) on S^2 for Q^T K = I, V = ±I, with an a-posteriori error bound and direct
 recomputation of the targets where it fails); "auto" picks the cheaper valid one.
 """
@@ -20,7 +21,7 @@ from meanfield.checks import (as_batch_weights, as_choice, as_float_array, as_po
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, MultiHead, as_model
 
-from . import kernels, spectral
+from . import kernels, small, spectral
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, integrate
@@ -58,16 +59,47 @@ def resolve_summation(model, d, n, m, summation="auto"):
     return "fast" if fast < direct else "direct"
 
 
+def _operators(model, d):
+    """(A, V) for the kernels: the (d, d) matrices A = Q^T K and V when they are general, and
+    1 × 1 arrays [[a]], [[v]] when A = a I, V = v I (O(1) memory for any d)."""
+    a, v = model.attention_scalar, model.value_scalar
+    if a is None or v is None:
+        A, V = model.interaction(d)
+    A = np.full((1, 1), a) if a is not None else A
+    V = np.full((1, 1), v) if v is not None else V
+    return A, V
+
+
+def _small_arguments(model, d):
+    """The model's arguments of ``small.field`` / ``small.advance`` after x, w (and h, count, rk4)."""
+    A, V = _operators(model, d)
+    general_A, general_V = model.attention_scalar is None, model.value_scalar is None
+    return (model.beta, np.ascontiguousarray(A.T), float(A[0, 0]), V, float(V[0, 0]), model.normalised,
+            general_A, general_V)
+
+
+def uses_small(n, m, how):
+    """Whether direct summation runs on the batched small-system engine (``small``): systems of
+    at most ``small.SMALL_N`` tokens that are their own sources."""
+    return how == "direct" and n == m and n <= small.SMALL_N
+
+
 def _direct(model, x, y, w):
-    """Direct log-sum-exp summation (kernels.attention_field) for x (B, n, d), y (B, m, d)."""
-    d = x.shape[-1]
-    A, V = model.interaction(d)
+    """Direct log-sum-exp summation for x (B, n, d), y (B, m, d): ``small.field`` when the
+    targets are the sources and n <= small.SMALL_N, else ``kernels.attention_field``."""
+    B, n, d = x.shape
     out = np.empty(x.shape)
     log_phi = np.empty(x.shape[:2])
+    w = np.ascontiguousarray(w)
+    if y is x and n <= small.SMALL_N:
+        with kernels.threads_for(kernels.direct_seconds(B, n, n, d)):
+            small.field(np.ascontiguousarray(x), w, *_small_arguments(model, d), out, log_phi)
+        return out, log_phi
+    A, V = _operators(model, d)
     y = np.ascontiguousarray(y)
-    with kernels.threads_for(kernels.direct_seconds(x.shape[0], x.shape[1], y.shape[1], d)):
+    with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         kernels.attention_field(np.ascontiguousarray(x), y, np.ascontiguousarray(np.swapaxes(y, 1, 2)),
-                                np.ascontiguousarray(w), A, V, model.beta, model.normalised,
+                                w, A, V, model.beta, model.normalised,
                                 model.attention_scalar is None, model.value_scalar is None, out, log_phi)
     return out, log_phi
 
@@ -134,8 +166,8 @@ def velocity(model, x, weights=None, summation="auto", t=0.0):
 def default_dt(model, d):
     """A step well inside RK4's stability region: 0.25 / L with L ≈ the field's Lipschitz
     constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1."""
-    A, V = model.interaction(d)
-    a = np.linalg.norm(A, 2)
+    A, V = _operators(model, d)
+    a = np.linalg.norm(A, 2)      # a 1 × 1 array for A = a I: no d × d matrix, no SVD
     lip = np.linalg.norm(V, 2) * (1.0 + model.beta * a)
     if not model.normalised:
         lip *= np.exp(model.beta * a)
@@ -170,9 +202,53 @@ def _checkpoint(checkpoint, checkpoint_every, meta):
     return Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
 
 
+ENGINES = ("auto", "small", "kernels")
+
+
+def _engine(engine, scheme, n, how, plain):
+    """The engine that runs ``solve`` (see its docstring); ``plain``: one head with constant
+    weights and no noise."""
+    as_choice(engine, "engine", ENGINES)
+    fits = plain and scheme != "dopri5" and uses_small(n, n, how)
+    if engine == "small" and not fits:
+        raise ValueError(f"engine='small' needs one SA/USA head with constant weights, no noise, method "
+                         f"'euler' or 'rk4', direct summation and at most {small.SMALL_N} tokens per system; "
+                         f"got method {scheme!r}, summation {how!r}, n = {n}; use engine='auto'")
+    return "small" if engine != "kernels" and fits else "kernels"
+
+
+def _small_advance(model, w, scheme, shape):
+    """``advance(y, h, count)`` for ``integrate``: ``small.advance`` on the batch (B, n, d)."""
+    B, n, d = shape
+    args = _small_arguments(model, d)
+    w = _uniform_weights(shape) if w is None else np.ascontiguousarray(w)
+    evaluations = 4 if scheme == "rk4" else 1
+    seconds = evaluations * kernels.direct_seconds(B, n, n, d)
+
+    def advance(y, h, count):
+        out = np.empty(y.shape)
+        with kernels.threads_for(count * seconds):
+            small.advance(y, w, h, count, scheme == "rk4", *args, out)
+        return out, evaluations * count
+    return advance
+
+
+def _observer(observe, model, w, shape, energy, how, log):
+    """Pack E_β (if ``energy``) and observe(x) of one output time into one flat row (logging
+    the shape of observe's value), so that the run stores O(B) numbers per output time."""
+    def packed(y):
+        value = np.asarray(observe(y.reshape(shape)), dtype=np.float64)
+        log["shape"] = value.shape
+        parts = [value.ravel()]
+        if energy:
+            parts.insert(0, _trajectory_energy(model, y[None], w, how).ravel())
+        return np.concatenate(parts)
+    return packed
+
+
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=False, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None):
+          resume=False, noise=0.0, seed=None, observe=None, engine="auto"):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
     model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
@@ -188,6 +264,18 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
     and used for the energies too; info["summation"] says which ran and info["recomputed"]
     how many target evaluations the fast path handed to direct summation.
+
+    engine: "auto" | "small" | "kernels".  Systems of at most ``small.SMALL_N`` tokens with
+    direct summation and "euler" or "rk4" run on the fused engine ``small.advance`` ("small":
+    every system's steps between output times are taken in cache, batches in parallel);
+    "kernels" takes each step through ``stepping.fixed_step`` and the tiled kernels; "auto" picks
+    "small" wherever it applies.  info["engine"] says which ran (same scheme, results within
+    round-off of each other).
+
+    observe: a function of the tokens (shaped like x0) returning an array (same shape at every
+    output time).  When given, the solution stores ``observed`` (m, ...) = observe(x(t_k)) and
+    ``last`` = x(t_eval[-1]) instead of the trajectory ``x`` (None): per-time statistics of
+    large batches without holding m copies of the state.  ``energy`` is still (m,) or (m, B).
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
@@ -209,15 +297,29 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         # O(h²), and this extension is the one both summations evaluate identically
         return field(model.at(t), normalise(x), w, summation=how, stats=stats)
 
+    plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None
+    engine = _engine(engine, scheme, x0.shape[-2], how, plain)
+    advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
+    log = {}
+    packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed)
+                summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
+                engine=engine, observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
-                         checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume)
-    xs = xs.reshape((t_eval.size,) + x0.shape)
-    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0))
+                         checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,
+                         advance=advance, observe=packed)
+    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine)
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
+    if observe is not None:
+        B = int(np.prod(x0.shape[:-2]))
+        en = xs[:, :B].reshape((t_eval.size,) + x0.shape[:-2]) if energy else None
+        observed = xs[:, B if energy else 0:].reshape((t_eval.size,) + log["shape"])
+        last = info.pop("state").reshape(x0.shape)
+        return ParticleSolution(t=t_eval, x=None, energy=en, model=model, info=info, observed=observed,
+                                last=last)
+    xs = xs.reshape((t_eval.size,) + x0.shape)
     en = _trajectory_energy(model, xs, w, how) if energy else None
     stored = None if w is None else w.reshape(x0.shape[:-1])
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)

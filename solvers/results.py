@@ -34,7 +34,9 @@ class ParticleSolution(_Saveable):
 
     Fields: t (m,), x (m, n, d) or (m, B, n, d), energy (m,) or (m, B) — E_β of the
     empirical measure (NaN for general Q, K, V, where E_β is not the dynamics' energy) —,
-    theta (angles, for the circle angle form), model, info (method, steps, evaluations).
+    theta (angles, for the circle angle form), model, info (method, steps, evaluations);
+    with ``solve(..., observe=f)``: x is None, observed (m, ...) = f(x(t_k)) and last the
+    tokens at t[-1].
     """
     t: np.ndarray
     x: np.ndarray
@@ -42,11 +44,13 @@ class ParticleSolution(_Saveable):
     model: object = None
     info: dict = field(default_factory=dict)
     theta: np.ndarray = None
+    observed: np.ndarray = None
+    last: np.ndarray = None
     weights: np.ndarray = None
 
     @property
     def final(self):
-        return self.x[-1]
+        return self.last if self.x is None else self.x[-1]
 
     def measure(self, k=-1, draw=0):
         """(points (n, d), weights (n,)) of the tokens at output k as a probability measure

@@ -10,14 +10,26 @@ quadrature or the spherical-harmonic fast path).  The semi-discrete scheme is
 
     dρ_i/dt = -(1/|C_i|) Σ_{j ~ i} F_ij,    F_ij = |f_ij| (ρ_i u_ij^+ - ρ_j u_ji^-)
 
-with the face f_ij, n_ij its unit normal from i to j, and
+with the face f_ij, n_ij its unit normal from i to j; one vocabulary of fluxes on S^1 and S^2:
 
-- flux="upwind" (default): u_ij = <X_i, n_ij> at c_i, u_ji = <X_j, n_ij> at c_j
+- flux="upwind2" (default): second-order cell-centred upwind with a well-balanced field.
+  F_ij = |f_ij| (ρ^f_i (u^E_ij)^+ + ρ^f_j (u^W_ij)^-) with the limited face values ρ^f of
+  ``meanfield.solvers.reconstruction`` (least-squares gradient, Barth–Jespersen limiter, 0 ≤ ρ^f ≤ 2ρ)
+  and face velocities extrapolated from the generators along the geodesic to the face midpoint,
+  u^E_ij = <X_i, n_ij> + (d_ij/2) <∇_n X, n>_i,  u^W_ij = <X_j, n_ij> - (d_ij/2) <∇_n X, n>_j
+  (exact derivatives of the discrete field: ``_slopes``), clipped to the speed bound.  The field
+  is ``balanced_field``: the point-mass field minus that of the discrete uniform density, so the
+  uniform density is a steady state to round-off (SA and USA, any β).  At faces of cells in a
+  cluster one or two cells wide (``reconstruction.UNRESOLVED``) the flux is the first-order upwind
+  one, so one-cell clusters travel at their particle speed.
+- flux="upwind": u_ij = <X_i, n_ij> at c_i, u_ji = <X_j, n_ij> at c_j
   (cell-centred velocity donor cell; first order, transports one-cell clusters);
 - flux="tpfa": u_ij = u_ji = (P_j - P_i) / d(c_i, c_j), P = ±Φ/β (USA) or ±log Φ/β (SA),
   P = ±<x, ∫ y dμ> at β = 0 (two-point potential difference).  The discrete energy
   E_β = (1/2β) Σ_ij m_i m_j e^{β<c_i,c_j>} then obeys dE_β/dt = Σ_faces F_ij (Φ_j - Φ_i)/β ≥ 0
   for V = I, every F_ij having the sign of P_j - P_i, hence of Φ_j - Φ_i.
+- flux="muscl": the tpfa velocity with the limited face values ρ^f (second order, the same
+  energy identity), but like tpfa it pins one-cell clusters.
 
 The cell-centred upwind flux is made for concentrating (V = I) dynamics.  At a source (a cell
 whose own velocity vanishes while its neighbours move away, e.g. a density maximum under V = -I)
@@ -25,11 +37,14 @@ it sheds mass only at the cell's own small speed, so repulsive runs stall short 
 state (L1 residue ≈ 0.04, 0.024, 0.017 on icosphere levels 2, 3, 4); use flux="tpfa" there.
 
 SSP-RK3 in time.  Every forward-Euler stage keeps ρ ≥ 0 when
-dt · max_i (perimeter_i / |C_i|) · sup|X| ≤ 1, with sup|X| = ``theory.speed_bound(model)``
+dt · max_i (perimeter_i / |C_i|) · sup|X| ≤ CFL (1 for upwind and tpfa, 1/2 for the reconstructed
+fluxes), with sup|X| = ``theory.speed_bound(model)``
 (1 for SA); the default step is that bound.  Mass is conserved to round-off (each flux leaves
 one cell and enters its neighbour).
 """
 from . import _numba_env  # noqa: F401
+
+from functools import lru_cache
 
 import numpy as np
 from numba import njit, prange
@@ -39,17 +54,20 @@ from meanfield.checks import as_choice, as_density, as_positive, as_time_grid
 from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
-from . import particles
+from . import particles, reconstruction, spectral
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import Checkpoint, integrate
 
-__all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "icosphere", "fibonacci",
-           "voronoi_mesh", "Mesh"]
+__all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "balanced_field", "icosphere",
+           "fibonacci", "voronoi_mesh", "Mesh"]
 
-FLUXES = ("upwind", "tpfa")
+FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
+DEFAULT_FLUX = "upwind2"
+CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
 DEFAULT_LEVEL = 4
+_QUADRATIC = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))   # the six entries of y y^T
 
 
 @njit(parallel=True, cache=True)
@@ -67,7 +85,30 @@ def _divergence(rho, vel, pot, upwind, edges, lengths, distances, normals, cell_
             ui = (pot[j] - pot[i]) / distances[e]
             uj = ui
         flux[e] = lengths[e] * (rho[i] * max(ui, 0.0) - rho[j] * max(-uj, 0.0))
-    for i in prange(rho.shape[0]):
+    _gather(flux, edges, cell_ptr, cell_edges, areas, out)
+
+
+@njit(cache=True)
+def _reconstructed_divergence(rho, face_rho, slots, unresolved, u_east, u_west, u_i, u_j, edges, lengths,
+                              cell_ptr, cell_edges, areas, flux, out):
+    """out_i = -(1/|C_i|) Σ_faces ±F_e with F_e = |f_e| (ρ^f_i (u^E_e)^+ + ρ^f_j (u^W_e)^-) from the
+    face values ρ^f, or the first-order upwind flux |f_e| (ρ_i u_i^+ - ρ_j u_j^-) where either cell
+    is ``unresolved``."""
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        if unresolved[i] or unresolved[j]:
+            flux[e] = lengths[e] * (rho[i] * max(u_i[e], 0.0) + rho[j] * min(u_j[e], 0.0))
+        else:
+            flux[e] = lengths[e] * (face_rho[slots[e, 0]] * max(u_east[e], 0.0)
+                                    + face_rho[slots[e, 1]] * min(u_west[e], 0.0))
+    _gather(flux, edges, cell_ptr, cell_edges, areas, out)
+
+
+@njit(cache=True)
+def _gather(flux, edges, cell_ptr, cell_edges, areas, out):
+    """out_i = -(1/|C_i|) Σ_{faces e of i} ±F_e (+ if i is the first cell of e)."""
+    for i in range(out.shape[0]):
         acc = 0.0
         for k in range(cell_ptr[i], cell_ptr[i + 1]):
             e = cell_edges[k]
@@ -120,7 +161,133 @@ def cell_potential(model, rho, mesh, log_phi):
     return model.sign * pot
 
 
+@lru_cache(maxsize=32)
+def _uniform_sums(mesh, beta):
+    """The kernel sums of the cell measure of the uniform density with unit total density weight,
+    Σ_j |C_j| e^{β(<c_i,c_j> - 1)} (1, c_j, c_j c_j^T): the discrete uniform state's own field."""
+    out = _kernel_sums(mesh, beta, mesh.areas)
+    out.setflags(write=False)
+    return out
+
+
+def _kernel_sums(mesh, beta, masses):
+    """S (N, 10): Σ_j m_j e^{β(<c_i,c_j> - 1)} (1, c_j, the six entries of c_j c_j^T)
+    (``spectral.kernel_sum``: Φ~, G~ and H~ = Σ m_j e^{...} c_j c_j^T shifted by e^{-β})."""
+    y = mesh.points
+    W = np.column_stack([masses, masses[:, None] * y] + [masses * y[:, a] * y[:, b] for a, b in _QUADRATIC])
+    return spectral.kernel_sum(beta, y, y, W)
+
+
+def _quadratic_form(H, t):
+    """t^T H t for H given by its six entries (_QUADRATIC order), rows of t (E, 3)."""
+    return sum((1.0 if a == b else 2.0) * H[:, k] * t[:, a] * t[:, b] for k, (a, b) in enumerate(_QUADRATIC))
+
+
+def balanced_field(model, rho, mesh, summation="auto"):
+    """(X, D, trusted): well-balanced cell velocities X (N, 3) and the pieces D = (Φ~, G~, H~) of their
+    derivatives, with the field of the discrete uniform state removed.
+
+    With S[m] the shifted kernel sums (``_kernel_sums``), U = (M/4π) S[|C|] the sums of the uniform
+    density of the same mass M, and λ_i = min(1, Φ~_i/Φ~^U_i):
+
+        G~ = G~[m] - λ G~^U,   H~ = H~[m] - λ H~^U,   X = ±P G~ / Φ~ (SA),  ±e^β P G~ (USA),
+
+    i.e. X = X[m] - λ X^U with X[m] the point-mass field (``cell_field``; computed from these sums
+    except where they are not trusted, or everywhere with summation="direct").  The continuous uniform density has X = 0
+    and zero derivatives, so this only removes the O(h²) quadrature error of the cell-centre atoms
+    (λ = 1 at the uniform state: it is then a steady state to round-off, for SA and USA at any β);
+    λ < 1 fades the correction where Φ is below its uniform value, so that it never dominates a
+    small Φ.  ``trusted`` is False where the spectral sums are below their error bound (SA, large β,
+    far from the mass): there λ = 0 and the derivative is not used.
+
+    Parameters
+    ----------
+    model : SA or USA with Q^T K = I, V = ±I (validated by the caller).
+    rho : (N,) cell densities.
+    mesh : Mesh.
+    summation : "auto", "fast" or "direct": how X[m] is evaluated ("direct": Numba log-sum-exp for
+        every cell; otherwise from the spectral sums, with direct recomputation where not trusted).
+
+    Returns
+    -------
+    X : (N, 3) balanced cell velocities.
+    S : (N, 10) balanced shifted sums (Φ~, G~, the six entries of H~ in ``_QUADRATIC`` order).
+    trusted : (N,) bool.
+    """
+    masses = rho * mesh.areas
+    mass = masses.sum()
+    S = _kernel_sums(mesh, model.beta, masses)
+    U = (mass / (4 * np.pi)) * _uniform_sums(mesh, model.beta)
+    floor = spectral.roundoff(model.beta, 3) * mass
+    trusted = S[:, 0] - floor > (1.0 + np.sqrt(3.0)) * floor / spectral.RTOL
+    lam = np.where(trusted, np.minimum(1.0, S[:, 0] / U[:, 0]), 0.0)
+    if summation == "direct":
+        vel, _ = cell_field(model, rho, mesh, summation)
+        G = -lam[:, None] * U[:, 1:4]          # only the correction
+    else:                                       # X[m] from the same sums; direct where not trusted
+        G = S[:, 1:4] - lam[:, None] * U[:, 1:4]
+    G = G - np.sum(G * mesh.points, axis=1, keepdims=True) * mesh.points
+    if model.normalised:
+        G = G / np.where(trusted, S[:, 0], 1.0)[:, None]
+    else:
+        G = G * np.exp(model.beta / 2) * np.exp(model.beta / 2)
+    if summation == "direct":
+        vel = vel + model.sign * G
+    else:
+        vel = model.sign * G
+        redo = np.flatnonzero(~trusted)
+        if redo.size:
+            vel[redo] = particles.attention_field(model, mesh.points[redo][None], masses[None],
+                                                  sources=mesh.points[None], summation="direct")[0][0]
+    S[:, 1:] -= lam[:, None] * U[:, 1:]
+    return vel, S, trusted
+
+
+def _slopes(model, S, points, t):
+    """f'(0) = <∇_t X, t> along the geodesics from the generators ``points`` (one row per face side) in
+    the unit tangent directions t: with A = β t^T H t - <x, G> (Φ' = β <G, t>, <G, x''> = -<G, x>),
+    f' = ±A e^β (USA, shifted sums) and ±(A/Φ~ - β <G~, t>²/Φ~²) (SA)."""
+    G = S[:, 1:4]
+    A = model.beta * _quadratic_form(S[:, 4:], t) - np.sum(G * points, axis=1)
+    if not model.normalised:
+        return model.sign * A * np.exp(model.beta / 2) * np.exp(model.beta / 2)
+    gt = np.sum(G * t, axis=1) / S[:, 0]
+    return model.sign * (A / S[:, 0] - model.beta * gt * gt)
+
+
+def _second_order(model, rho, mesh, flux, summation):
+    """dρ/dt for the reconstructed fluxes "upwind2" and "muscl" (module docstring)."""
+    weights, offsets, slots = reconstruction.geometry(mesh)
+    face_rho = np.empty(offsets.shape[0])
+    unresolved = np.empty(mesh.size, dtype=np.bool_)
+    reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, weights, offsets, face_rho, unresolved)
+    i, j = mesh.edges[:, 0], mesh.edges[:, 1]
+    n0, n1 = mesh.normals[:, 0], mesh.normals[:, 1]
+    if flux == "muscl":
+        _, log_phi = cell_field(model, rho, mesh, summation)
+        pot = cell_potential(model, rho, mesh, log_phi)
+        u_east = u_west = u_i = u_j = (pot[j] - pot[i]) / mesh.distances
+        unresolved[:] = False
+    else:
+        vel, S, trusted = balanced_field(model, rho, mesh, summation)
+        u_i = np.sum(vel[i] * n0, axis=1)
+        u_j = np.sum(vel[j] * n1, axis=1)
+        half = 0.5 * mesh.distances
+        slope_i = np.where(trusted[i], _slopes(model, S[i], mesh.points[i], n0), 0.0)
+        slope_j = np.where(trusted[j], _slopes(model, S[j], mesh.points[j], n1), 0.0)
+        bound = speed_bound(model) * (1.0 if model.normalised else float(rho @ mesh.areas))
+        u_east = np.clip(u_i + half * slope_i, -bound, bound)
+        u_west = np.clip(u_j - half * slope_j, -bound, bound)
+    out = np.empty_like(rho)
+    _reconstructed_divergence(rho, face_rho, slots, unresolved, u_east, u_west, u_i, u_j, mesh.edges,
+                              mesh.lengths, mesh.cell_ptr, mesh.cell_edges, mesh.areas,
+                              np.empty(mesh.edges.shape[0]), out)
+    return out
+
+
 def _derivative(model, rho, mesh, flux, summation):
+    if flux in ("upwind2", "muscl"):
+        return _second_order(model, rho, mesh, flux, summation)
     vel, log_phi = cell_field(model, rho, mesh, summation)
     upwind = flux == "upwind"
     pot = log_phi if upwind else cell_potential(model, rho, mesh, log_phi)  # upwind ignores pot
@@ -130,7 +297,7 @@ def _derivative(model, rho, mesh, flux, summation):
     return out
 
 
-def time_derivative(model, rho, mesh=None, flux="upwind", summation="auto"):
+def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
     """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,) on ``mesh``."""
     model = _check_model(model)
     mesh = _check_mesh(mesh)
@@ -142,11 +309,14 @@ def time_derivative(model, rho, mesh=None, flux="upwind", summation="auto"):
     return _derivative(model, rho, mesh, flux, summation)
 
 
-def max_step(model, mesh=None):
-    """The positivity bound 1 / (speed_bound(model) · max_i perimeter_i/|C_i|) for unit mass."""
+def max_step(model, mesh=None, flux=DEFAULT_FLUX):
+    """The positivity bound CFL / (speed_bound(model) · max_i perimeter_i/|C_i|) for unit mass:
+    CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
+    muscl: a face value is at most twice the cell's)."""
     model = _check_model(model)
     mesh = _check_mesh(mesh)
-    return float(1.0 / (speed_bound(model) * np.max(mesh.perimeters / mesh.areas)))
+    as_choice(flux, "flux", FLUXES)
+    return float(CFL[flux] / (speed_bound(model) * np.max(mesh.perimeters / mesh.areas)))
 
 
 def _initial_density(rho0, mesh):
@@ -175,15 +345,16 @@ def _energy(model, rho, mesh, summation):
     return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
-def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="auto", energy=True,
+def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summation="auto", energy=True,
           progress=False, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities
     (evaluated at the cell generators) or an array of cell densities; it is normalised to unit
     mass (μ_0 is a probability measure).  mesh: a Mesh (default ``icosphere(4)``, 2562 cells).
-    flux: "upwind" or "tpfa" (see the module docstring).  dt: SSP-RK3 step, at most and by
-    default ``max_step(model, mesh)`` (larger values are refused: they break positivity).
+    flux: "upwind2" (default), "upwind", "muscl" or "tpfa" (see the module docstring).  dt: SSP-RK3
+    step, at most and by default ``max_step(model, mesh, flux)`` (larger values are refused: they
+    break positivity).
     summation: "auto" | "direct" | "fast" for Φ (``particles.attention_field``).
     ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; ``resume=True``
     continues an existing checkpoint bit for bit.
@@ -197,7 +368,7 @@ def solve(model, rho0, t_eval, mesh=None, flux="upwind", *, dt=None, summation="
     as_choice(flux, "flux", FLUXES)
     _check_summation(summation)
     rho = _initial_density(rho0, mesh)
-    bound = combined_step(max_step(model, mesh), diffusion, mesh_rate(mesh))
+    bound = combined_step(max_step(model, mesh, flux), diffusion, mesh_rate(mesh))
     if dt is None:
         dt = bound
     elif as_positive(dt, "dt") > bound:

@@ -126,13 +126,20 @@ class Checkpoint:
 
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
-              checkpoint=None, resume=False, progress=False, time_dependent=False, kick=None):
+              checkpoint=None, resume=False, progress=False, time_dependent=False, kick=None, advance=None,
+              observe=None):
     """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
     added to every fixed step before the projection (a reproducible noise increment).
 
     The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k]
     the number j of fixed steps taken, or the time t reached by the adaptive scheme.
+
+    ``advance(y, h, count)``, for a fixed-step scheme, replaces ``count`` consecutive calls of
+    ``fixed_step`` + ``project`` by one call (a fused engine) and returns (y, evaluations).
+    ``observe(y)``, if given, returns an array stored at each output time instead of y itself
+    (Y[k] = observe(y(t_eval[k])), same shape at every k): statistics of long runs of large
+    batches without holding every state in memory; info["state"] is then y(t_eval[-1]).
     """
     as_choice(scheme, "method", SCHEMES)
     rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
@@ -140,11 +147,14 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to reach "
                          f"t = {t_eval[-1]:g}; choose a larger dt")
     project = project or (lambda y: y)
+    observed = observe is not None
+    observe = observe or (lambda y: y)
     rhs = f if time_dependent else (lambda t, y: f(y))
     y = np.array(y0, dtype=np.float64)
     start = digest(y) if checkpoint is not None else None
-    out = np.empty((t_eval.size,) + y.shape)
-    out[0] = y
+    first = np.asarray(observe(y))
+    out = np.empty((t_eval.size,) + first.shape, dtype=first.dtype)
+    out[0] = first
     state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0)
     if checkpoint is not None and resume:
         saved = checkpoint.load(t_eval, y)
@@ -161,10 +171,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     every = checkpoint.every if checkpoint is not None else np.inf
     counter = [0]
 
-    def step_taken(y, done):
-        """Book-keeping after an accepted step; checkpoints mid-interval."""
-        state["nsteps"] += 1
-        counter[0] += 1
+    def step_taken(y, done, count=1):
+        """Book-keeping after ``count`` accepted steps; checkpoints mid-interval."""
+        state["nsteps"] += count
+        counter[0] += count
         if counter[0] >= every and not done:
             counter[0] = 0
             save(y)
@@ -177,17 +187,22 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
                 nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
                 h = (t1 - t0) / nsub
                 while state["j"] < nsub:
-                    y_new, nf = fixed_step(rhs, t0 + state["j"] * h, y, h, scheme)
-                    if kick is not None:
-                        y_new = y_new + kick(y, h, state["nsteps"])
-                    y = project(y_new)
-                    state["j"] += 1
+                    if advance is None:
+                        count = 1
+                        y_new, nf = fixed_step(rhs, t0 + state["j"] * h, y, h, scheme)
+                        if kick is not None:
+                            y_new = y_new + kick(y, h, state["nsteps"])
+                        y = project(y_new)
+                    else:
+                        count = int(min(nsub - state["j"], every - counter[0]))
+                        y, nf = advance(y, h, count)
+                    state["j"] += count
                     state["nfev"] += nf
-                    bar.update(h)
-                    step_taken(y, state["j"] == nsub)
+                    bar.update(h * count)
+                    step_taken(y, state["j"] == nsub, count)
             else:
                 y = _adaptive_interval(rhs, y, t1, state, rtol, atol, project, bar, step_taken)
-            out[state["k"]] = y
+            out[state["k"]] = observe(y)
             state.update(k=state["k"] + 1, j=0, t=float(t1))
             if counter[0] >= every:
                 counter[0] = 0
@@ -196,6 +211,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     finally:
         bar.close()
     info = {key: int(state[key]) for key in ("nfev", "nsteps", "nrejected")}
+    if observed:
+        info["state"] = y       # the state at t_eval[-1], which Y no longer holds
     return out, info
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import circle, particles, sphere, stepping
+from meanfield.solvers import circle, particles, small, sphere, stepping
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = np.linspace(0.0, 2.0, 5)
@@ -22,16 +22,19 @@ class Interrupted(Exception):
 
 
 def count_steps(monkeypatch, name, stop_after=None):
-    """Wrap stepping.<name> (one call per step) to count calls, raising after ``stop_after``."""
-    real = getattr(stepping, name)
+    """Wrap stepping.<name> (one call per step) or small.advance (``count`` steps per call) to
+    count steps, raising before a call that would take more than ``stop_after``."""
+    module = small if name == "advance" else stepping
+    real = getattr(module, name)
     calls = [0]
 
     def step(*args, **kwargs):
-        if stop_after is not None and calls[0] >= stop_after:
+        count = args[3] if name == "advance" else 1
+        if stop_after is not None and calls[0] + count > stop_after:
             raise Interrupted
-        calls[0] += 1
+        calls[0] += count
         return real(*args, **kwargs)
-    monkeypatch.setattr(stepping, name, step)
+    monkeypatch.setattr(module, name, step)
     return calls
 
 
@@ -51,7 +54,7 @@ def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, eve
     resumed = solve(checkpoint=path, checkpoint_every=every, resume=True)
     monkeypatch.undo()
     # it restarted from the last checkpoint, not from t = 0
-    if step == "fixed_step":
+    if step in ("fixed_step", "advance"):
         assert resumed_steps[0] == full_steps[0] - stop_after // every * every
     else:                                   # dopri5: rejected steps count too
         assert resumed_steps[0] < full_steps[0]
@@ -62,19 +65,20 @@ def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, eve
     return full
 
 
+@pytest.mark.parametrize("engine, step", [("kernels", "fixed_step"), ("small", "advance")])
 @pytest.mark.parametrize("method, stop_after, every", [
     ("rk4", 23, 7),          # stopped mid-interval, checkpoint mid-interval
     ("rk4", 20, 10),         # checkpoint exactly at an output time
     ("euler", 31, 4),
 ])
-def test_particles_fixed_step(monkeypatch, tmp_path, method, stop_after, every):
+def test_particles_fixed_step(monkeypatch, tmp_path, method, stop_after, every, engine, step):
     x0 = mf.uniform_sphere(10, 3, seed=1)
     model = mf.SA(3.0)
 
     def solve(**kw):
-        return particles.solve(model, x0, T, method=method, dt=0.05, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x", "energy"], stop_after, every)
-    assert full.info["nsteps"] == 40
+        return particles.solve(model, x0, T, method=method, dt=0.05, engine=engine, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x", "energy"], stop_after, every, step)
+    assert full.info["nsteps"] == 40 and full.info["engine"] == engine
 
 
 def test_particles_adaptive(monkeypatch, tmp_path):
@@ -94,7 +98,7 @@ def test_particles_batched_models_and_weights(monkeypatch, tmp_path, model):
 
     def solve(**kw):
         return particles.solve(model, x0, T, dt=0.05, weights=w, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x"], 17, 5)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x"], 17, 5, step="advance")
     assert full.x.shape == (5, 3, 7, 3)
 
 
@@ -142,12 +146,12 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
 KILLED_SOLVE = """
 import time, numpy as np
 import meanfield as mf
-from meanfield.solvers import particles, stepping
-real = stepping.fixed_step
-def slow_step(*args):
-    time.sleep(0.004)          # slows the run down so that the test can kill it mid-way
+from meanfield.solvers import particles, small
+real = small.advance
+def slow_steps(*args):
+    time.sleep(0.004 * args[3])      # slows the run down so that the test can kill it mid-way
     return real(*args)
-stepping.fixed_step = slow_step
+small.advance = slow_steps
 x0 = mf.uniform_sphere(16, 3, seed=7)
 particles.solve(mf.SA(4.0), x0, np.linspace(0, 8, 9), dt=0.01, checkpoint={path!r}, checkpoint_every=25)
 """

@@ -96,3 +96,49 @@ def test_mobius_family_mean_and_normalisation():
     assert np.isclose(mass, 1.0, rtol=1e-10) and np.isclose(mean, exact.mobius_mean(s), rtol=1e-10)
     y = exact.mobius_push(mf.uniform_sphere(200_000, 3, seed=0), w)
     assert abs(y.mean(axis=0)[2] - exact.mobius_mean(s)) < 5e-3
+
+
+# paper.md §3.7: t*(β) with γ_β(t*) = 1 - 1e-3, printed to the digits shown
+CLUSTERING_TIMES = {
+    ("SA", 32): {0.1: "5.19", 1: "5.27", 2: "5.46", 4: "6.95", 6: "16.0", 9: "178.7"},
+    ("SA", 128): {0.1: "5.88", 1: "5.91", 2: "5.98", 4: "6.57", 6: "10.35", 9: "82.6"},
+    ("USA", 32): {0.1: "4.86", 1: "2.90", 2: "1.88", 4: "1.13", 6: "0.870", 9: "0.686"},
+}
+
+
+@pytest.mark.parametrize("name, n", list(CLUSTERING_TIMES))
+def test_clustering_time_matches_the_paper_table(name, n):
+    Model = {"SA": mf.SA, "USA": mf.USA}[name]
+    for beta, printed in CLUSTERING_TIMES[name, n].items():
+        t = theory.clustering_time(Model(beta), n, delta=1e-3)
+        half_digit = 0.5 * 10.0 ** -len(printed.partition(".")[2])
+        assert abs(t - float(printed)) <= half_digit, (beta, t, printed)
+        assert abs(t / float(printed) - 1) <= 1.1e-3
+
+
+@pytest.mark.parametrize("Model", [mf.SA, mf.USA])
+def test_clustering_time_is_where_the_equiangular_ode_reaches_one_minus_delta(Model):
+    for beta, n, delta in [(0.5, 4, 1e-2), (3.0, 32, 1e-3), (7.0, 128, 1e-4)]:
+        t = theory.clustering_time(Model(beta), n, delta)
+        rho = theory.equiangular_curve(Model(beta), n, [0.0, t])
+        assert rho[-1] == pytest.approx(1 - delta, abs=1e-9)
+
+
+def test_clustering_time_closed_form_and_inverse_table():
+    # n = 2, β = 0: γ = tanh t, so t* = artanh(1 - δ)
+    assert theory.clustering_time(mf.SA(0.0), 2, 1e-3) == pytest.approx(np.arctanh(1 - 1e-3), rel=1e-10)
+    from scipy.optimize import brentq
+    # β_c(30) on Γ_{∞,1e-3}: paper.md prints 6.91 (n = 32) and 7.79 (n = 128); the quadrature
+    # gives 6.910 and 7.785 (t*(7.79) = 30.12 by the same ODE), so the second is read to 0.01
+    for n, printed, tol in [(32, 6.91, 0.005), (128, 7.79, 0.01)]:
+        beta = brentq(lambda b: theory.clustering_time(mf.SA(b), n) - 30.0, 4.0, 9.0)
+        assert abs(beta - printed) <= tol
+
+
+def test_clustering_time_rejects_bad_input():
+    with pytest.raises(ValueError, match="delta"):
+        theory.clustering_time(mf.SA(1.0), 8, delta=0.0)
+    with pytest.raises(ValueError, match="attractive"):
+        theory.clustering_time(mf.SA(1.0, V=-1), 8)
+    with pytest.raises(ValueError, match="n"):
+        theory.clustering_time(mf.SA(1.0), 1)

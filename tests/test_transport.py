@@ -9,7 +9,7 @@ from meanfield import exact, measures, transport
 from meanfield.geometry import circle_points, random_rotation, uniform_sphere
 from meanfield.transport import wasserstein
 
-EXACT = ["circle", "emd"]
+EXACT = ["circle", "emd", "multiscale"]
 
 
 def great_circle(theta, rotation):
@@ -41,7 +41,8 @@ def test_two_diracs_on_sphere_are_at_geodesic_distance(p):
     assert abs(wasserstein(x[:1], None, near[None], None) - 1e-9 * np.linalg.norm(np.cross(x[0], y[0]))) < 1e-15
 
 
-@pytest.mark.parametrize("d, method", [(2, "circle"), (2, "emd"), (3, "emd"), (5, "emd")])
+@pytest.mark.parametrize("d, method", [(2, "circle"), (2, "emd"), (3, "emd"), (5, "emd"), (3, "multiscale"),
+                                       (5, "multiscale")])
 @pytest.mark.parametrize("p", [1, 2, 3])
 def test_dirac_against_any_measure(d, method, p):
     """W_p(δ_x, ν)^p = ∫ d(x, y)^p dν: the only coupling is the product."""
@@ -122,14 +123,22 @@ def test_circle_is_the_automatic_choice_in_the_plane():
     assert isinstance(value, float)
 
 
-def test_auto_falls_back_to_sliced_beyond_the_exact_size(monkeypatch):
+def test_auto_falls_back_to_sliced_beyond_the_exact_size_and_says_so(monkeypatch):
     x, y = uniform_sphere(50, 3, seed=1), uniform_sphere(40, 3, seed=2)
-    assert wasserstein(x, None, y, None, return_info=True)[1]["method"] == "emd"
+    exact, info = wasserstein(x, None, y, None, return_info=True)
+    assert info["method"] == "emd"
     monkeypatch.setattr(transport, "EXACT_LIMIT", 50 * 40 - 1)
     value, info = wasserstein(x, None, y, None, return_info=True)
     assert info["method"] == "sliced" and not info["exact"]
+    assert value == wasserstein(x, None, y, None, method="sliced")
+
+
+def test_sliced_distance_is_repeatable_and_not_w2():
+    x, y = uniform_sphere(50, 3, seed=1), uniform_sphere(40, 3, seed=2)
+    value, info = wasserstein(x, None, y, None, method="sliced", return_info=True)
+    assert info["method"] == "sliced" and not info["exact"]
     assert value == wasserstein(x, None, y, None, method="sliced")          # seeded: repeatable
-    assert 0 < value < np.pi
+    assert 0 < value < wasserstein(x, None, y, None, method="emd")
 
 
 def test_sliced_distance_vanishes_for_equal_measures_and_grows_with_separation():

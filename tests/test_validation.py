@@ -9,7 +9,8 @@ import meanfield as mf
 from meanfield import cli, exact, figures
 
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
-               "energy", "landscape", "high_dimension_pde", "euclidean", "noise"]
+               "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
+               "mean_field_limit"]
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +45,33 @@ def test_quick_run_passes_its_checks_and_records_its_command(quick_results, name
     assert record["command"].startswith(f"meanfield figures {name} --quick")
 
 
-def test_trajectories_writes_a_small_gif(quick_results):
+def test_trajectories_writes_a_talk_sized_gif(quick_results):
     gif = quick_results["_out"] / "trajectories.gif"
     assert gif.read_bytes()[:6] == b"GIF89a" and gif.stat().st_size < 2_000_000
+    assert figures.load_script("trajectories").gif_width(gif) >= 600
+
+
+def test_trajectories_unwrapped_angles_end_together():
+    traj = figures.load_script("trajectories")
+    t = np.linspace(0, 1, 50)[:, None]
+    theta = np.stack([0.1 - 0.3 * t[:, 0], 0.1 + 0 * t[:, 0]], axis=1) % (2 * np.pi)   # one path crosses 0
+    x = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
+    out = traj.unwrapped_angles(x)
+    assert np.max(np.abs(np.diff(out, axis=0))) < 0.1                       # continuous in time
+    assert abs(out[-1, 0] - (0.1 - 0.3)) < 1e-12 and abs(out[-1, 1] - 0.1) < 1e-12
+
+
+def test_cone_collapse_wendel_and_hemisphere_test():
+    cc = figures.load_script("cone_collapse")
+    assert cc.wendel(32, 2) == pytest.approx(1.49e-8, rel=1e-2)
+    assert cc.wendel(32, 16) == pytest.approx(0.5, abs=1e-12) and cc.wendel(32, 32) == 1.0
+    w = np.array([0.0, 0.0, 1.0])
+    x = cc.hemisphere_start(20, 3, w, seed=1)
+    assert np.all(x @ w > 0) and np.allclose(np.linalg.norm(x, axis=1), 1)
+    assert cc.in_open_hemisphere(x)
+    assert not cc.in_open_hemisphere(np.vstack([np.eye(3), -np.eye(3)]))
+    t = np.linspace(0, 10, 200)
+    assert cc.tail_rate(t, np.exp(-2.5 * t)) == pytest.approx(2.5, rel=1e-10)
 
 
 def test_quick_numbers(quick_results):
@@ -125,7 +150,16 @@ def test_metastability_initial_data():
     assert runs == [(4, 1.0, 2.0, True), (3, 3.0, 5.0, False)]
 
 
-def test_phase_diagram_crossing():
+def test_phase_diagram_boundary_and_grids():
     pd = figures.load_script("phase_diagram")
-    assert pd.crossing([1.0, 2.0, 3.0], [1.0, 0.75, 0.25]) == pytest.approx(2.5)
-    assert np.isnan(pd.crossing([1.0, 2.0], [1.0, 0.9]))
+    assert pd.boundary(np.array([0.0, 1.0, 2.0]), np.array([0.0, 0.25, 0.75])) == pytest.approx(1.5)
+    assert np.isnan(pd.boundary(np.array([0.0, 1.0]), np.array([0.0, 0.4])))
+    t = pd.output_times(30.0, 200, 0.1)           # step times nearest linspace(0, 30, 200), all distinct
+    assert t[-1] == pytest.approx(30.0) and np.all(np.diff(t) > 0.09)
+    assert np.allclose(t / 0.1, np.round(t / 0.1), atol=1e-9)
+    assert pd.paper_step("USA", 9.0) == pytest.approx(0.1 / (3 * np.exp(8.5)))
+    # exact P(<x, y> > s) for uniform pairs: on the circle arccos(s)/π, on S^2 (1 - s)/2
+    assert pd.uniform_pair_probability(2, 0.999) == pytest.approx(np.arccos(0.999) / np.pi, rel=1e-12)
+    assert pd.uniform_pair_probability(3, 0.999) == pytest.approx(0.0005, rel=1e-12)
+    edges = pd._cell_edges([0.0, 1.0, 3.0])
+    assert np.allclose(edges, [-0.5, 0.5, 2.0, 4.0])

@@ -108,28 +108,32 @@ def main(argv=None):
                                         mismatch=mismatches, observed_order=-order)
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(15, 11), constrained_layout=True)
+    axes = axes.ravel()
     for c, (label, (t, energy, rate, diss)) in enumerate(particle_runs.items()):
-        axes[0].plot(t[1:], energy[1:] / energy[0], color=f"C{c}", label=f"particles {label}")
-        axes[1].semilogy(t, diss, color=f"C{c}", lw=3, alpha=0.35)
-        axes[1].semilogy(t[2:-2], rate, "--", color=f"C{c}", label=f"{label}: dE/dt (dashed), dissipation")
+        axes[0].plot(t[1:], energy[1:] / energy[0], color=f"C{c}", lw=2, label=label)
+        axes[2].semilogy(t, diss, color=f"C{c}", lw=3, alpha=0.35)
+        axes[2].semilogy(t[2:-2], rate, "--", color=f"C{c}", label=f"{label}: dE/dt (dashed), dissipation")
     for c, beta in enumerate(BETAS):
         for k, name in enumerate(("SA", "USA")):
             t_fv, energy = fv_runs[f"{name} beta={beta:g}", grids[-1]]
-            axes[0].plot(t_fv[1:], energy[1:] / energy[0], ":", lw=2, color=f"C{2 * c + k}",
-                         label=f"FV {name} β={beta:g}")
+            axes[1].plot(t_fv[1:], energy[1:] / energy[0], lw=2, color=f"C{2 * c + k}", label=f"{name} β = {beta:g}")
     axes[0].set(xlabel="t", ylabel="E_β(t) / E_β(0)", xscale="log",
-                title=f"E_β(t): particles (n = {n}, S²) and FV (S¹)")
-    axes[0].legend(fontsize=7)
-    axes[1].set(xlabel="t", ylabel="rate", title="particles: dE/dt vs ∫|X|²dμ (USA), ∫Φ|X|²dμ (SA)")
-    axes[1].legend(fontsize=7)
+                title=f"particles on S² (n = {n}): E_β(t) never decreases")
+    axes[1].set(xlabel="t", ylabel="E_β(t) / E_β(0)", xscale="log",
+                title=f"finite volumes on S¹ ({grids[-1]} cells, upwind): E_β(t)")
+    axes[2].set(xlabel="t", ylabel="rate", title="particles: dE/dt vs ∫|X|²dμ (USA), ∫Φ|X|²dμ (SA)")
     for label, r in results["fv"].items():
-        axes[2].loglog(r["cells"], r["mismatch"], "o-", label=f"{label} (order {r['observed_order']:.2f})")
-    axes[2].loglog(grids, results["fv"][f"SA beta={BETAS[0]:g}"]["mismatch"][0] * grids[0] / np.array(grids), "k:",
+        axes[3].loglog(r["cells"], r["mismatch"], "o-", lw=2, label=f"{label} (order {r['observed_order']:.2f})")
+    axes[3].loglog(grids, results["fv"][f"SA beta={BETAS[0]:g}"]["mismatch"][0] * grids[0] / np.array(grids), "k:",
                    label="h")
-    axes[2].set(xlabel="cells", ylabel="max |dE/dt - dissipation| / max dissipation",
+    axes[3].set(xlabel="cells", ylabel="max |dE/dt - dissipation| / max dissipation",
                 title="FV (upwind) on S¹: consistency of the energy identity")
-    axes[2].legend(fontsize=7)
+    for a in axes:
+        a.legend(fontsize=10)
+        a.title.set_fontsize(13)
+        a.xaxis.label.set_fontsize(12)
+        a.yaxis.label.set_fontsize(12)
     exp.finish(fig, results)
 
 

@@ -101,15 +101,18 @@ def main(argv=None):
                                   span_coordinates_error=span_err)
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 3, figsize=(15, 8), constrained_layout=True)
+    fig, axes = plt.subplots(2, 3, figsize=(18, 10), constrained_layout=True)
     for row, name in enumerate(("SA", "USA")):
         for col, d in enumerate((dims[0], dims[-1])):
             ax = axes[row, col]
-            ax.imshow(np.log10(heat[name, d].T + 1e-3), origin="lower", aspect="auto", cmap="Greys",
-                      extent=(t[0], t[-1], bins[0], bins[-1]))
+            mid = 0.5 * (t[1:] + t[:-1])
+            t_edges = np.concatenate([[t[0] - (mid[0] - t[0])], mid, [t[-1] + (t[-1] - mid[-1])]])
+            mesh = ax.pcolormesh(t_edges, bins, np.log10(heat[name, d].T + 1e-3), cmap="Greys", shading="flat",
+                                 rasterized=True)
+            fig.colorbar(mesh, ax=ax, label="log10(density + 1e-3)")
             ax.plot(t, curves[name], "r--", lw=1.5, label="ρ(t), d → ∞")
             ax.set(xlabel="t", ylabel="<x_i(t), x_j(t)>",
-                   title=f"{name}, β = {BETA:g}, n = {N}, d = {d}: histogram of inner products")
+                   title=f"{name}, β = {BETA:g}, n = {N}, d = {d}:\nhistogram of inner products")
             ax.legend(loc="lower right")
         ax = axes[row, 2]
         dev = results[name]["max_deviation"]

@@ -66,7 +66,7 @@ def main(argv=None):
     r_fv, fv_errors = {}, []
     for cells in grids:
         fv = circle.solve(mf.SA(0.0), lambda x: exact.wrapped_cauchy_density(mf.circle_angles(x), R0), t0,
-                          cells=cells)
+                          cells=cells, flux="upwind")
         r_fv[cells] = np.abs((fv.rho * fv.areas) @ (fv.points[:, 0] + 1j * fv.points[:, 1]))
         fv_errors.append(float(np.max(np.abs(r_fv[cells] - r_exact))))
     fv_order = float(np.log(fv_errors[0] / fv_errors[1]) / np.log(grids[1] / grids[0]))
@@ -92,7 +92,8 @@ def main(argv=None):
         sync[label] = dict(t=t, r=r, fraction_single=single.mean(axis=1))
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10.5), constrained_layout=True)
+    axes = axes.ravel()
     ax = axes[0]
     ax.plot(t0, r_exact, "k-", lw=3, alpha=0.4, label="exact r(t) (wrapped Cauchy)")
     for n_ in sizes:
@@ -100,19 +101,26 @@ def main(argv=None):
     for cells in grids:
         ax.plot(t0, r_fv[cells], ":", lw=2, label=f"finite volumes, {cells} cells")
     ax.set(xlabel="t", ylabel="r(t)", title=f"β = 0 (Kuramoto): order parameter from r0 = {R0}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=10)
     ax = axes[1]
     ax.loglog(sizes, errors, "o-", label=f"max_t |r_n - r| (order {order:.2f})")
     ax.loglog(sizes, errors[0] * sizes[0] / np.array(sizes), "k:", label="1/n")
     ax.set(xlabel="n", ylabel="max error", title="particles vs the exact order parameter")
     ax.legend()
-    ax = axes[2]
     for c, (label, s) in enumerate(sync.items()):
-        ax.semilogx(s["t"][1:], s["r"][1:], color=f"C{c}", lw=0.5, alpha=0.5)
-        ax.semilogx(s["t"][1:], s["fraction_single"][1:], color=f"C{c}", lw=2.5, label=f"{label}: P(one cluster)")
-    ax.set(xlabel="t", ylabel="r(t) (thin) and fraction in one cluster (thick)",
-           title=f"β > 0: {seeds} random starts, n = {n}")
-    ax.legend(fontsize=7)
+        axes[2].semilogx(s["t"][1:], s["r"][1:], color=f"C{c}", lw=0.8, alpha=0.6)
+        axes[2].plot([], [], color=f"C{c}", lw=2, label=label)
+        axes[3].semilogx(s["t"][1:], s["fraction_single"][1:], color=f"C{c}", lw=2.5, label=label)
+    axes[2].set(xlabel="t", ylabel="order parameter r(t) = |mean of e^{iθ}|",
+                title=f"β > 0: r(t) of each of {seeds} random starts, n = {n}")
+    axes[2].legend(fontsize=10)
+    axes[3].set(xlabel="t", ylabel="fraction of the runs in one cluster", ylim=(-0.02, 1.02),
+                title=f"β > 0: synchronisation, {seeds} random starts, n = {n}")
+    axes[3].legend(fontsize=10)
+    for a in axes:
+        a.title.set_fontsize(13)
+        a.xaxis.label.set_fontsize(12)
+        a.yaxis.label.set_fontsize(12)
     exp.finish(fig, dict(r0=R0, t=t0, exact=r_exact, sizes=sizes, errors=errors, observed_order=order,
                          particles={str(k): v for k, v in r_particles.items()}, fv=dict(cells=grids, errors=fv_errors,
                                                                                        observed_order=fv_order),

@@ -17,15 +17,11 @@ What to expect:
 - On S^2 the 2562-cell grid has its own error (reported as W_2(icosphere(4), icosphere(5)) in the
   JSON); the largest n come close to it.
 
-Writes validation/results/mean_field_limit.png and mean_field_limit.json.
-Run: python validation/mean_field_limit.py [--quick]
-(--quick: n <= 1000, two draws, no grid-error run, output to a temporary folder; a smoke test)
+Checks: at t = 0 the W_1 slope on the circle is -1/2 within its 95 % interval (widened to ±0.1);
+at every output time both distances fall with n (slope <= -0.2) and the mean over draws at the
+largest n is below that at the smallest.  --quick: the circle only, n <= 1000, four draws.
 """
-import argparse
-import json
-import os
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -33,11 +29,9 @@ from scipy import stats
 
 import meanfield as mf
 from meanfield.compare import compare, density_solver
+from meanfield.figures import Experiment
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
 
 CASES = {
     "circle": dict(d=2, times=[0.0, 2.0, 4.0, 6.0, 10.0], draws=8, grid=dict(cells=8192), transport="circle"),
@@ -84,9 +78,9 @@ def run_case(geometry, ns, draws, progress, grid_error=True):
     return out
 
 
-def figure(results, path):
+def figure(results):
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(len(results), 2, figsize=(10, 4.2 * len(results)), squeeze=False,
+    fig, axes = plt.subplots(len(results), 2, figsize=(13, 5.2 * len(results)), squeeze=False,
                              constrained_layout=True)
     for row, (geometry, res) in zip(axes, results.items()):
         ns = np.array(res["ns"])
@@ -95,48 +89,54 @@ def figure(results, path):
             for k, t in enumerate(res["times"]):
                 s = res["slopes"][f"{t:g}"][name.upper()]
                 ax.errorbar(ns, w[:, :, k].mean(axis=1), yerr=w[:, :, k].std(axis=1, ddof=1), marker="o",
-                            ms=3, capsize=2, label=f"t = {t:g}: slope {s['slope']:.2f} ± {s['ci95']:.2f}")
+                            ms=4, capsize=2, lw=1.6, label=f"t = {t:g}: slope {s['slope']:.2f} ± {s['ci95']:.2f}")
             for power, style in ((-0.5, "k--"), (-0.25, "k:")):
                 ref = w[0, :, 0].mean() * (ns / ns[0]) ** power
-                ax.plot(ns, ref, style, lw=0.8, label=f"$n^{{{power:g}}}$")
+                ax.plot(ns, ref, style, lw=1.0, label=f"$n^{{{power:g}}}$")
             if "grid_error_w2" in res and name == "w2":
-                ax.axhline(max(res["grid_error_w2"]), color="grey", lw=0.8, label="grid error (max over t)")
+                ax.axhline(max(res["grid_error_w2"]), color="grey", lw=1.0, label="grid error (max over t)")
             ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("tokens n")
-            ax.set_ylabel(f"$W_{name[1]}$(particles, density)")
-            ax.set_title(f"{geometry}, {res['model']}, {res['grid']['cells']} cells, {res['draws']} draws")
-            ax.legend(fontsize=7)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+            ax.set_xlabel("tokens n", fontsize=12)
+            ax.set_ylabel(f"$W_{name[1]}$(particles, density)", fontsize=12)
+            ax.set_title(f"{geometry}, {res['model']}, {res['grid']['cells']} cells, {res['draws']} draws",
+                         fontsize=12)
+            ax.legend(fontsize=9)
+    return fig
+
+
+def _options(parser):
+    parser.add_argument("--geometry", choices=("circle", "sphere", "both"), default=None,
+                        help="default: both (--quick: circle)")
+    parser.add_argument("--progress", action="store_true")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="n <= 1000 and two draws (smoke test)")
-    parser.add_argument("--geometry", choices=("circle", "sphere", "both"), default="both")
-    parser.add_argument("--progress", action="store_true")
-    parser.add_argument("--out", default=None,
-                        help="output folder (default validation/results; --quick: a temporary folder)")
-    args = parser.parse_args(argv)
-    ns = [n for n in NS if n <= 1000] if args.quick else NS
-    geometries = ("circle", "sphere") if args.geometry == "both" else (args.geometry,)
+    exp = Experiment("mean_field_limit", __doc__.splitlines()[0], argv, options=_options)
+    ns = [n for n in NS if n <= 1000] if exp.quick else NS
+    geometry = exp.args.geometry or exp.size("circle", "both")
+    geometries = ("circle", "sphere") if geometry == "both" else (geometry,)
     clock = time.perf_counter()
-    results = {g: run_case(g, ns, 2 if args.quick else CASES[g]["draws"], args.progress, not args.quick)
+    results = {g: run_case(g, ns, exp.size(4, CASES[g]["draws"]), exp.args.progress, not exp.quick)
                for g in geometries}
     for g, res in results.items():
         for t, s in res["slopes"].items():
-            print(f"{g} t = {t:>3}: slope W1 {s['W1']['slope']:+.3f} ± {s['W1']['ci95']:.3f}, "
-                  f"W2 {s['W2']['slope']:+.3f} ± {s['W2']['ci95']:.3f}")
-    folder = args.out or (tempfile.mkdtemp(prefix="mean_field_limit_") if args.quick else RESULTS)
-    os.makedirs(folder, exist_ok=True)
-    stem = os.path.join(folder, "mean_field_limit")
-    with open(stem + ".json", "w") as fh:
-        json.dump(dict(results=results, seconds=round(time.perf_counter() - clock, 1)), fh, indent=1)
-    figure(results, stem + ".png")
-    print(f"wrote {stem}.json and .png in {time.perf_counter() - clock:.0f} s")
-    return 0
+            for name in ("W1", "W2"):
+                exp.check(f"{g} t = {t}: {name} falls with n (slope <= -0.2)", s[name]["slope"] <= -0.2,
+                          slope=s[name]["slope"], ci95=s[name]["ci95"])
+        w1 = np.array(res["w1"]).mean(axis=1)        # (len(ns), m)
+        w2 = np.array(res["w2"]).mean(axis=1)
+        exp.check(f"{g}: mean W1 and W2 at the largest n below those at the smallest, at every time",
+                  np.all(w1[-1] < w1[0]) and np.all(w2[-1] < w2[0]), w1_ratio=w1[-1] / w1[0],
+                  w2_ratio=w2[-1] / w2[0])
+        if g == "circle":
+            s0 = res["slopes"]["0"]["W1"]
+            exp.check("circle t = 0: W1 slope is -1/2 (i.i.d. sampling)",
+                      abs(s0["slope"] + 0.5) <= max(s0["ci95"], 0.1), slope=s0["slope"], ci95=s0["ci95"])
+    exp.finish(figure(results), dict(results=results, beta=BETA, paper_size=False,
+                                     seconds=round(time.perf_counter() - clock, 1)))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from meanfield.figures import run_script
+    sys.exit(run_script(__file__))

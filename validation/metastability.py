@@ -69,6 +69,17 @@ def plateaus(t, counts, start):
     return [tuple(r) for r in runs]
 
 
+def lifetime_law(betas, lengths):
+    """Least-squares fit log L = a + c β over completed plateaus: (a, c, 95 % half-width of c).
+    NaN half-width when fewer than three plateaus or a single β."""
+    from scipy import stats
+    betas, lengths = np.asarray(betas, float), np.asarray(lengths, float)
+    if betas.size < 3 or np.unique(betas).size < 2:
+        return float("nan"), float("nan"), float("nan")
+    fit = stats.linregress(betas, np.log(lengths))
+    return float(fit.intercept), float(fit.slope), float(stats.t.ppf(0.975, betas.size - 2) * fit.stderr)
+
+
 def main(argv=None):
     exp = Experiment("metastability", __doc__.splitlines()[0], argv)
     betas = exp.size([2.0, 4.0, 8.0], [2.0, 3.0, 4.0, 6.0, 8.0, 12.0])
@@ -103,7 +114,7 @@ def main(argv=None):
                   t_form=t_form, t_lin=t_lin)
         exp.check(f"beta={beta:g}: plateaus outlast the fast phase", np.all(longest >= 2 * t_form),
                   longest_plateau=longest, t_form=t_form)
-        per_beta[beta] = dict(counts=counts, t_one=t_one, runs=runs)
+        per_beta[beta] = dict(counts=counts, t_one=t_one, runs=runs, energy=sol.energy)
         results["particles"][f"beta{beta:g}"] = dict(l_star=l_star, rates=rates, t_lin=t_lin, early=early,
                                                      t_form=t_form, t_single=t_one, plateaus=runs,
                                                      counts=counts)
@@ -118,7 +129,7 @@ def main(argv=None):
         l_star = theory.most_unstable_mode(model, 2)
         t_lin = np.log(1 / EPS) / theory.growth_rate(model, 2, l_star)
         rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(n // 2 - 1, 0))
-        sol = circle.solve(model, rho0, t_fv, cells=cells)
+        sol = circle.solve(model, rho0, t_fv, cells=cells, flux="upwind")
         counts = np.array([density_clusters(sol, k) for k in range(t_fv.size)])
         early = int(counts[np.searchsorted(t_fv, 2 * t_lin)])
         exp.check(f"FV beta={beta:g}: l* = {l_star} clusters at t = 2 t_lin", early == l_star, early=early)
@@ -133,7 +144,8 @@ def main(argv=None):
                                               plateaus=plateaus(t_fv, counts, int(np.searchsorted(t_fv, t_lin))))
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(17, 5), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(16, 11), constrained_layout=True)
+    axes = axes.ravel()
     ax = axes[0]
     for c, beta in enumerate(betas):
         counts = per_beta[beta]["counts"]
@@ -145,15 +157,47 @@ def main(argv=None):
     ax.set(xlabel="t", ylabel="number of clusters", ylim=(0, 2 * max(r["l_star"] for r in
                                                                       results["particles"].values()) + 1),
            title=f"SA on S¹, n = {n}: clusters vs log t (dotted: t_lin)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=9)
     ax = axes[1]
-    for c, beta in enumerate(betas):
+    done, cut = [], []            # (β, length, count) of completed and of right-censored plateaus
+    for beta in betas:
+        t_lin = results["particles"][f"beta{beta:g}"]["t_lin"]
         for r in per_beta[beta]["runs"]:
             for k, b, e, ended in r:
-                if k > 1 and e - b >= 0.1 * results["particles"][f"beta{beta:g}"]["t_lin"]:   # not transients
-                    ax.semilogy(beta, e - b, "o" if ended else "^", mfc=None if ended else "none",
-                                color=plt.cm.viridis(min(k, 8) / 8))
-    ax.set(xlabel="β", ylabel="plateau length", title="plateau lengths (colour: cluster count; ^: still on at T)")
+                if k > 1 and e - b >= 0.1 * t_lin:                   # not transients
+                    (done if ended else cut).append((beta, e - b, k))
+    cmap, norm = plt.cm.viridis, plt.Normalize(1, max([k for *_, k in done + cut] + [2]))
+    jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(done) + len(cut))
+    if done:
+        b_, l_, k_ = map(np.array, zip(*done))
+        sc = ax.scatter(b_ + jitter[:len(done)], l_, c=k_, cmap=cmap, norm=norm, s=45, edgecolors="k",
+                        label="completed plateau (length)")
+    if cut:
+        b_, l_, k_ = map(np.array, zip(*cut))
+        sc = ax.scatter(b_ + jitter[len(done):], l_, c=k_, cmap=cmap, norm=norm, s=70, marker="^",
+                        edgecolors="k", label="still on at T: lower bound only")
+    # the law is fitted on one kind of plateau, the two-cluster one before the last merge: mixing
+    # cluster counts, or keeping only the plateaus that ended (at large β the long ones are
+    # censored and only the short early ones end), biases the fit towards c = 0
+    pairs = [(b_, l_) for b_, l_, k_ in done if k_ == 2]
+    a, c, half = lifetime_law([p_[0] for p_ in pairs], [p_[1] for p_ in pairs])
+    results["lifetime_law"] = dict(intercept=a, rate_c=c, ci95=half, completed=done, censored=cut)
+    if np.isfinite(c):
+        grid = np.linspace(min(betas), max(betas), 50)
+        ax.plot(grid, np.exp(a + c * grid), "k--", lw=1.5,
+                label=f"two-cluster plateaus that ended: L ∝ e^{{cβ}}, c = {c:.2f} ± {half:.2f} (95 %)")
+    ax.set_yscale("log")
+    ax.set(xlabel="β", ylabel="plateau length (time)", title="metastable plateaus: lifetime against β")
+    ax.legend(fontsize=9, loc="upper left")
+    fig.colorbar(sc, ax=ax, label="clusters during the plateau")
+    ax = axes[3]
+    for c_, beta in enumerate(betas):
+        e = per_beta[beta]["energy"]                                # (m, seeds)
+        top = np.exp(beta) / (2 * beta)                              # E_β of a single cluster
+        ax.loglog(t[1:], np.maximum(1 - e[1:, 0] / top, 1e-16), color=f"C{c_}", lw=2, label=f"β = {beta:g}")
+    ax.set(xlabel="t", ylabel="1 − E_β(t) / E_β(one cluster)",
+           title="energy staircase (first run of each β): flat on plateaus, a step down at each merge")
+    ax.legend(fontsize=9)
     ax = axes[2]
     sol, counts, t_lin = fv_runs[fv_betas[-1]]
     theta = circle.cell_angles(cells)
@@ -162,7 +206,14 @@ def main(argv=None):
         ax.semilogy(theta, np.maximum(sol.rho[k], 1e-12), label=f"t = {t_fv[k]:.0f}: {counts[k]} clusters")
     ax.set(xlabel="θ", ylabel="ρ(t, θ)", ylim=(1e-8, None),
            title=f"FV density, SA β = {fv_betas[-1]:g}, {cells} cells (upwind)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=9)
+    for a_ in axes:
+        a_.title.set_fontsize(12)
+    c = results["lifetime_law"]["rate_c"]
+    if not exp.quick:
+        exp.check("two-cluster plateau lifetimes grow exponentially with beta (c > 0 with 95 % confidence)",
+                  np.isfinite(c) and c - results["lifetime_law"]["ci95"] > 0, rate_c=c,
+                  ci95=results["lifetime_law"]["ci95"])
     exp.finish(fig, results)
 
 

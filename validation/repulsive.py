@@ -100,24 +100,24 @@ def main(argv=None):
             curves[name] = energy - e_opt
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(15, 5.5), constrained_layout=True)
-    ax = axes[0]
-    for c, (name, gap) in enumerate(curves.items()):
-        if "USA" in name:
-            lines = ax.loglog(t[1:], np.maximum(gap[1:], 1e-16), color=f"C{c // 2 % 10}", lw=0.8)
-            lines[0].set_label(name.replace(", USA", ""))
-    ax.set(xlabel="t", ylabel="E_β(x(t)) - E_β(optimal)",
-           title=f"USA with V = -I, β = {BETA:g}: energy descent ({seeds} random starts each)")
-    ax.legend(fontsize=6, ncol=2)
-    ax = axes[1]
-    labels = [f"{r['configuration']}\n{r['model']}" for r in table]
-    worst = [max(np.max(r["energy_gap"]), 1e-17) for r in table]
-    ax.barh(np.arange(len(table)), worst, color=["C0" if r["model"] == "USA" else "C1" for r in table])
-    ax.axvline(1e-6, color="k", ls=":", label="1e-6")
-    ax.set_xscale("log")
-    ax.set_yticks(np.arange(len(table)), labels, fontsize=6)
-    ax.set(xlabel="largest final energy gap over the starts", title=f"final gaps at T = {T:g}")
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(18, 7), constrained_layout=True, sharey=True)
+    configs = list(dict.fromkeys(name.rsplit(", ", 1)[0] for name in curves))
+    colours = plt.cm.tab20(np.linspace(0, 1, 20))[:len(configs)] if len(configs) > 10 else plt.cm.tab10.colors
+    styles = ["-", "--", "-.", ":"]
+    for ax, which in zip(axes, ("USA", "SA")):
+        for k, config in enumerate(configs):
+            gap = curves.get(f"{config}, {which}")
+            if gap is None:
+                continue
+            lines = ax.loglog(t[1:], np.maximum(gap[1:], 1e-16), color=colours[k], ls=styles[k % len(styles)],
+                              lw=1.6)
+            for line in lines[1:]:
+                line.set_alpha(0.5)
+            lines[0].set_label(config)
+        ax.set_xlabel("t", fontsize=12)
+        ax.set_title(f"{which} with V = -I, β = {BETA:g}: energy descent ({seeds} random starts each)", fontsize=13)
+        ax.legend(fontsize=9, ncol=2, loc="lower left")
+    axes[0].set_ylabel("E_β(x(t)) − E_β(optimal configuration)  (floor 1e-16)", fontsize=12)
     exp.finish(fig, dict(beta=BETA, T=T, seeds=seeds, t=t, table=table, energy_gap_curves=curves))
 
 
