@@ -17,10 +17,12 @@ from .solvers.particles import velocity
 from .theory import growth_rate, most_unstable_mode
 from .transport import wasserstein
 from .measures import perturbed_uniform, sample_density
+from .sampling import discretise
+from .density_estimation import kde
 
 __version__ = "0.1.0"
 
 __all__ = ["SA", "USA", "MultiHead", "FeedForward", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
            "tangent_projection", "circle_points", "circle_angles", "random_rotation",
            "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode",
-           "wasserstein", "sample_density", "perturbed_uniform", "particles", "circle", "sphere"]
+           "wasserstein", "sample_density", "perturbed_uniform", "discretise", "kde", "particles", "circle", "sphere"]

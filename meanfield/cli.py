@@ -5,6 +5,8 @@ import sys
 COMMANDS = {
     "compare": ("meanfield.compare", "particles vs density PDE with optimal transport and energies "
                                      "(default: circle, SA, beta=4, n=2000, T=20)"),
+    "convergence": ("meanfield.convergence", "W_p(particles_n, density_h) over a grid of n and cells, "
+                                             "with the observed orders (circle or sphere)"),
     "figures": ("meanfield.figures", "reproduce the paper's experiments (validation/ scripts)"),
     "sweep": ("meanfield.sweep", "run a parameter sweep from a TOML config (Dask or in-process)"),
 }
@@ -13,7 +15,7 @@ COMMANDS = {
 def usage():
     lines = ["usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)", "",
              "commands:"]
-    lines += [f"  {name:<9}{text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<12}{text}" for name, (_, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -2,14 +2,28 @@
 
 From one initial density ρ_0 and one model, run
 
-- the particle system with n tokens drawn i.i.d. from ρ_0, for several independent draws
+- the particle system with n tokens discretising ρ_0 (``sampling``: "stratified" by default,
+  or "iid", "quantile", "weighted"; see ``meanfield.sampling``), for several independent draws
   (one batched solve), and
 - the finite-volume solver for ∂_t ρ + div(ρ X[ρ]) = 0 (``meanfield.solvers.circle`` on S^1,
   ``meanfield.solvers.sphere`` on S^2),
 
 and report at every output time: W_1 and W_2 between each empirical measure
-μ^n_t = (1/n) sum δ_{x_i(t)} and the grid measure sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians;
-``meanfield.wasserstein``), the interaction energies E_β of both, and their cluster counts.
+μ^n_t = (1/n) sum δ_{x_i(t)} (tokens closer than 1e-7 merged into one atom, which changes W_p by
+less than 2e-7 and makes exact transport fast once clusters have collapsed) and the grid measure
+sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians; ``meanfield.wasserstein``), the interaction energies E_β of both, and their cluster counts.
+
+Two reference lines explain the distance (``Comparison.iid_prediction`` and ``grid_error``):
+
+- i.i.d. draws put O(n^{-1/2}) of mass error in every low harmonic of ρ_0; the most unstable
+  mode l* (``theory.most_unstable_mode``) amplifies it at the rate λ* = ``growth_rate(model, d, l*)``
+  until clusters form and freeze it into the cluster masses, so W_p(μ^n_t, ρ_t) ≈ n^{-1/2} e^{λ* t}
+  and i.i.d. tokens cannot track the PDE past the horizon t_n = log(n)/(2λ*), where that reaches 1.
+  Stratified and quantile samples match the low moments of ρ_0 to O(n^{-3/2}) and O(n^{-2}): the
+  amplified error stays far below the grid's.
+- the grid's own error, estimated by W_p(ρ_h, ρ_{2h}) against the solution on the coarser grid
+  (half the cells on S^1, one icosphere level less on S^2): about the error of ρ_h for a
+  first-order scheme (err(2h) ≈ 2 err(h)), three times it for a second-order one.
 
 E_β of μ^n includes the self-interaction e^β/(2βn) of the diagonal i = j, a bias of
 O(1/n) against the density's E_β on top of the O(n^{-1/2}) sampling fluctuation.
@@ -32,15 +46,18 @@ from . import atomic
 from .checks import as_beta, as_choice, as_count, as_flag, as_positive, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
-from .measures import perturbed_uniform, sample_density
+from .measures import merge_atoms, perturbed_uniform, sample_density
 from .models import SA, USA, as_model
+from .sampling import METHODS, RANDOMISED, discretise
 from .solvers.results import _Saveable
+from .theory import growth_rate, most_unstable_mode
 from .transport import wasserstein
 
 __all__ = ["Comparison", "compare", "main"]
 
 GEOMETRIES = {"circle": 2, "sphere": 3}
 MAX_LEVEL = 8              # finest icosphere the command accepts (655,362 cells)
+MERGE_TOL = 1e-7           # tokens closer than this (a box of R^d) are one atom for W_p (changes it by < 2e-7)
 
 
 @dataclass(eq=False, repr=False)
@@ -50,7 +67,9 @@ class Comparison(_Saveable):
     Fields: t (m,); w1, w2 (m, S) Wasserstein distances (radians) between each draw's empirical
     measure and the grid measure; energy_particles (m, S) and energy_density (m,) E_β;
     clusters_particles (m, S) and clusters_density (m,); particles (ParticleSolution, x of shape
-    (m, S, n, d)); density (DensitySolution); info (settings, methods, timings).
+    (m, S, n, d)); density (DensitySolution); info (settings, methods, timings, and for attractive
+    isotropic models lambda_star, mode l*, horizon t_n); weights (S, n) of the tokens (None: 1/n);
+    grid_error (m,) W_2(ρ_h, ρ_{2h}) (None when not computed).
 
     ``save(path)`` / ``Comparison.load(path)`` keep everything (both solutions included) in one
     .npz file; ``to_xarray()`` / ``to_netcdf(path)`` / ``Comparison.from_netcdf(path)`` do the
@@ -66,11 +85,29 @@ class Comparison(_Saveable):
     particles: object
     density: object
     info: dict = field(default_factory=dict)
+    weights: np.ndarray = None
+    grid_error: np.ndarray = None
+
+    @property
+    def iid_prediction(self):
+        """n^{-1/2} e^{λ* t} capped at π (the diameter bounds W_p): the predicted distance for
+        i.i.d. tokens (m,); None for models without an unstable mode."""
+        rate = self.info.get("lambda_star")
+        if rate is None:
+            return None
+        return np.minimum(np.exp(rate * self.t) / np.sqrt(self.info["n"]), np.pi)
 
     @property
     def energy_gap(self):
         """(mean over draws of E_β(μ^n) - E_β(ρ)) / E_β(ρ) at each output time (m,)."""
         return self.energy_particles.mean(axis=1) / self.energy_density - 1.0
+
+    @property
+    def quantum_level(self):
+        """π (2n)^{-1/2}: W_2 of moving half a token's mass 1/(2n) across the diameter π. Once clusters
+        have formed W_2 ≈ D sqrt(δm) for a cluster-mass error δm at distance D, and n tokens (of
+        weight ~1/n each) cannot fix a cluster's mass better than that: W_2 has this floor."""
+        return float(np.pi / np.sqrt(2.0 * self.info["n"]))
 
     def table(self):
         """The comparison as a plain-text table (means ± standard deviations over the draws)."""
@@ -96,12 +133,31 @@ class Comparison(_Saveable):
             energy_gap=self.energy_gap.tolist(),
             clusters_particles=self.clusters_particles.tolist(),
             clusters_density=self.clusters_density.tolist(),
+            grid_error=None if self.grid_error is None else self.grid_error.tolist(),
+            iid_prediction=None if self.iid_prediction is None else self.iid_prediction.tolist(),
             summary=dict(w1_final=float(self.w1[-1].mean()), w2_final=float(self.w2[-1].mean()),
                          w2_max=float(self.w2.mean(axis=1).max()),
                          energy_gap_max=float(np.abs(self.energy_gap).max()),
                          clusters_particles_final=self.clusters_particles[-1].tolist(),
-                         clusters_density_final=int(self.clusters_density[-1])),
+                         clusters_density_final=int(self.clusters_density[-1]),
+                         grid_error_final=None if self.grid_error is None else float(self.grid_error[-1])),
         )
+
+    def explanation(self):
+        """A few lines setting the final W_2 against the two reference lines."""
+        info, w2 = self.info, float(self.w2[-1].mean())
+        lines = [f"final W2 = {w2:.3g} rad with {info['sampling']} sampling of n = {info['n']} tokens"]
+        if self.grid_error is not None:
+            lines.append(f"grid error estimate W2(rho_h, rho_2h) = {self.grid_error[-1]:.3g} rad "
+                         f"(final W2 / grid error = {w2 / max(self.grid_error[-1], 1e-300):.2f})")
+        lines.append(f"after clustering W2 ~ D sqrt(dm) for a cluster-mass error dm at distance D: half a token's "
+                     f"mass (1/2n) across the diameter gives pi (2n)^-1/2 = {self.quantum_level:.3g}; "
+                     f"W1 ~ D dm is {float(self.w1[-1].mean()):.3g}")
+        if info.get("lambda_star") is not None:
+            lines.append(f"i.i.d. tokens: n^-1/2 e^(lambda* t) with lambda* = {info['lambda_star']:.3f} (mode l* = "
+                         f"{info['mode']}) reaches 1 at the horizon t_n = log(n)/(2 lambda*) = {info['horizon']:.2f}; "
+                         f"past it i.i.d. draws cannot track the PDE")
+        return "\n".join(lines)
 
 
 def _pm(values, s):
@@ -157,7 +213,7 @@ def check_density_settings(geometry, model, cells=512, level=4, flux="upwind"):
 def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
             level: int = 4, flux: str = "upwind", method: str = "rk4", dt: float | None = None,
             summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
-            progress: bool | None = None) -> Comparison:
+            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True) -> Comparison:
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
     At each output time: W_1 and W_2 (geodesic, radians) between each draw's empirical
@@ -186,6 +242,13 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         The ``wasserstein`` method ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7).
     density : DensitySolution, optional
         A precomputed solution at the same t_eval (skips the PDE solve).
+    sampling : {"stratified", "iid", "quantile", "weighted"}
+        How the tokens discretise ρ_0 (``meanfield.sampling.discretise``): "stratified" (default),
+        "iid", "quantile" (S^1, deterministic: one draw whatever ``seeds``), "weighted" (the
+        particles carry weights ρ·area).
+    grid_reference : bool
+        Also solve on the coarser grid (half the cells, or icosphere(level - 1)) and record
+        W_2(ρ_h, ρ_{2h}) as the grid error estimate (skipped for a precomputed ``density``).
     progress : bool or None
         Progress bars (None: only for solves longer than a few seconds).
 
@@ -202,18 +265,26 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     seed = as_seed(seed)
     if density is None:
         check_density_settings(geometry, model, cells, level, flux)
+    as_choice(sampling, "sampling", METHODS)
+    if sampling not in RANDOMISED:
+        seeds = 1
     timings = {}
     clock = time.perf_counter()
-    x0 = sample_density(rho0, n, d, seed=seed, batch=seeds)
+    x0, weights = initial_tokens(rho0, n, d, sampling, seed, seeds)
     from meanfield.solvers import particles
     part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
-                           energy=False)
-    part.energy = np.array([[energy(xs, model.beta, summation=summation) for xs in xk] for xk in part.x])
+                           energy=False, weights=weights)
+    ws = [None] * seeds if weights is None else weights
+    part.energy = np.array([[energy(xs, model.beta, weights=w, summation=summation) for xs, w in zip(xk, ws)]
+                            for xk in part.x])
     timings["particles"] = time.perf_counter() - clock
     clock = time.perf_counter()
+    coarse = None
     if density is None:
         density = density_solver(geometry, model, rho0, t_eval, cells=cells, level=level, flux=flux,
                                  progress=progress)
+        if grid_reference and (cells // 2 >= 8 if geometry == "circle" else level >= 1):
+            coarse = density_solver(geometry, model, rho0, t_eval, cells=cells // 2, level=level - 1, flux=flux)
     elif density.t.shape != t_eval.shape or not np.allclose(density.t, t_eval) or density.points.shape[1] != d:
         raise ValueError("density must be a DensitySolution on the same sphere at the same output times t_eval")
     timings["density"] = time.perf_counter() - clock
@@ -225,21 +296,50 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     for k in _steps(m, progress, "transport"):
         y, b = density.measure(k)
         for s in range(seeds):
-            w1[k, s], info = wasserstein(part.x[k, s], None, y, b, p=1, method=transport, return_info=True)
+            atoms = merge_atoms(part.x[k, s], ws[s], tol=MERGE_TOL)
+            w1[k, s], info = wasserstein(*atoms, y, b, p=1, method=transport, return_info=True)
             methods.add(info["method"])
-            w2[k, s] = wasserstein(part.x[k, s], None, y, b, p=2, method=transport)
-        cp[k] = particle_clusters(part.x[k])
+            w2[k, s] = wasserstein(*atoms, y, b, p=2, method=transport)
+        cp[k] = [particle_clusters(xs, w) for xs, w in zip(part.x[k], ws)]
         cd[k] = density_clusters(density, k)
+    grid_error = None if coarse is None else np.array(
+        [wasserstein(*density.measure(k), *coarse.measure(k), p=2, method=transport) for k in range(m)])
     timings["transport"] = time.perf_counter() - clock
     grid = dict(cells=int(density.points.shape[0]), **({"mesh": density.info.get("mesh")} if d == 3 else {}))
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
+                sampling=sampling, **instability(model, d, n),
                 flux=density.info.get("flux", flux), grid=grid, particle_method=method,
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
                 transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
                 timings={k: round(v, 3) for k, v in timings.items()})
     return Comparison(t=t_eval, w1=w1, w2=w2, energy_particles=part.energy,
                       energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
-                      clusters_density=cd, particles=part, density=density, info=info)
+                      clusters_density=cd, particles=part, density=density, info=info, weights=weights,
+                      grid_error=grid_error)
+
+
+def initial_tokens(rho0, n, d, sampling, seed, seeds):
+    """x0 (seeds, n, d) discretising ρ_0 and their weights (seeds, n), or None when all are 1/n.
+    The draws use successive states of ``numpy.random.default_rng(seed)`` (i.i.d.: one batch, as
+    ``sample_density(rho0, n, d, seed, batch=seeds)``)."""
+    if sampling == "iid":
+        return sample_density(rho0, n, d, seed=seed, batch=seeds), None
+    rng = np.random.default_rng(seed)
+    draws = [discretise(rho0, n, d, sampling, seed=rng) for _ in range(seeds)]
+    x0 = np.stack([x for x, _ in draws])
+    return x0, (np.stack([w for _, w in draws]) if sampling == "weighted" else None)
+
+
+def instability(model, d, n):
+    """{lambda_star, mode, horizon}: the fastest linear growth rate λ* at the uniform measure, its
+    degree l* and the i.i.d. horizon t_n = log(n)/(2λ*); empty for models with no unstable mode."""
+    if not model.is_isotropic or model.sign < 0:
+        return {}
+    mode = most_unstable_mode(model, d)
+    rate = growth_rate(model, d, mode)
+    if not rate > 0:
+        return {}
+    return dict(lambda_star=rate, mode=mode, horizon=float(np.log(n) / (2.0 * rate)))
 
 
 def _steps(m, progress, desc):
@@ -251,9 +351,11 @@ def _steps(m, progress, desc):
 
 # --- command line -------------------------------------------------------------------------------
 
-DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=2000, T=20.0, outputs=None, seeds=3,
-                seed=0, cells=512, level=3, flux="upwind", amplitude=0.6, degree=3, out="meanfield-report",
-                quiet=False)
+DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=20.0, outputs=None, seeds=None,
+                seed=0, cells=512, level=3, flux="upwind", sampling="stratified", amplitude=0.6, degree=3,
+                out="meanfield-report", quiet=False)
+# on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
+GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41), "sphere": dict(n=1000, seeds=2, outputs=11)}
 
 
 def _parser():
@@ -270,14 +372,17 @@ def _parser():
     add("--model", choices=("SA", "USA"), help="softmax (SA) or unnormalised (USA) attention (default SA)")
     add("--beta", type=float, help="inverse temperature β (default 4)")
     add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
-    add("--n", type=int, help="tokens per draw (default 2000)")
+    add("--n", type=int, help="tokens per draw (default 2000 on the circle, 1000 on the sphere)")
     add("--T", type=float, help="final time (default 20)")
-    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 21 on the sphere, "
+    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 11 on the sphere, "
                                    "where each exact W_p costs seconds)")
-    add("--seeds", type=int, help="independent draws of the tokens (default 3)")
+    add("--seeds", type=int, help="independent draws of the tokens (default 3 on the circle, 2 on the sphere)")
     add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
     add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
     add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 3: 642 cells)")
+    add("--sampling", choices=METHODS,
+        help="how the tokens discretise rho_0: stratified (default: equal-mass strata, one random point each), "
+             "iid, quantile (circle, deterministic) or weighted (quasi-uniform points weighted by rho)")
     add("--flux", help="finite-volume flux: upwind (default), upwind2, muscl or tpfa (docs/finite_volumes.md)")
     add("--amplitude", type=float, help="size ε of the perturbation of the uniform density (default 0.6)")
     add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
@@ -291,6 +396,7 @@ def _check_option_values(opts):
     so "sa", "false" or 2.9 are refused rather than read as something else."""
     as_choice(opts["geometry"], "geometry", tuple(GEOMETRIES))
     as_choice(opts["model"], "model", ("SA", "USA"))
+    as_choice(opts["sampling"], "sampling", METHODS)
     as_beta(opts["beta"], "beta")
     for name in ("repulsive", "quiet"):
         as_flag(opts[name], name)
@@ -325,8 +431,9 @@ def options(argv):
             parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
         opts.update(loaded)
     opts.update({k: v for k, v in args.items() if v is not None})
-    if opts["outputs"] is None:
-        opts["outputs"] = 41 if opts["geometry"] == "circle" else 21
+    for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
+        if opts[name] is None:
+            opts[name] = value
     try:
         _check_option_values(opts)
     except (ValueError, TypeError) as exc:
@@ -346,7 +453,7 @@ def run(opts):
     t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
     return compare(model, rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
                    cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
-                   progress=not opts["quiet"])
+                   sampling=opts["sampling"], progress=not opts["quiet"])
 
 
 def write_report(comparison, folder, options=None):
@@ -380,8 +487,9 @@ def main(argv=None):
     paths = write_report(comparison, opts["out"], opts)
     if not opts["quiet"]:
         print(f"{comparison.info['geometry']}, {comparison.info['model_name']}, n = {opts['n']} tokens x "
-              f"{opts['seeds']} draws, {comparison.info['grid']['cells']} cells, "
+              f"{comparison.info['seeds']} draws ({opts['sampling']}), {comparison.info['grid']['cells']} cells, "
               f"W_p by {'/'.join(comparison.info['transport_methods'])}")
         print(comparison.table())
+        print(comparison.explanation())
         print(f"wrote {len(paths)} files to {opts['out']}/ in {time.perf_counter() - clock:.1f} s")
     return 0

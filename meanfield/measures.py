@@ -10,7 +10,7 @@ from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed
 from .geometry import circle_points, uniform_sphere
 
-__all__ = ["sphere_area", "as_measure", "sample_density", "perturbed_uniform", "zonal_harmonic"]
+__all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "merge_atoms", "perturbed_uniform", "zonal_harmonic"]
 
 CIRCLE_GRID = 1 << 16      # cells of the inverse-CDF grid on S^1
 BOUND_PROBES = 1 << 15     # random points used to bound ρ for rejection on S^d, d >= 2
@@ -31,6 +31,17 @@ def as_measure(x, weights=None, name="x"):
     if weights is None:
         return x, np.full(n, 1.0 / n)
     return x, as_probability(weights, n, name=f"weights of {name}")
+
+
+def merge_atoms(x, weights=None, tol=1e-7):
+    """sum_i w_i δ_{x_i} with the atoms in one box of side ``tol`` of R^d (coordinates rounded to
+    multiples of tol) merged onto the first of them: (points, weights). Each atom moves by at most
+    sqrt(d)·tol, so W_p changes by at most that; collapsed clusters of tokens become single atoms,
+    which makes exact optimal transport much cheaper."""
+    x, w = as_measure(x, weights)
+    _, first, inverse = np.unique(np.round(x / tol).astype(np.int64), axis=0, return_index=True,
+                                  return_inverse=True)
+    return x[first], np.bincount(inverse.ravel(), weights=w, minlength=first.size)
 
 
 def _density_values(rho, points, name):
@@ -67,14 +78,19 @@ def _sample_circle(rho, n, d, rng):
     h = 2 * np.pi / CIRCLE_GRID
     left = h * np.arange(CIRCLE_GRID)
     mass = _density_values(rho, circle_points(left + 0.5 * h), "rho") * h
+    return circle_points(h * inverse_cdf(mass, rng.random(n), "rho"))
+
+
+def inverse_cdf(mass, u, name="rho"):
+    """F^{-1}(u) for the piecewise-constant density with masses ``mass`` on N unit bins [k, k+1):
+    positions in [0, N) for the quantile levels u in [0, 1) (bins of zero mass are never hit)."""
     cdf = np.cumsum(mass)
     if not cdf[-1] > 0:
-        raise ValueError("rho has zero mass on the circle")
-    u = rng.random(n) * cdf[-1]
-    k = np.minimum(np.searchsorted(cdf, u, side="right"), CIRCLE_GRID - 1)
+        raise ValueError(f"{name} has zero mass")
+    u = u * cdf[-1]
+    k = np.minimum(np.searchsorted(cdf, u, side="right"), mass.size - 1)
     below = cdf[k] - mass[k]
-    theta = left[k] + h * np.clip((u - below) / mass[k], 0.0, 1.0)
-    return circle_points(theta)
+    return k + np.clip((u - below) / mass[k], 0.0, 1.0)
 
 
 def _sample_rejection(rho, n, d, rng):

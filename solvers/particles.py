@@ -389,19 +389,20 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine)
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
+    stored = None if w is None else w.reshape(x0.shape[:-1])
     if observe is not None:
         B = int(np.prod(x0.shape[:-2]))
         en = xs[:, :B].reshape((t_eval.size,) + x0.shape[:-2]) if energy else None
         observed = xs[:, B if energy else 0:].reshape((t_eval.size,) + log["shape"])
         last = info.pop("state").reshape(x0.shape)
         return ParticleSolution(t=t_eval, x=None, energy=en, model=model, info=info, observed=observed,
-                                last=last)
+                                last=last, weights=stored)
     xs = xs.reshape((t_eval.size,) + x0.shape)
     en = _trajectory_energy(model, xs, w, how) if energy else None
     if energy and np.all(np.isnan(en)):
         info["energy"] = ("NaN: E_beta is the dynamics' energy only for isotropic heads (Q^T K = I, V = ±I) "
                           "with constant weights and no feed-forward term")
-    return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info)
+    return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
 
 
 def log_energies(beta, x, weights=None, summation="auto"):

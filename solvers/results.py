@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from meanfield.interpolation import SphericalTriangulation, periodic_linear
+from meanfield.sampling import discretise
+
 from . import export
 
 
@@ -84,10 +87,23 @@ class ParticleSolution(_Saveable):
     theta: np.ndarray = None
     observed: np.ndarray = None
     last: np.ndarray = None
+    weights: np.ndarray = None
 
     @property
     def final(self):
         return self.last if self.x is None else self.x[-1]
+
+    def measure(self, k=-1, draw=0):
+        """(points (n, d), weights (n,)) of the tokens at output k as a probability measure
+        (weights 1/n unless the solve had weights); ``draw`` picks the system of a batch."""
+        x = self.x[k]
+        w = self.weights
+        if x.ndim == 3:
+            x = x[draw]
+            w = None if w is None else np.broadcast_to(w, self.x.shape[1:3])[draw]
+        n = x.shape[0]
+        w = np.full(n, 1.0 / n) if w is None else np.asarray(w, dtype=float) / np.sum(w)
+        return x, w
 
 
 @dataclass(eq=False, repr=False)
@@ -111,6 +127,20 @@ class DensitySolution(_Saveable):
         rho_i |cell_i|, clipped at 0 and normalised (ready for optimal transport)."""
         w = np.clip(self.rho[k], 0.0, None) * self.areas
         return self.points, w / w.sum()
+
+    def at(self, points, k=-1):
+        """The density of output k at arbitrary points (q, d): periodic linear interpolation
+        between cell centres on S^1, linear interpolation on the Delaunay triangulation of the
+        generators (their convex hull) on S^2 (``meanfield.interpolation``)."""
+        if self.points.shape[1] == 2:
+            return periodic_linear(self.rho[k], points)
+        return SphericalTriangulation(self.points).interpolate(self.rho[k], points)
+
+    def sample(self, n, k=-1, method="stratified", seed=None):
+        """n tokens (points (n, d), weights (n,)) discretising output k: ``meanfield.sampling.discretise``
+        of the piecewise-constant cell density, method "stratified" (default), "iid", "quantile"
+        (S^1) or "weighted"; distinct points, ready as ``x0, weights`` of ``particles.solve``."""
+        return discretise(self, n, self.points.shape[1], method=method, seed=seed, k=k)
 
 
 @dataclass(eq=False, repr=False)

@@ -21,7 +21,8 @@ def beta4():
     n = 10000 tokens against the 4096-cell solution, and the solutions on 16, 32 and 64 cells."""
     model, rho0 = mf.SA(4.0), perturbed_uniform(2)
     fine = cmp.density_solver("circle", model, rho0, T_EVAL, cells=4096)
-    runs = {n: cmp.compare(model, rho0, T_EVAL, n=n, seeds=8, density=fine, seed=1) for n in (1000, 10000)}
+    runs = {n: cmp.compare(model, rho0, T_EVAL, n=n, seeds=8, density=fine, seed=1, sampling="iid")
+            for n in (1000, 10000)}
     coarse = {cells: cmp.density_solver("circle", model, rho0, T_EVAL, cells=cells) for cells in (16, 32, 64)}
     return runs, coarse, fine
 
@@ -79,6 +80,30 @@ def test_comparison_records_methods_and_serialises(beta4):
     # one header per cluster column, each right-aligned over its own numbers
     assert head.endswith("tokens density") and first.rstrip().endswith(f"{c.clusters_density[0]:>7}")
     assert head.index("tokens") + len("tokens") == len(first.rstrip()) - 8
+
+
+def test_sampling_choices_reference_lines_and_the_iid_horizon():
+    """quantile is deterministic (one draw), weighted tokens carry their weights into W_p, energy and
+    clusters; the report carries W_2(ρ_h, ρ_2h) and n^{-1/2} e^{λ* t} with t_n = log(n)/(2λ*)."""
+    model, rho0, t = mf.SA(4.0), perturbed_uniform(2), np.array([0.0, 1.0, 2.0])
+    q = cmp.compare(model, rho0, t, n=400, seeds=3, cells=128, sampling="quantile")
+    assert q.w2.shape == (3, 1) and q.info["seeds"] == 1 and q.info["sampling"] == "quantile"
+    lam = mf.growth_rate(model, 2, 3)
+    assert q.info["mode"] == 3 and q.info["lambda_star"] == pytest.approx(lam)
+    assert q.info["horizon"] == pytest.approx(np.log(400) / (2 * lam))
+    np.testing.assert_allclose(q.iid_prediction, np.exp(lam * t) / 20.0)
+    coarse = cmp.density_solver("circle", model, rho0, t, cells=64)
+    np.testing.assert_allclose(q.grid_error, [wasserstein(*q.density.measure(k), *coarse.measure(k)) for k in range(3)])
+    assert "horizon" in q.explanation() and "grid error" in q.explanation()
+    w = cmp.compare(model, rho0, t, n=400, seeds=2, cells=128, sampling="weighted", density=q.density)
+    assert w.weights.shape == (2, 400) and w.grid_error is None
+    x, b = w.particles.x[-1, 1], w.weights[1]
+    assert w.w2[-1, 1] == pytest.approx(wasserstein(x, b, *w.density.measure(-1)), abs=1e-6)
+    assert w.energy_particles[-1, 1] == pytest.approx(mf.energy(x, 4.0, weights=b), rel=1e-10)
+    # deterministic samples start far closer to ρ_0 than i.i.d. ones
+    i = cmp.compare(model, rho0, t, n=400, seeds=2, density=q.density, sampling="iid")
+    assert q.w1[0, 0] < 0.2 * i.w1[0].mean()
+    assert cmp.compare(mf.SA(4.0, V=-1.0), rho0, t[:2], n=50, seeds=1, cells=64).iid_prediction is None
 
 
 # --- cluster counts ---------------------------------------------------------------------------------
@@ -142,7 +167,8 @@ def test_config_file_and_command_line_precedence(tmp_path):
     config.write_text('beta = 2.5\nn = 50\ngeometry = "sphere"\n')
     opts = cmp.options(["--config", str(config), "--n", "40"])
     assert opts["beta"] == 2.5 and opts["n"] == 40 and opts["geometry"] == "sphere" and opts["T"] == 20.0
-    assert opts["outputs"] == 21 and cmp.options([])["outputs"] == 41
+    assert opts["outputs"] == 11 and opts["seeds"] == 2 and cmp.options([])["outputs"] == 41
+    assert cmp.options([])["n"] == 2000 and cmp.options([])["sampling"] == "stratified"
     config.write_text("temperature = 3\n")
     with pytest.raises(SystemExit):
         cmp.options(["--config", str(config)])

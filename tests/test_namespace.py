@@ -13,7 +13,7 @@ import meanfield
 ROOT = Path(meanfield.__file__).resolve().parent
 SOLVERS = Path(meanfield.solvers.__file__).resolve().parent
 # The mathematics layer: what the engines may import from meanfield.
-CORE = {"checks", "geometry", "models", "theory", "measures"}
+CORE = {"checks", "geometry", "models", "theory", "measures", "sampling", "interpolation"}
 
 
 def _run_elsewhere(tmp_path, code):

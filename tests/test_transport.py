@@ -274,3 +274,15 @@ def test_bad_densities_are_refused():
         measures.perturbed_uniform(2, amplitude=1.5)
     with pytest.raises(ValueError, match="n must be >= 1"):
         measures.sample_density(lambda x: np.ones(len(x)), 0, 2)
+
+
+def test_circle_w2_matches_the_network_simplex_where_one_binary_search_fails():
+    """2000 vs 4000 stratified tokens of the default ρ_0: POT's binary search at eps = 1e-12 alone
+    returned W_2 = 4.33 rad (> π); the exact value is 1.35e-3."""
+    from meanfield.compare import initial_tokens
+    from meanfield.measures import perturbed_uniform
+    rho = perturbed_uniform(2)
+    x = initial_tokens(rho, 2000, 2, "stratified", 0, 1)[0][0]
+    y = initial_tokens(rho, 4000, 2, "stratified", 0, 1)[0][0]
+    exact = wasserstein(x, None, y, None, p=2, method="emd")
+    assert wasserstein(x, None, y, None, p=2, method="circle") == pytest.approx(exact, rel=1e-7)   # 1.1e-8

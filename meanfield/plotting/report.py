@@ -2,7 +2,9 @@
 
 - ``solution_figure``: the density with particles on top — on S^1 the space-time density
   (θ against t) with particle trajectories, on S^2 density maps with the tokens at three times;
-- ``wasserstein_figure``: W_1 and W_2 (particles, density) against t, mean and range over draws;
+- ``wasserstein_figure``: W_1 and W_2 (particles, density) against t, mean and range over draws,
+  with the two reference lines: the grid's own error W_2(ρ_h, ρ_{2h}) and the i.i.d. prediction
+  n^{-1/2} e^{λ* t} with its horizon t_n = log(n)/(2λ*);
 - ``energy_figure``: E_β of both measures against t, and their relative gap.
 """
 import os
@@ -53,21 +55,34 @@ def solution_figure(comparison):
 
 
 def wasserstein_figure(comparison):
-    """W_1 and W_2 (radians) against t: the mean over draws and the band from min to max."""
+    """W_1 and W_2 (radians) against t: the mean over draws and the band from min to max; the
+    grid error estimate W_2(ρ_h, ρ_{2h}) (dashed), the i.i.d. prediction n^{-1/2} e^{λ* t}
+    (dotted) and the i.i.d. horizon t_n (vertical)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
     t = comparison.t
+    info = comparison.info
     for name, w, color in (("$W_1$", comparison.w1, "C0"), ("$W_2$", comparison.w2, "C1")):
-        ax.plot(t, w.mean(axis=1), color=color, label=name)
+        ax.plot(t, w.mean(axis=1), color=color, label=f"{name} ({info.get('sampling', 'iid')} tokens)")
         if w.shape[1] > 1:
             ax.fill_between(t, w.min(axis=1), w.max(axis=1), color=color, alpha=0.25, lw=0)
+    if comparison.grid_error is not None:
+        ax.plot(t, comparison.grid_error, "k--", label=r"grid error $W_2(\rho_h, \rho_{2h})$")
+    ax.axhline(comparison.quantum_level, color="grey", lw=0.8, ls="-.",
+               label=r"half a token's mass across $\pi$: $\pi (2n)^{-1/2}$")
+    if comparison.iid_prediction is not None:
+        ax.plot(t, comparison.iid_prediction, ":", color="C3",
+                label=rf"i.i.d. prediction $n^{{-1/2}} e^{{\lambda_* t}}$, $\lambda_* = {info['lambda_star']:.3g}$")
+        ax.axvline(info["horizon"], color="C3", lw=0.8, alpha=0.7)
+        ax.annotate(f"$t_n = {info['horizon']:.2f}$", (info["horizon"], 0.02), xycoords=("data", "axes fraction"),
+                    color="C3", xytext=(3, 0), textcoords="offset points")
     ax.set_yscale("log")
     ax.set_xlabel("t")
     ax.set_ylabel("distance (radians)")
     info = comparison.info
     ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density "
                  f"({info.get('grid', {}).get('cells')} cells)")
-    ax.legend()
+    ax.legend(fontsize=8)
     return fig
 
 
