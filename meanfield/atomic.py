@@ -140,7 +140,8 @@ def check_folder(folder, name="folder"):
         os.makedirs(parent, exist_ok=True)
         os.rmdir(tempfile.mkdtemp(dir=parent, prefix=".probe-"))
     except OSError as exc:
-        raise ValueError(f"{name} {folder} cannot be written ({exc.strerror or exc}); choose a writable place") from None
+        raise ValueError(f"{name} {folder} cannot be written ({exc.strerror or exc}); "
+                         f"choose a writable place") from None
     return folder
 
 

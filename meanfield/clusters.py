@@ -27,7 +27,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_weights
+from .checks import as_count, as_float_array, as_points, as_positive, as_probability
 from .measures import sphere_area
 
 __all__ = ["LEVEL", "MIN_MASS", "linkage_scale", "particle_clusters", "density_clusters", "cluster_labels",

@@ -11,7 +11,8 @@ From one initial density ρ_0 and one model, run
 and report at every output time: W_1 and W_2 between each empirical measure
 μ^n_t = (1/n) sum δ_{x_i(t)} (tokens closer than 1e-7 merged into one atom, which changes W_p by
 less than 2e-7 and makes exact transport fast once clusters have collapsed) and the grid measure
-sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians; ``meanfield.wasserstein``), the interaction energies E_β of both, and their cluster counts.
+sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians; ``meanfield.wasserstein``), the interaction
+energies E_β of both, and their cluster counts.
 
 Two reference lines explain the distance (``Comparison.iid_prediction`` and ``grid_error``):
 

@@ -247,7 +247,8 @@ def main(argv=None):
     fig.savefig(os.path.join(args.out, "convergence.png"), dpi=130)
     plt.close(fig)
     if not args.quiet:
-        print(f"{args.geometry}, {model!r}, {args.sampling} tokens, W_p by {'/'.join(result.info['transport_methods'])}")
+        methods = "/".join(result.info["transport_methods"])
+        print(f"{args.geometry}, {model!r}, {args.sampling} tokens, W_p by {methods}")
         print(result.table())
         print(f"wrote convergence.json and convergence.png to {args.out}/ in {time.perf_counter() - clock:.1f} s")
     return 0

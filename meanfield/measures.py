@@ -10,7 +10,8 @@ from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed
 from .geometry import circle_points, uniform_sphere
 
-__all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "merge_atoms", "perturbed_uniform", "zonal_harmonic"]
+__all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "merge_atoms", "perturbed_uniform",
+           "zonal_harmonic"]
 
 CIRCLE_GRID = 1 << 16      # cells of the inverse-CDF grid on S^1
 BOUND_PROBES = 1 << 15     # random points used to bound ρ for rejection on S^d, d >= 2

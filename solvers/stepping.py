@@ -330,8 +330,8 @@ def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
             state["nrejected"] += 1
             state["h"] = step * max(0.2, 0.9 * norm ** -0.2) if np.isfinite(norm) else 0.2 * step
             if state["h"] < 1e-14 * max(1.0, abs(t)):
-                raise ValueError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff "
-                                 f"for dopri5 at rtol = {rtol:g}, atol = {atol:g}: loosen rtol/atol or use a fixed step")
+                raise ValueError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff for dopri5 "
+                                 f"at rtol = {rtol:g}, atol = {atol:g}: loosen rtol/atol or use a fixed step")
     return y
 
 
