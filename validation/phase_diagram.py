@@ -140,7 +140,7 @@ def _draw(exp, name, dims, betas, t, frac, overlays, log):
     from matplotlib.colors import LogNorm, Normalize
     cols = min(4, len(dims))
     rows = -(-len(dims) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 4.0 * rows), squeeze=False, sharey=True,
+    fig, axes = plt.subplots(rows, cols, figsize=(max(4.6 * cols, 9.0), 4.0 * rows), squeeze=False, sharey=True,
                              constrained_layout=True)
     floor = 1e-4
     norm = LogNorm(floor, 1.0) if log else Normalize(0.0, 1.0)
@@ -161,7 +161,7 @@ def _draw(exp, name, dims, betas, t, frac, overlays, log):
     axes.flat[0].legend(loc="upper left", fontsize=10, framealpha=0.8)
     scale = "log" if log else "linear"
     cb = fig.colorbar(mesh, ax=axes, shrink=0.95 if rows > 1 else 1.0, aspect=30 if rows > 1 else 15)
-    cb.set_label(f"fraction of pairs with <x_i, x_j> > {THRESHOLD}  ({scale} colour scale)", fontsize=11)
+    cb.set_label(f"pairs with <x_i, x_j> > {THRESHOLD} ({scale} scale)", fontsize=11)
     sizes = sorted({exp.systems[d] for d in dims})
     fig.suptitle(f"{name}: fraction of pairs merged, n = {exp.n}, {' or '.join(map(str, sizes))} systems per β "
                  f"(paper: 2048)", fontsize=14)
@@ -299,6 +299,14 @@ def _boundary_figure(exp, extra):
         row[2].set_yticks([1, 2, 4, 8, 16, 32], ["1", "2", "4", "8", "16", "32"])
         row[2].minorticks_off()
         row[2].legend(fontsize=9, ncol=2)
+        if not any(np.isfinite(bnd[d]).any() for d in dims):      # nothing to draw: say why
+            most = max(float(np.max(frac[d])) for d in dims)
+            for ax in row[:2]:
+                ax.cla()
+                ax.set_axis_off()
+                ax.text(0.5, 0.5, f"{name}: no 50 % boundary to draw —\nat most {100 * most:.0f} % of the pairs have "
+                        f"merged by T = {t[dims[0]][-1]:g}\n(β ≤ {betas[-1]:g}, d = {', '.join(map(str, dims))})",
+                        ha="center", va="center", fontsize=13, transform=ax.transAxes)
     for ax in axes.flat:
         ax.title.set_fontsize(12)
         ax.xaxis.label.set_fontsize(12)
