@@ -370,10 +370,12 @@ class _Operator:
         return float(np.exp(beta + np.log(mass * mass + beta * mq)) / (2 * beta))
 
 
-def _check_model(model):
+def isotropic_model(model, solver="circle", why=""):
+    """``model`` checked for the density solvers: SA or USA with Q^T K = I and V = ±I (``why``
+    says why the ``solver`` needs it), and USA weights e^β within double precision."""
     model = as_model(model)
     if not model.is_isotropic:
-        raise ValueError(f"the circle solver treats Q^T K = I and V = ±I; got {model!r} "
+        raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}; got {model!r} "
                          f"(use particles.solve for general Q, K, V)")
     if not model.normalised and model.beta > MAX_USA_BETA:
         raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
@@ -418,7 +420,7 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step (unit mass):
     CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
     muscl: a face value is at most twice the cell's); h = 2π/cells."""
-    model = _check_model(model)
+    model = isotropic_model(model)
     cells = _check_cells(cells)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (2 * np.pi / cells) / speed_bound(model))
@@ -427,14 +429,14 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
 def velocity(model, rho):
     """Angular velocity u_i = X[μ](θ_i)·e_θ at the cell centres of the grid measure Σ_j ρ_j h δ_{θ_j}
     (rho: cell densities, not renormalised); relative accuracy 1e-10 for SA even where Φ is tiny."""
-    model = _check_model(model)
+    model = isotropic_model(model)
     rho = _cell_density(rho)
     return _Operator(model, rho.size, "upwind").velocity(rho)
 
 
 def time_derivative(model, rho, flux=DEFAULT_FLUX):
     """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,)."""
-    model = _check_model(model)
+    model = isotropic_model(model)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
     return _Operator(model, rho.size, flux)(rho)
@@ -466,7 +468,7 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
     counts and log_space_cells (most SA cells evaluated directly in one evaluation).
     """
-    model = _check_model(model)
+    model = isotropic_model(model)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
     rho = _initial_density(rho0, cells)

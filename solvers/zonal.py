@@ -40,10 +40,10 @@ from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
 from meanfield.checks import as_beta, as_count, as_density, as_float_array, as_time_grid
 from meanfield.measures import sphere_area
-from meanfield.models import SA, as_model
+from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from .circle import MAX_USA_BETA
+from .circle import isotropic_model
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
@@ -56,6 +56,9 @@ SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or w
 LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to log-sum-exp
 FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
 
+
+def _check_model(model):
+    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)")
 
 def polar_grid(cells=DEFAULT_CELLS):
     """(centres, edges) of N equal cells of [0, π]: θ_i = (i + 1/2) π/N, edges i π/N."""
@@ -125,17 +128,6 @@ def _check_cells(cells):
     if cells < MIN_CELLS:
         raise ValueError(f"cells must be >= {MIN_CELLS}; got {cells}")
     return cells
-
-
-def _check_model(model):
-    model = as_model(model)
-    if not model.is_isotropic:
-        raise ValueError(f"the zonal solver treats Q^T K = I and V = ±I (zonal densities stay zonal only then); "
-                         f"got {model!r} (use particles.solve for general Q, K, V)")
-    if not model.normalised and model.beta > MAX_USA_BETA:
-        raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
-                         f"{MAX_USA_BETA:.2f}; got beta = {model.beta:g} (use SA, or rescale time)")
-    return model
 
 
 class _Operator:
