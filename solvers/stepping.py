@@ -187,7 +187,7 @@ class Checkpoint:
                 raise bad(f"{key} = {value!r}")
             counters[key] = int(value)
         k = counters["k"]
-        if not 1 <= k <= t_eval.size or state["out"].shape != (k,) + state["y"].shape:
+        if not 1 <= k <= t_eval.size or state["out"].shape[:1] != (k,):   # out: states or observed values
             raise bad(f"output index k = {k}")
         t = float(state["t"])
         if not t_eval[0] <= t <= t_eval[-1]:

@@ -110,7 +110,9 @@ def test_quantile_particles_and_fv_converge_on_the_circle():
     x = particles.solve(model, x0, t, energy=False).x[-1]
     w1, w2 = [], []
     for cells in (1024, 2048, 4096):
-        y, b = circle.solve(model, rho0, t, cells=cells).measure(-1)
+        # the first-order flux, whose grid error dominates here; with the second-order default the
+        # grid error drops below the n = 2000 tokens' own W_2 floor (~0.022, cluster masses to 1/n)
+        y, b = circle.solve(model, rho0, t, cells=cells, flux="upwind").measure(-1)
         w1.append(mf.wasserstein(x, None, y, b, p=1))
         w2.append(mf.wasserstein(x, None, y, b, p=2))
     assert w1[0] > w1[1] > w1[2] and w1[2] <= 1e-2

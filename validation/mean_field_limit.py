@@ -61,7 +61,7 @@ def run_case(geometry, ns, draws, progress, grid_error=True):
                w1=[], w2=[], energy_gap=[], density_seconds=round(time.perf_counter() - clock, 1))
     for n in ns:
         clock = time.perf_counter()
-        c = compare(model, rho0, t_eval, n=n, seeds=draws, geometry=geometry, density=ref, seed=n,
+        c = compare(model, rho0, t_eval, n=n, seeds=draws, geometry=geometry, density=ref, seed=n, sampling="iid",
                     transport=case["transport"], progress=progress)
         out["w1"].append(c.w1.T.tolist())                  # [n][draw][t]
         out["w2"].append(c.w2.T.tolist())
