@@ -6,6 +6,7 @@ Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
+``gemm``: the same with score and value tiles as BLAS products, used for 16 <= d <= 1024;
 ``small``: whole-system matrix products for batches of systems of at most ``small.SMALL_N``
 tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion,
 O((n + m) K) on S^1 and
@@ -22,7 +23,7 @@ from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_ar
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, MultiHead, as_model
 
-from . import kernels, small, spectral, stepping
+from . import gemm, kernels, small, spectral, stepping
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, integrate
@@ -98,11 +99,24 @@ def _direct(model, x, y, w):
         return out, log_phi
     A, V = _operators(model, d)
     y = np.ascontiguousarray(y)
+    if gemm.supports(d):
+        return _direct_gemm(model, x, y, w, A, V)
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         kernels.attention_field(np.ascontiguousarray(x), y, np.ascontiguousarray(np.swapaxes(y, 1, 2)),
                                 w, A, V, model.beta, model.normalised,
                                 model.attention_scalar is None, model.value_scalar is None, out, log_phi)
     return out, log_phi
+
+
+def _direct_gemm(model, x, y, w, A, V):
+    """``_direct`` by ``gemm.softmax_sums`` (d in [gemm.MIN_D, gemm.MAX_D]): queries U = β x A,
+    then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources."""
+    U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
+    B, n, d = x.shape
+    with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
+        G, log_phi = gemm.softmax_sums(U, y, w, model.normalised)
+    v = G @ V.T if model.value_scalar is None else V[0, 0] * G
+    return v - np.sum(v * x, axis=-1, keepdims=True) * x, log_phi
 
 
 def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None):

@@ -81,6 +81,16 @@ def test_particles_fixed_step(monkeypatch, tmp_path, method, stop_after, every, 
     assert full.info["nsteps"] == 40 and full.info["engine"] == engine
 
 
+def test_particles_blas_tiled_engine(monkeypatch, tmp_path):
+    """n > small.SMALL_N and d = 16: the field is summed by ``gemm`` (BLAS tiles)."""
+    x0 = mf.uniform_sphere(small.SMALL_N + 12, 16, seed=4)
+
+    def solve(**kw):
+        return particles.solve(mf.SA(3.0), x0, T, dt=0.1, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x", "energy"], 9, 4)
+    assert full.info["engine"] == "kernels" and full.info["summation"] == "direct"
+
+
 def test_particles_adaptive(monkeypatch, tmp_path):
     x0 = mf.uniform_sphere(12, 3, seed=2)
 

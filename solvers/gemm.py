@@ -1,0 +1,118 @@
+"""Direct summation at BLAS speed for d ≳ 16: score tiles and value tiles as matrix products.
+
+For queries u_i = β A^T x_i (so that s_ij = <u_i, y_j> = β <x_i, A y_j>) and weighted sources
+(y_j, w_j), with the running maxima M_i over the sources with w_j > 0:
+
+    z_i = sum_j w_j e^{s_ij - M_i},   G_i = sum_j w_j e^{s_ij - M_i} y_j
+    returned:  G_i / z_i  (SA)   or   G_i e^{M_i}  (USA),   and   log Φ_i = M_i + log z_i
+
+Targets are cut into tiles of R rows and sources into blocks of C (``tiles``), both padded
+(padding sources have weight 0).  One parallel job per target tile runs through the blocks:
+
+    S^T = Y_k U^T                      (C × R, BLAS dgemm)
+    online log-sum-exp over the block   (element-wise along the R targets: vectorises)
+    G  <- G e^{M_old - M_new} + E Y_k   (R × d, BLAS dgemm with E = the block's w_j e^{s - M})
+
+Every product has R C d <= ``small.BLAS_MAX_WORK``, which OpenBLAS runs on the calling thread,
+so the jobs never start threads of their own.  Memory: O((n + m) d) for the padded copies
+plus O(R C) per thread.  The tiling depends on d only and no loop is reassociated, so equal
+inputs give equal bits on a given machine, whatever the thread count.
+"""
+from . import _numba_env  # noqa: F401
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .kernels import _FAST, exp_nonpositive
+from .small import BLAS_MAX_WORK
+
+MIN_D = 16       # below, the tiled kernels of ``kernels`` are faster
+MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
+ROWS = 32        # largest target tile
+COLUMNS = 128    # largest source block
+
+
+def supports(d):
+    """Whether this engine handles dimension d (MIN_D <= d <= MAX_D)."""
+    return MIN_D <= d <= MAX_D
+
+
+def tiles(d):
+    """(R, C): target tile and source block with R C d <= BLAS_MAX_WORK, R a multiple of 8."""
+    R = min(ROWS, max(8, BLAS_MAX_WORK // (COLUMNS * d) // 8 * 8))
+    return R, min(COLUMNS, BLAS_MAX_WORK // (R * d))
+
+
+def _padded(a, size, fill=0.0):
+    """a (B, k, ...) as (B, ceil(k / size), size, ...), the missing rows set to ``fill``."""
+    B, k = a.shape[:2]
+    count = -(-k // size)
+    out = np.full((B, count * size) + a.shape[2:], fill)
+    out[:, :k] = a
+    return out.reshape((B, count, size) + a.shape[2:])
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def _tiled_sums(U, Y, W, normalised, G, log_phi):
+    """U (B, T, R, d) target tiles, Y (B, K, C, d) source blocks with weights W (B, K, C):
+    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i."""
+    B, T, R, d = U.shape
+    K, C = Y.shape[1], Y.shape[2]
+    for job in prange(B * T):
+        b = job // T
+        u = U[b, job - b * T]
+        g = G[b, job - b * T]
+        ST = np.empty((C, R))
+        E = np.empty((R, d))
+        mx = np.full(R, -np.inf)
+        top = np.empty(R)
+        scale = np.empty(R)
+        z = np.zeros(R)
+        for t in range(R):
+            for c in range(d):
+                g[t, c] = 0.0
+        for k in range(K):
+            y = Y[b, k]
+            w = W[b, k]
+            np.dot(y, u.T, ST)                       # S^T[j, t] = <y_j, u_t>
+            for t in range(R):
+                top[t] = mx[t]
+            for j in range(C):
+                if w[j] > 0.0:
+                    for t in range(R):
+                        top[t] = max(top[t], ST[j, t])
+            for t in range(R):
+                scale[t] = exp_nonpositive(mx[t] - top[t]) if top[t] > mx[t] else 1.0
+                z[t] *= scale[t]
+                mx[t] = top[t]
+            for j in range(C):
+                wj = w[j]
+                for t in range(R):
+                    e = wj * exp_nonpositive(min(ST[j, t] - mx[t], 0.0))
+                    ST[j, t] = e
+                    z[t] += e
+            np.dot(ST.T, y, E)                       # E[t, c] = sum_j e_jt y_jc
+            for t in range(R):
+                s = scale[t]
+                for c in range(d):
+                    g[t, c] = g[t, c] * s + E[t, c]
+        for t in range(R):
+            f = 1.0 / z[t] if normalised else math.exp(mx[t])
+            for c in range(d):
+                g[t, c] *= f
+            log_phi[b, job - b * T, t] = mx[t] + math.log(z[t])
+
+
+def softmax_sums(U, y, w, normalised):
+    """(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
+    G_i = sum_j w_j e^{<u_i, y_j>} y_j / Φ_i (``normalised``) or without the division, and
+    log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above."""
+    B, n, d = U.shape
+    R, C = tiles(d)
+    Up = _padded(U, R)
+    G = np.empty(Up.shape)
+    log_phi = np.empty(Up.shape[:3])
+    _tiled_sums(Up, _padded(y, C), _padded(w, C), normalised, G, log_phi)
+    return G.reshape(B, -1, d)[:, :n], log_phi.reshape(B, -1)[:, :n]
