@@ -39,17 +39,18 @@ def supports(d):
     return MIN_D <= d <= MAX_D
 
 
-def tiles(d):
-    """(R, C): target tile and source block with R C d <= BLAS_MAX_WORK, R a multiple of 8."""
-    R = min(ROWS, max(8, BLAS_MAX_WORK // (COLUMNS * d) // 8 * 8))
-    return R, min(COLUMNS, BLAS_MAX_WORK // (R * d))
+def tiles(d, n=ROWS, m=COLUMNS):
+    """(R, C): target tile and source block for n targets, m sources in R^d, multiples of 8 with
+    R C d <= BLAS_MAX_WORK, no larger than n, m rounded up (small systems are not padded to 128)."""
+    R = min(ROWS, -(-n // 8) * 8, max(8, BLAS_MAX_WORK // (COLUMNS * d) // 8 * 8))
+    return R, min(COLUMNS, -(-m // 8) * 8, BLAS_MAX_WORK // (R * d) // 8 * 8)
 
 
-def _padded(a, size, fill=0.0):
-    """a (B, k, ...) as (B, ceil(k / size), size, ...), the missing rows set to ``fill``."""
+def _padded(a, size, dtype=np.float64):
+    """a (B, k, ...) as (B, ceil(k / size), size, ...) of ``dtype``, the missing rows zero."""
     B, k = a.shape[:2]
     count = -(-k // size)
-    out = np.full((B, count * size) + a.shape[2:], fill)
+    out = np.zeros((B, count * size) + a.shape[2:], dtype)
     out[:, :k] = a
     return out.reshape((B, count, size) + a.shape[2:])
 
@@ -57,15 +58,16 @@ def _padded(a, size, fill=0.0):
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def _tiled_sums(U, Y, W, normalised, G, log_phi):
     """U (B, T, R, d) target tiles, Y (B, K, C, d) source blocks with weights W (B, K, C):
-    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i."""
+    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i.
+    U and Y may be float32 (single-precision products); the sums are float64 in any case."""
     B, T, R, d = U.shape
     K, C = Y.shape[1], Y.shape[2]
     for job in prange(B * T):
         b = job // T
         u = U[b, job - b * T]
         g = G[b, job - b * T]
-        ST = np.empty((C, R))
-        E = np.empty((R, d))
+        ST = np.empty((C, R), U.dtype)
+        E = np.empty((R, d), U.dtype)
         mx = np.full(R, -np.inf)
         top = np.empty(R)
         scale = np.empty(R)
@@ -105,14 +107,15 @@ def _tiled_sums(U, Y, W, normalised, G, log_phi):
             log_phi[b, job - b * T, t] = mx[t] + math.log(z[t])
 
 
-def softmax_sums(U, y, w, normalised):
+def softmax_sums(U, y, w, normalised, dtype=np.float64):
     """(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
     G_i = sum_j w_j e^{<u_i, y_j>} y_j / Φ_i (``normalised``) or without the division, and
-    log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above."""
+    log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above; the
+    products in ``dtype`` (float64 or float32), the sums and the results in float64."""
     B, n, d = U.shape
-    R, C = tiles(d)
-    Up = _padded(U, R)
+    R, C = tiles(d, n, y.shape[1])
+    Up = _padded(U, R, dtype)
     G = np.empty(Up.shape)
     log_phi = np.empty(Up.shape[:3])
-    _tiled_sums(Up, _padded(y, C), _padded(w, C), normalised, G, log_phi)
+    _tiled_sums(Up, _padded(y, C, dtype), _padded(w, C), normalised, G, log_phi)
     return G.reshape(B, -1, d)[:, :n], log_phi.reshape(B, -1)[:, :n]

@@ -86,10 +86,15 @@ def uses_small(n, m, how):
     return how == "direct" and n == m and n <= small.SMALL_N
 
 
-def _direct(model, x, y, w):
+def _direct(model, x, y, w, dtype=np.float64):
     """Direct log-sum-exp summation for x (B, n, d), y (B, m, d): ``small.field`` when the
-    targets are the sources and n <= small.SMALL_N, else ``kernels.attention_field``."""
+    targets are the sources and n <= small.SMALL_N, else ``gemm.softmax_sums`` for
+    gemm.MIN_D <= d <= gemm.MAX_D, else ``kernels.attention_field``; float32 products
+    (``dtype``) always on ``gemm``."""
     B, n, d = x.shape
+    if dtype == np.float32:
+        A, V = _operators(model, d)
+        return _direct_gemm(model, x, np.ascontiguousarray(y), np.ascontiguousarray(w), A, V, dtype)
     out = np.empty(x.shape)
     log_phi = np.empty(x.shape[:2])
     w = np.ascontiguousarray(w)
@@ -108,20 +113,21 @@ def _direct(model, x, y, w):
     return out, log_phi
 
 
-def _direct_gemm(model, x, y, w, A, V):
+def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
     """``_direct`` by ``gemm.softmax_sums`` (d in [gemm.MIN_D, gemm.MAX_D]): queries U = β x A,
     then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources."""
     U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
     B, n, d = x.shape
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
-        G, log_phi = gemm.softmax_sums(U, y, w, model.normalised)
+        G, log_phi = gemm.softmax_sums(U, y, w, model.normalised, dtype)
     v = G @ V.T if model.value_scalar is None else V[0, 0] * G
     return v - np.sum(v * x, axis=-1, keepdims=True) * x, log_phi
 
 
-def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None):
+def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None, dtype=np.float64):
     """(X, log Φ) at targets x (B, n, d) from sources (B, m, d) (default: x itself) with
     weights (B, m) >= 0 (default 1/m).  No input checks: internal entry point of the solvers.
+    ``dtype`` float32: direct summation with single-precision products (``gemm``).
 
     summation: "direct", "fast" or "auto" (``resolve_summation``).  The fast path recomputes
     directly the targets where its error bound exceeds ``spectral.RTOL``.  ``stats`` (a dict)
@@ -140,7 +146,7 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
                 out[b, redo] = v[0]
                 log_phi[b, redo] = lp[0]
     else:
-        out, log_phi = _direct(model, x, y, w)
+        out, log_phi = _direct(model, x, y, w, dtype)
     if stats is not None:
         stats[how] = stats.get(how, 0) + 1
         stats["recomputed"] = stats.get("recomputed", 0) + recomputed
@@ -151,14 +157,14 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     return out, log_phi
 
 
-def field(model, x, weights=None, summation="auto", stats=None):
+def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64):
     """The velocity field at targets x (B, n, d) of a constant model: one head's
     ``attention_field``, or for ``MultiHead`` the sum over heads (each summed as ``summation``
     allows for it) plus the projected feed-forward term P_x W σ(A x + b)."""
     if not isinstance(model, MultiHead):
-        return attention_field(model, x, weights, summation=summation, stats=stats)[0]
+        return attention_field(model, x, weights, summation=summation, stats=stats, dtype=dtype)[0]
     out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
-                              spectral.supports(h, x.shape[-1]) else "direct", stats=stats)[0]
+                              spectral.supports(h, x.shape[-1]) else "direct", stats=stats, dtype=dtype)[0]
               for h in model.heads)
     if model.feedforward is not None:
         f = model.feedforward.field(x)
@@ -166,17 +172,35 @@ def field(model, x, weights=None, summation="auto", stats=None):
     return out
 
 
-def velocity(model, x, weights=None, summation="auto", t=0.0):
+def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
-    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it."""
+    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it.
+    ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
+    direct summation, 16 <= d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
+    the result is float64 in both cases."""
     model = as_model(model, multihead=True, time_dependent=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
+    dtype = _precision(dtype, x.shape[-1], summation)
     for head in getattr(model, "heads", (model,)):
         _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
                           "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
     w = as_batch_weights(weights, x)
-    return field(model, _batched(x), w, summation=summation).reshape(x.shape)
+    return field(model, _batched(x), w, summation=summation, dtype=dtype).reshape(x.shape)
+
+
+def _precision(dtype, d, summation):
+    """np.float64 or np.float32 from ``dtype``; float32 needs direct summation and the ``gemm`` range of d."""
+    try:
+        kind = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float64 or float32; got {dtype!r}") from None
+    if kind not in (np.float64, np.float32):
+        raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
+    if kind == np.float32 and (summation == "fast" or not gemm.supports(d)):
+        raise ValueError(f"dtype=float32 needs direct summation and {gemm.MIN_D} <= d <= {gemm.MAX_D} "
+                         f"(single-precision BLAS tiles); got d = {d}, summation {summation!r}")
+    return kind.type
 
 
 def default_dt(model, d, cap=True):
@@ -332,7 +356,7 @@ def _observer(observe, model, w, shape, energy, how, log):
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None, observe=None, engine="auto"):
+          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
     model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
@@ -360,9 +384,14 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     output time).  When given, the solution stores ``observed`` (m, ...) = observe(x(t_k)) and
     ``last`` = x(t_eval[-1]) instead of the trajectory ``x`` (None): per-time statistics of
     large batches without holding m copies of the state.  ``energy`` is still (m,) or (m, B).
+
+    dtype: float64 (default) or float32: the field's score and value products in single precision
+    (``gemm`` engine, direct summation, 16 <= d <= 1024, engine "kernels"); the state, the steps
+    and the energies stay float64.
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     x0 = as_points(x0, "x0", ndim=(2, 3))
+    dtype = _precision(dtype, x0.shape[-1], summation)
     first = model.at(t_eval[0])
     for head in getattr(first, "heads", (first,)):
         _check_exponent(head, x0.shape[-1])
@@ -386,21 +415,23 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     def rhs(t, x):
         # the field of the normalised configuration: Runge–Kutta stages leave the sphere by
         # O(h²), and this extension is the one both summations evaluate identically
-        return field(model.at(t), normalise(x), w, summation=how, stats=stats)
+        return field(model.at(t), normalise(x), w, summation=how, stats=stats, dtype=dtype)
 
     plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None
-    engine = _engine(engine, scheme, x0.shape[-2], how, plain)
+    engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
     advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
                 summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
-                engine=engine, observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
+                engine=engine, dtype=np.dtype(dtype).name,
+                observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,
                          advance=advance, observe=packed)
-    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine)
+    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
+                dtype=np.dtype(dtype).name)
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
     stored = None if w is None else w.reshape(x0.shape[:-1])
