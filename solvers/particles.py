@@ -6,7 +6,7 @@ Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
-``gemm``: the same with score and value tiles as BLAS products, used for 16 <= d <= 1024;
+``gemm``: the same with score and value tiles as BLAS products, used for d <= 1024;
 ``small``: whole-system matrix products for batches of systems of at most ``small.SMALL_N``
 tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fourier / Funk–Hecke expansion,
 O((n + m) K) on S^1 and
@@ -89,7 +89,7 @@ def uses_small(n, m, how):
 def _direct(model, x, y, w, dtype=np.float64):
     """Direct log-sum-exp summation for x (B, n, d), y (B, m, d): ``small.field`` when the
     targets are the sources and n <= small.SMALL_N, else ``gemm.softmax_sums`` for
-    gemm.MIN_D <= d <= gemm.MAX_D, else ``kernels.attention_field``; float32 products
+    d <= gemm.MAX_D, else ``kernels.attention_field``; float32 products
     (``dtype``) always on ``gemm``."""
     B, n, d = x.shape
     if dtype == np.float32:
@@ -114,7 +114,7 @@ def _direct(model, x, y, w, dtype=np.float64):
 
 
 def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
-    """``_direct`` by ``gemm.softmax_sums`` (d in [gemm.MIN_D, gemm.MAX_D]): queries U = β x A,
+    """``_direct`` by ``gemm.softmax_sums`` (d <= gemm.MAX_D): queries U = β x A,
     then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources."""
     U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
     B, n, d = x.shape
@@ -176,7 +176,7 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
     ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it.
     ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
-    direct summation, 16 <= d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
+    direct summation, d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
     the result is float64 in both cases."""
     model = as_model(model, multihead=True, time_dependent=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
@@ -198,7 +198,7 @@ def _precision(dtype, d, summation):
     if kind not in (np.float64, np.float32):
         raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
     if kind == np.float32 and (summation == "fast" or not gemm.supports(d)):
-        raise ValueError(f"dtype=float32 needs direct summation and {gemm.MIN_D} <= d <= {gemm.MAX_D} "
+        raise ValueError(f"dtype=float32 needs direct summation and d <= {gemm.MAX_D} "
                          f"(single-precision BLAS tiles); got d = {d}, summation {summation!r}")
     return kind.type
 
@@ -386,7 +386,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     large batches without holding m copies of the state.  ``energy`` is still (m,) or (m, B).
 
     dtype: float64 (default) or float32: the field's score and value products in single precision
-    (``gemm`` engine, direct summation, 16 <= d <= 1024, engine "kernels"); the state, the steps
+    (``gemm`` engine, direct summation, d <= 1024, engine "kernels"); the state, the steps
     and the energies stay float64.
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
