@@ -282,6 +282,8 @@ def test_bad_input_is_refused():
         zfv.solve(mf.SA(1.0), lambda s: s, [0, 1], 3, cells=16)
     with pytest.raises(ValueError, match="cells"):
         zfv.solve(mf.SA(1.0), np.ones(10), [0, 1], 3, cells=12)
+    with pytest.raises(ValueError, match="flux"):
+        zfv.solve(mf.SA(1.0), _vmf(1.0), [0, 1], 3, cells=16, flux="muscl")     # the circle's, not offered here
     with pytest.raises(ValueError, match="even"):
         zonal.sample(_vmf(1.0), 3, 4, method="quantile")
     with pytest.raises(ValueError, match="d is required"):
