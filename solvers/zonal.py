@@ -158,8 +158,7 @@ class _Operator:
         log_m, ratio = _log_ring_mean_and_ratio(nu, a)
         self.log_k = beta * np.outer(c, c) + log_m          # log K_ij
         table = np.exp(self.log_k - beta)                   # E_ij = K_ij e^{-β}
-        keep = table >= FLUSH
-        self.table = np.where(keep, table, 0.0)
+        self.table = np.where(table >= FLUSH, table, 0.0)
         self.bracket = -np.outer(s, c) + ratio * np.outer(c, s)   # G_ij
         self.moved = self.table * self.bracket              # E∘G
         if flux == "upwind2":
