@@ -9,7 +9,7 @@ PyTorch and JAX are optional: a contender that is not installed is skipped.
 Workloads:
   phase     the paper's phase-diagram integrator: B systems of n tokens in R^d, SA with β,
             forward Euler dt = 0.1 with renormalisation, ``steps`` steps (seconds per run)
-  velocity  one SA velocity, β = 1, n tokens in R^d (seconds per evaluation)
+  velocity  one SA velocity, β = 1, n tokens in R^d (seconds per evaluation; meanfield: the gemm engine)
 
     python benchmarks/bench_contenders.py                     # all workloads, 3 rounds
     python benchmarks/bench_contenders.py --only phase --rounds 5 --threads 2
