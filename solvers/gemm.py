@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import _FAST, exp_nonpositive
-from .small import BLAS_MAX_WORK
+from .small import BLAS_MAX_WORK, weighted_exponentials
 
 MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
 ROWS = 32        # largest target tile
@@ -89,12 +89,7 @@ def _tiled_sums(U, Y, W, normalised, G, log_phi):
                 scale[t] = exp_nonpositive(mx[t] - top[t]) if top[t] > mx[t] else 1.0
                 z[t] *= scale[t]
                 mx[t] = top[t]
-            for j in range(C):
-                wj = w[j]
-                for t in range(R):
-                    e = wj * exp_nonpositive(min(ST[j, t] - mx[t], 0.0))
-                    ST[j, t] = e
-                    z[t] += e
+            weighted_exponentials(ST, w, mx, z)
             np.dot(ST.T, y, E)                       # E[t, c] = sum_j e_jt y_jc
             for t in range(R):
                 s = scale[t]

@@ -96,6 +96,18 @@ def _unit_columns(yT, xT, norm):
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
+def weighted_exponentials(ST, w, m, z):
+    """ST[j, i] <- e_ji = w_j e^{min(ST[j, i] - m_i, 0)} and z_i += sum_j e_ji (element-wise along i)."""
+    J, n = ST.shape
+    for j in range(J):
+        wj = w[j]
+        for i in range(n):
+            e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
+            ST[j, i] = e
+            z[i] += e
+
+
+@njit(cache=True, inline="always", fastmath=_FAST)
 def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT, m, z,
            outT, log_phi):
     """X^T (into outT (d, n)) and log Φ of one system given as xT (d, n) and x = xT^T (n, d).
@@ -123,12 +135,7 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         else:
             for i in range(n):
                 ST[j, i] *= scale
-    for j in range(n):
-        wj = w[j]
-        for i in range(n):
-            e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
-            ST[j, i] = e
-            z[i] += e
+    weighted_exponentials(ST, w, m, z)
     _product(xT, ST, GT)                   # G^T = x^T E^T
     for i in range(n):
         log_phi[i] = m[i] + math.log(z[i])
