@@ -376,7 +376,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     engine: "auto" | "small" | "kernels".  Systems of at most ``small.SMALL_N`` tokens with
     direct summation and "euler" or "rk4" run on the fused engine ``small.advance`` ("small":
     every system's steps between output times are taken in cache, batches in parallel);
-    "kernels" takes each step through ``stepping.fixed_step`` and the tiled kernels; "auto" picks
+    "kernels" takes each step through ``stepping.fixed_step`` and the tiled direct summation
+    (``gemm`` for d <= 1024, ``kernels`` beyond); "auto" picks
     "small" wherever it applies.  info["engine"] says which ran (same scheme, results within
     round-off of each other).
 
