@@ -320,7 +320,7 @@ def as_model(model, *, multihead=False, time_dependent=False, name="model"):
     if not isinstance(model, kinds):
         allowed = "meanfield.SA(...), meanfield.USA(...)" + (" or meanfield.MultiHead(...)" if multihead else "")
         if isinstance(model, MultiHead):
-            raise TypeError(f"{name}: MultiHead models are supported by the particle solver only; "
+            raise TypeError(f"{name}: MultiHead models are supported by the particle, circle and sphere solvers only; "
                             f"here {name} must be {allowed}")
         raise TypeError(f"{name} must be {allowed}; got {type(model).__name__}")
     if model.is_time_dependent and not time_dependent:

@@ -161,8 +161,11 @@ def speed_bound(model):
     """sup |X[μ]| over probability measures μ (isotropic models, V = ±I).
 
     SA: 1 (|P_x V y| <= 1 averaged by a probability); USA: max_{t∈[-1,1]} e^{βt} sqrt(1-t²),
-    attained at t* = (sqrt(1+4β²) - 1)/(2β) (t* = 0 at β = 0)."""
-    model = as_model(model)
+    attained at t* = (sqrt(1+4β²) - 1)/(2β) (t* = 0 at β = 0).  MultiHead: the sum of the heads'
+    bounds (|Σ_h X_h| <= Σ_h |X_h|)."""
+    model = as_model(model, multihead=True)
+    if hasattr(model, "heads"):
+        return sum(speed_bound(head) for head in model.heads)
     if not model.is_isotropic:
         raise ValueError("speed_bound is for Q^T K = I and V = ±I")
     if model.normalised:

@@ -58,7 +58,7 @@ from numba import njit, prange
 
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
-from meanfield.models import SA, as_model
+from meanfield.models import SA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
@@ -257,6 +257,19 @@ def cell_angles(cells=DEFAULT_CELLS):
     return (np.arange(cells) + 0.5) * (2 * np.pi / cells)
 
 
+def _divergence(op, rho):
+    """dρ/dt = -(F_{i+1/2} - F_{i-1/2})/h for the flux ``op.flux``, from the centre velocities and
+    slopes (upwind2), velocities (upwind) or potential (muscl, tpfa) that ``op`` evaluates."""
+    out = np.empty(op.cells)
+    if op.flux == "upwind2":
+        _upwind2_divergence(rho, *op.velocity_and_slope(rho), op.h, out)
+    elif op.flux == "upwind":
+        _upwind_divergence(rho, op.velocity(rho), 1.0 / op.h, out)
+    else:
+        _muscl_divergence(rho, op.potential(rho), 1.0 / op.h, op.flux == "muscl", out)
+    return out
+
+
 class _Operator:
     """The semi-discrete right-hand side for one model, grid and flux, with its kernel spectra."""
 
@@ -350,14 +363,7 @@ class _Operator:
         return pot
 
     def __call__(self, rho):
-        out = np.empty(self.cells)
-        if self.flux == "upwind2":
-            _upwind2_divergence(rho, *self.velocity_and_slope(rho), self.h, out)
-        elif self.flux == "upwind":
-            _upwind_divergence(rho, self.velocity(rho), 1.0 / self.h, out)
-        else:
-            _muscl_divergence(rho, self.potential(rho), 1.0 / self.h, self.flux == "muscl", out)
-        return out
+        return _divergence(self, rho)
 
     def energy(self, rho):
         """E_β = (1/2β) Σ_ij m_i m_j e^{β cos(θ_i-θ_j)} = e^β (M² + β Σ_i m_i q_i)/(2β);
@@ -370,16 +376,58 @@ class _Operator:
         return float(np.exp(beta + np.log(mass * mass + beta * mq)) / (2 * beta))
 
 
-def isotropic_model(model, solver="circle", why=""):
+class _HeadSum:
+    """The right-hand side of a MultiHead model whose heads are all isotropic: the velocity is
+    the sum of the heads' fields, u = Σ_h u_h (and u' = Σ_h u'_h, the bound Σ_h bound_h, the
+    potential P = Σ_h P_h, since u_{i+1/2} = (P_{i+1} - P_i)/h is linear in P)."""
+
+    def __init__(self, model, cells, flux):
+        self.model, self.cells, self.flux = model, cells, flux
+        self.h = 2 * np.pi / cells
+        self.heads = [_Operator(head, cells, flux) for head in model.heads]
+
+    @property
+    def log_space_cells(self):
+        return max(op.log_space_cells for op in self.heads)
+
+    def velocity(self, rho):
+        return sum(op.velocity(rho) for op in self.heads)
+
+    def velocity_and_slope(self, rho):
+        parts = [op.velocity_and_slope(rho) for op in self.heads]
+        return tuple(sum(p[k] for p in parts) for k in range(3))
+
+    def potential(self, rho):
+        return sum(op.potential(rho) for op in self.heads)
+
+    def __call__(self, rho):
+        return _divergence(self, rho)
+
+    def energy(self, rho):
+        """Σ_h ±E_{β_h} where every head is USA (the field is then its Wasserstein gradient);
+        NaN otherwise (SA heads: no common gradient structure)."""
+        if any(h.normalised for h in self.model.heads):
+            return np.nan
+        return sum(h.sign * op.energy(rho) for h, op in zip(self.model.heads, self.heads))
+
+
+def _operator(model, cells, flux):
+    return (_HeadSum if isinstance(model, MultiHead) else _Operator)(model, cells, flux)
+
+
+def isotropic_model(model, solver="circle", why="", multihead=False):
     """``model`` checked for the density solvers: SA or USA with Q^T K = I and V = ±I (``why``
-    says why the ``solver`` needs it), and USA weights e^β within double precision."""
-    model = as_model(model)
+    says why the ``solver`` needs it), and USA weights e^β within double precision; where
+    ``multihead``, also a MultiHead all of whose heads are such (and no feed-forward term)."""
+    model = as_model(model, multihead=multihead)
     if not model.is_isotropic:
-        raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}; got {model!r} "
+        raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}"
+                         f"{' for every head, without feed-forward term' if multihead else ''}; got {model!r} "
                          f"(use particles.solve for general Q, K, V)")
-    if not model.normalised and model.beta > MAX_USA_BETA:
-        raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
-                         f"{MAX_USA_BETA:.2f}; got beta = {model.beta:g} (use SA, or rescale time)")
+    for head in getattr(model, "heads", (model,)):
+        if not head.normalised and head.beta > MAX_USA_BETA:
+            raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
+                             f"{MAX_USA_BETA:.2f}; got beta = {head.beta:g} (use SA, or rescale time)")
     return model
 
 
@@ -419,8 +467,9 @@ def _initial_density(rho0, cells):
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step (unit mass):
     CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
-    muscl: a face value is at most twice the cell's); h = 2π/cells."""
-    model = isotropic_model(model)
+    muscl: a face value is at most twice the cell's); h = 2π/cells.  For a MultiHead model the
+    speed bound is the sum of the heads' bounds."""
+    model = isotropic_model(model, multihead=True)
     cells = _check_cells(cells)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (2 * np.pi / cells) / speed_bound(model))
@@ -428,18 +477,19 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
 
 def velocity(model, rho):
     """Angular velocity u_i = X[μ](θ_i)·e_θ at the cell centres of the grid measure Σ_j ρ_j h δ_{θ_j}
-    (rho: cell densities, not renormalised); relative accuracy 1e-10 for SA even where Φ is tiny."""
-    model = isotropic_model(model)
+    (rho: cell densities, not renormalised); relative accuracy 1e-10 for SA even where Φ is tiny.
+    MultiHead (isotropic heads): the sum of the heads' velocities."""
+    model = isotropic_model(model, multihead=True)
     rho = _cell_density(rho)
-    return _Operator(model, rho.size, "upwind").velocity(rho)
+    return _operator(model, rho.size, "upwind").velocity(rho)
 
 
 def time_derivative(model, rho, flux=DEFAULT_FLUX):
     """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,)."""
-    model = isotropic_model(model)
+    model = isotropic_model(model, multihead=True)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
-    return _Operator(model, rho.size, flux)(rho)
+    return _operator(model, rho.size, flux)(rho)
 
 
 def energy(rho, beta):
@@ -453,7 +503,9 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
           checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I, any β >= 0.  rho0: a callable of points (N, 2) ->
+    model: SA or USA with Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the
+    velocity is the sum of the heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
+    rho0: a callable of points (N, 2) ->
     densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a function f of the angle
     pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell densities; it is
     normalised to unit mass (μ_0 is a probability measure).  cells: number of cells (default
@@ -468,7 +520,7 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
     counts and log_space_cells (most SA cells evaluated directly in one evaluation).
     """
-    model = isotropic_model(model)
+    model = isotropic_model(model, multihead=True)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
     rho = _initial_density(rho0, cells)
@@ -480,7 +532,7 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     elif as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} with {cells} cells "
                          f"and the {flux} flux; use dt <= {bound:.6g} (or leave dt=None)")
-    op = _Operator(model, cells, flux)
+    op = _operator(model, cells, flux)
     h = 2 * np.pi / cells
     rhs = op if diffusion == 0 else (lambda r: op(r) + diffusion * circle_laplacian(r, h))
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells, diffusion=diffusion)

@@ -120,12 +120,18 @@ def _gather(flux, edges, cell_ptr, cell_edges, areas, out):
 
 
 def _check_model(model):
-    model = as_model(model)
+    model = as_model(model, multihead=True)
     if not model.is_isotropic:
-        raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I; got {model!r} "
-                         f"(use particles.solve for general Q, K, V)")
-    particles.max_step(model, 3)        # refuses USA weights e^beta beyond double precision
+        raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I (for every head, without "
+                         f"feed-forward term); got {model!r} (use particles.solve for general Q, K, V)")
+    for head in _heads(model):
+        particles.max_step(head, 3)     # refuses USA weights e^beta beyond double precision
     return model
+
+
+def _heads(model):
+    """The heads of a MultiHead model, or (model,): the field is the sum of theirs."""
+    return getattr(model, "heads", (model,))
 
 
 def _check_mesh(mesh):
@@ -256,6 +262,26 @@ def _slopes(model, S, points, t):
     return model.sign * (A / S[:, 0] - model.beta * gt * gt)
 
 
+def _face_velocities(model, rho, mesh, summation):
+    """One head's normal velocities at the generators, u_i = <X_i, n_ij>, u_j = <X_j, n_ij>, and
+    extrapolated to the face, u^E, u^W (clipped to the head's speed bound), for every face."""
+    i, j = mesh.edges[:, 0], mesh.edges[:, 1]
+    n0, n1 = mesh.normals[:, 0], mesh.normals[:, 1]
+    vel, S, trusted = balanced_field(model, rho, mesh, summation)
+    u_i = np.sum(vel[i] * n0, axis=1)
+    u_j = np.sum(vel[j] * n1, axis=1)
+    half = 0.5 * mesh.distances
+    slope_i = np.where(trusted[i], _slopes(model, S[i], mesh.points[i], n0), 0.0)
+    slope_j = np.where(trusted[j], _slopes(model, S[j], mesh.points[j], n1), 0.0)
+    bound = speed_bound(model) * (1.0 if model.normalised else float(rho @ mesh.areas))
+    return u_i, u_j, np.clip(u_i + half * slope_i, -bound, bound), np.clip(u_j - half * slope_j, -bound, bound)
+
+
+def _cell_potential(model, rho, mesh, summation):
+    """Σ_h P_h over the heads (``cell_potential``): the two-point fluxes' potential."""
+    return sum(cell_potential(head, rho, mesh, cell_field(head, rho, mesh, summation)[1]) for head in _heads(model))
+
+
 def _second_order(model, rho, mesh, flux, summation):
     """dρ/dt for the reconstructed fluxes "upwind2" and "muscl" (module docstring)."""
     weights, offsets, slots = reconstruction.geometry(mesh)
@@ -263,22 +289,13 @@ def _second_order(model, rho, mesh, flux, summation):
     unresolved = np.empty(mesh.size, dtype=np.bool_)
     reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, weights, offsets, face_rho, unresolved)
     i, j = mesh.edges[:, 0], mesh.edges[:, 1]
-    n0, n1 = mesh.normals[:, 0], mesh.normals[:, 1]
     if flux == "muscl":
-        _, log_phi = cell_field(model, rho, mesh, summation)
-        pot = cell_potential(model, rho, mesh, log_phi)
+        pot = _cell_potential(model, rho, mesh, summation)
         u_east = u_west = u_i = u_j = (pot[j] - pot[i]) / mesh.distances
         unresolved[:] = False
     else:
-        vel, S, trusted = balanced_field(model, rho, mesh, summation)
-        u_i = np.sum(vel[i] * n0, axis=1)
-        u_j = np.sum(vel[j] * n1, axis=1)
-        half = 0.5 * mesh.distances
-        slope_i = np.where(trusted[i], _slopes(model, S[i], mesh.points[i], n0), 0.0)
-        slope_j = np.where(trusted[j], _slopes(model, S[j], mesh.points[j], n1), 0.0)
-        bound = speed_bound(model) * (1.0 if model.normalised else float(rho @ mesh.areas))
-        u_east = np.clip(u_i + half * slope_i, -bound, bound)
-        u_west = np.clip(u_j - half * slope_j, -bound, bound)
+        parts = [_face_velocities(head, rho, mesh, summation) for head in _heads(model)]
+        u_i, u_j, u_east, u_west = (sum(p[k] for p in parts) for k in range(4))
     out = np.empty_like(rho)
     _reconstructed_divergence(rho, face_rho, slots, unresolved, u_east, u_west, u_i, u_j, mesh.edges,
                               mesh.lengths, mesh.cell_ptr, mesh.cell_edges, mesh.areas,
@@ -289,9 +306,12 @@ def _second_order(model, rho, mesh, flux, summation):
 def _derivative(model, rho, mesh, flux, summation):
     if flux in ("upwind2", "muscl"):
         return _second_order(model, rho, mesh, flux, summation)
-    vel, log_phi = cell_field(model, rho, mesh, summation)
     upwind = flux == "upwind"
-    pot = log_phi if upwind else cell_potential(model, rho, mesh, log_phi)  # upwind ignores pot
+    if upwind:                          # the potential is not used
+        vel = sum(cell_field(head, rho, mesh, summation)[0] for head in _heads(model))
+        pot = np.zeros_like(rho)
+    else:                               # the velocity is not used
+        vel, pot = np.zeros((rho.size, 3)), _cell_potential(model, rho, mesh, summation)
     out = np.empty_like(rho)
     _divergence(rho, vel, pot, upwind, mesh.edges, mesh.lengths, mesh.distances, mesh.normals,
                 mesh.cell_ptr, mesh.cell_edges, mesh.areas, np.empty(mesh.edges.shape[0]), out)
@@ -336,7 +356,12 @@ def _initial_density(rho0, mesh):
 
 
 def _energy(model, rho, mesh, summation):
-    """E_β = (1/2β) Σ_i m_i Φ_i of the cell measure (β = 0: (1/2)|Σ m_i c_i|²)."""
+    """E_β = (1/2β) Σ_i m_i Φ_i of the cell measure (β = 0: (1/2)|Σ m_i c_i|²); for a MultiHead
+    model Σ_h ±E_{β_h} if every head is USA (its field is then that sum's gradient), else NaN."""
+    if hasattr(model, "heads"):
+        if any(head.normalised for head in model.heads):
+            return np.nan
+        return sum(head.sign * _energy(head, rho, mesh, summation) for head in model.heads)
     masses = rho * mesh.areas
     if model.beta == 0:
         mean = masses @ mesh.points
@@ -350,7 +375,9 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summati
           progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I.  rho0: a callable of points (N, 3) -> densities
+    model: SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (the velocity is the
+    sum of the heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
+    rho0: a callable of points (N, 3) -> densities
     (evaluated at the cell generators) or an array of cell densities; it is normalised to unit
     mass (μ_0 is a probability measure).  mesh: a Mesh (default ``icosphere(4)``, 2562 cells).
     flux: "upwind2" (default), "upwind", "muscl" or "tpfa" (see the module docstring).  dt: SSP-RK3

@@ -27,29 +27,43 @@ below 1e-100 (mass far away at large β) are recomputed by log-sum-exp over log 
 elsewhere E_ij and m_j below 1e-150 are dropped (a relative error below N 1e-50; it keeps subnormal
 numbers, a hundredfold slower, out of the matrix products).
 
-Scheme (the circle solver's, with zero flux through the poles):
+Scheme: the circle solver's fluxes, applied to the masses m_i (m_i/h is the density in θ), with zero
+flux through the poles:
 
-    dm_i/dt = -(F_{i+1/2} - F_{i-1/2})/h,   F_{i+1/2} = m_i u_i^+ + m_{i+1} u_{i+1}^-,   F_{1/2} = F_{N+1/2} = 0,
+    dm_i/dt = -(F_{i+1/2} - F_{i-1/2})/h,   F_{1/2} = F_{N+1/2} = 0.
 
-the cell-centred velocity donor cell (first order; a one-cell cluster moves with its own velocity).
-SSP-RK3 in time; each Euler stage keeps m >= 0 when dt sup|u| <= h, sup|u| <= ``speed_bound``
-(1 for SA), which is the default and largest accepted step.  Mass is conserved to round-off.
+- flux="upwind2" (default): second order.  Minmod states m^E_i = m_i + σ_i/2, m^W_i = m_i - σ_i/2 and
+  face velocities extrapolated with the exact θ-derivative of the ring measure's field,
+  u^{E,W}_i = u_i ± (h/2) u'_i (clipped to the speed bound); F_{i+1/2} = m^E_i (u^E_i)^+ + m^W_{i+1} (u^W_{i+1})^-,
+  and the first-order flux at the faces of clusters narrower than about two cells (so a one-cell ring
+  moves with its own velocity).  u' comes from the table ∂_θ(E∘G) = E∘(βG² + ∂_θG), ∂_θ k = β k G,
+  ∂_θG = -cos θ cos θ' - R sin θ sin θ' + β R'(a) cos²θ sin²θ', R' = 1 - R² - (2ν+1) R/a.
+- flux="upwind": the cell-centred velocity donor cell F_{i+1/2} = m_i u_i^+ + m_{i+1} u_{i+1}^-
+  (first order; a one-cell cluster moves with its own velocity).
+
+Both are evaluated by the circle's kernels on the mirror image (m, m reversed) over 2N cells of the
+full circle, whose velocity is odd and slope even about the poles: minmod slopes vanish in the two polar
+cells and the two polar fluxes cancel exactly.  SSP-RK3 in time; each Euler stage keeps m >= 0 when
+dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind), sup|u| <= ``speed_bound`` (1 for SA); that is
+the default and largest accepted step.  Mass is conserved to round-off.
 """
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.checks import as_beta, as_count, as_density, as_float_array, as_time_grid
+from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from .circle import isotropic_model
+from .circle import CFL, _upwind2_divergence, _upwind_divergence, isotropic_model
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
            "cell_masses", "log_ring_mean"]
 
+FLUXES = ("upwind2", "upwind")
+DEFAULT_FLUX = "upwind2"
 DEFAULT_CELLS = 512
 MIN_CELLS = 8
 SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or where ive underflows)
@@ -131,33 +145,54 @@ def _check_cells(cells):
 
 
 class _Operator:
-    """Kernel tables and the semi-discrete right-hand side for one model, dimension and grid."""
+    """Kernel tables and the semi-discrete right-hand side for one model, dimension, grid and flux."""
 
-    def __init__(self, model, d, cells):
-        self.model, self.d, self.cells = model, d, cells
+    def __init__(self, model, d, cells, flux=DEFAULT_FLUX):
+        self.model, self.d, self.cells, self.flux = model, d, cells, flux
         self.theta, _ = polar_grid(cells)
         self.h = np.pi / cells
         beta = model.beta
         c, s = np.cos(self.theta), np.sin(self.theta)
-        log_m, ratio = _log_ring_mean_and_ratio(0.5 * (d - 3), beta * np.outer(s, s))
+        nu = 0.5 * (d - 3)
+        a = beta * np.outer(s, s)
+        log_m, ratio = _log_ring_mean_and_ratio(nu, a)
         self.log_k = beta * np.outer(c, c) + log_m          # log K_ij
         table = np.exp(self.log_k - beta)                   # E_ij = K_ij e^{-β}
         self.table = np.where(table >= FLUSH, table, 0.0)
         self.bracket = -np.outer(s, c) + ratio * np.outer(c, s)   # G_ij
         self.moved = self.table * self.bracket              # E∘G
+        if flux == "upwind2":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio_over_a = np.where(a > 0, ratio / a, 1.0 / (2.0 * nu + 2.0))
+            ratio_slope = 1.0 - ratio ** 2 - (2.0 * nu + 1.0) * ratio_over_a          # R'(a)
+            bracket_slope = -np.outer(c, c) - ratio * np.outer(s, s) + beta * ratio_slope * np.outer(c * c, s * s)
+            self.moved_slope = self.table * (beta * self.bracket ** 2 + bracket_slope)   # ∂_θ(E∘G) = E∘(βG² + ∂_θG)
         self.cos = c
+        self.bound = speed_bound(model)
         self.log_space_cells = 0
 
     def velocity(self, m):
         """u_i, the polar-angle velocity at the cell centres of the ring measure Σ_j m_j."""
+        return self._fields(m, slope=False)[0]
+
+    def velocity_and_slope(self, m):
+        """(u_i, u'_i, bound): the centre velocities, their θ-derivatives (the derivative of the ring
+        measure's field, its own cell included) and the speed bound.  USA: u' = ±e^β ∂_θ(E∘G) m.
+        SA: u = ±N/Z, u' = ±N'/Z ∓ β u² (Z' = β N, since ∂_θ k = β k G); u' = 0 on log-space rows."""
+        return self._fields(m, slope=True)
+
+    def _fields(self, m, slope):
         model = self.model
         m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
         num = self.moved @ m_sum
+        dnum = self.moved_slope @ m_sum if slope else None
         if not model.normalised:
-            return model.sign * np.exp(model.beta) * num
+            scale = model.sign * np.exp(model.beta)
+            return scale * num, (scale * dnum if slope else None), self.bound * m.sum()
         den = self.table @ m_sum
         with np.errstate(invalid="ignore", divide="ignore"):
             u = num / den
+            du = dnum / den - model.beta * u * u if slope else None
         bad = np.flatnonzero(~(den >= LOG_SPACE_BELOW * m.sum()))
         if bad.size:
             self.log_space_cells = max(self.log_space_cells, bad.size)
@@ -165,13 +200,24 @@ class _Operator:
                 logw = self.log_k[bad] + np.log(m)[None, :]
             w = np.exp(logw - logsumexp(logw, axis=1, keepdims=True))
             u[bad] = np.sum(w * self.bracket[bad], axis=1)
-        return model.sign * u
+            if slope:
+                du[bad] = 0.0
+        return model.sign * u, (model.sign * du if slope else None), self.bound
 
     def __call__(self, m):
-        u = self.velocity(m)
-        faces = m[:-1] * np.maximum(u[:-1], 0.0) + m[1:] * np.minimum(u[1:], 0.0)
-        flux = np.concatenate(([0.0], faces, [0.0]))
-        return (flux[:-1] - flux[1:]) / self.h
+        """dm/dt: the circle scheme on the mirror image (m, m reversed) over the full circle of 2N cells,
+        whose velocity is odd and slope even about the poles: the fluxes through both poles vanish exactly."""
+        n = self.cells
+        out = np.empty(2 * n)
+        both = np.concatenate((m, m[::-1]))
+        if self.flux == "upwind2":
+            u, du, bound = self.velocity_and_slope(m)
+            _upwind2_divergence(both, np.concatenate((u, -u[::-1])), np.concatenate((du, du[::-1])), bound,
+                                self.h, out)
+        else:
+            u = self.velocity(m)
+            _upwind_divergence(both, np.concatenate((u, -u[::-1])), 1.0 / self.h, out)
+        return out[:n]
 
     def energy(self, m):
         """E_β = (1/2β) Σ_ij m_i m_j K_ij = e^β m^T E m/(2β); at β = 0 the limit (1/2)(Σ_i m_i cos θ_i)²."""
@@ -179,7 +225,6 @@ class _Operator:
         if beta == 0:
             return 0.5 * float(m @ self.cos) ** 2
         return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
-
 
 def cell_masses(f0, d, cells=None):
     """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| (a probability vector) from a profile f(s), a callable of
@@ -206,10 +251,12 @@ def cell_masses(f0, d, cells=None):
     return masses / total
 
 
-def max_step(model, cells=DEFAULT_CELLS):
-    """The positivity bound h / speed_bound(model) on the SSP-RK3 step, h = π/cells."""
+def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
+    """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step, h = π/cells, CFL = 1/2
+    (upwind2: a face value is at most twice the cell's) or 1 (upwind), as on the circle."""
     model = _check_model(model)
-    return float((np.pi / _check_cells(cells)) / speed_bound(model))
+    as_choice(flux, "flux", FLUXES)
+    return float(CFL[flux] * (np.pi / _check_cells(cells)) / speed_bound(model))
 
 
 def _check_masses(masses, name="masses"):
@@ -223,26 +270,27 @@ def velocity(model, masses, d):
     model = _check_model(model)
     d = as_count(d, "d", minimum=2)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size).velocity(m)
+    return _Operator(model, d, m.size, "upwind").velocity(m)
 
 
-def time_derivative(model, masses, d):
+def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     """dm/dt of the semi-discrete scheme for cell masses ``masses`` (N,) on S^{d-1}."""
     model = _check_model(model)
     d = as_count(d, "d", minimum=2)
+    as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size)(m)
+    return _Operator(model, d, m.size, flux)(m)
 
 
 def energy(masses, beta, d):
     """E_β of the ring measure Σ_i m_i (equal to ``meanfield.energy`` of tokens spread uniformly over the
     rings, in the limit of many tokens per ring); at β = 0 the limit (1/2)|mean|²."""
     m = _check_masses(masses)
-    return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size).energy(m)
+    return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size, "upwind").energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=None, checkpoint=None, checkpoint_every=100,
-          resume=False):
+def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
+          checkpoint_every=100, resume=False):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -258,8 +306,11 @@ def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=None, checkpoin
         Ambient dimension (the sphere is S^{d-1}), d >= 2.
     cells : int, optional
         Number of polar-angle cells (default 512 for a callable; an array sets it).
+    flux : {"upwind2", "upwind"}
+        The circle solver's fluxes (see the module docstring): second-order "upwind2" (default) or the
+        first-order cell-centred donor cell "upwind".
     dt : float, optional
-        SSP-RK3 step, at most and by default ``max_step(model, cells)`` (larger steps break positivity).
+        SSP-RK3 step, at most and by default ``max_step(model, cells, flux)`` (larger steps break positivity).
     progress, checkpoint, checkpoint_every, resume
         As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
         ``resume=True`` continues bit for bit.
@@ -269,21 +320,22 @@ def solve(model, f0, t_eval, d, cells=None, *, dt=None, progress=None, checkpoin
     ZonalSolution
         .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
         .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
-        (dt, max_dt, cells, steps, log_space_cells).
+        (flux, dt, max_dt, cells, steps, log_space_cells).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
     d = as_count(d, "d", minimum=2)
+    as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
-    bound = max_step(model, cells)
+    bound = max_step(model, cells, flux)
     dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
-    op = _Operator(model, d, cells)
-    meta = dict(solver="zonal", model=model.to_dict(), d=d, dt=dt, cells=cells)
+    op = _Operator(model, d, cells, flux)
+    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, cells=cells)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(op, m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
                              progress=progress)
-    info.update(dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
+    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
     theta, edges = polar_grid(cells)
     return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
                          mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,

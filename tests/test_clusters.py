@@ -66,6 +66,23 @@ def test_gram_rank_counts_tight_clusters():
     assert clusters.gram_rank(np.eye(6)) == 6
 
 
+def test_merge_statistics_match_dense_gram_reference():
+    """One pass over the pairs (Numba) against the dense Gram matrix and numpy's SVD rank, on
+    systems with pairs near both thresholds and relations that are not partitions (chains)."""
+    rng = np.random.default_rng(1)
+    for d, n in ((2, 32), (8, 32), (3, 70)):
+        centres = mf.uniform_sphere(5, d, seed=rng, batch=60)
+        labels = rng.integers(0, 5, (60, n))
+        x = np.take_along_axis(centres, labels[..., None].repeat(d, -1), 1)
+        x = mf.normalise(x + rng.normal(size=x.shape) * rng.choice([1e-4, 3e-3, 1e-2], size=(60, 1, 1)))
+        g = x @ np.swapaxes(x, 1, 2)
+        merged = (np.count_nonzero(g > 0.999) - np.count_nonzero(np.diagonal(g, axis1=1, axis2=2) > 0.999))
+        fraction, ranks = clusters.merge_statistics(x)
+        assert fraction == merged / (60 * n * (n - 1))
+        np.testing.assert_array_equal(ranks, np.linalg.matrix_rank((g > 0.9999).astype(float)))
+        assert clusters.pair_fraction(x) == fraction and clusters.merge_statistics(x[0])[1] == ranks[0]
+
+
 def test_pair_statistics_reject_bad_input():
     with pytest.raises(ValueError, match="threshold"):
         clusters.pair_fraction(np.eye(3), threshold=1.0)

@@ -9,6 +9,14 @@ and n tokens in R^d sampled from the same ρ_0 (mid-quantile polar angles, antit
 directions, ``meanfield.zonal.sample``) run side by side (SA, β = 4, RK4); their distance is the exact
 W_1 between polar-angle marginals.  Check: it decreases with n in every dimension.
 
+(c) Convergence in n in d = 128.  One zonal PDE run (1024 cells) and n tokens for n = 300, 1000, 3000
+(mid-quantile sampling as in (a); RK4, dt = 0.1, which changes W_1 by < 1e-5 against dt = 0.05), up to
+t = 4; the PDE's marginal is taken uniform in θ inside each cell (each cell as K = 32 sub-atoms, so the
+grid adds at most h/(4K) = 2.4e-5 to W_1 instead of the h/4 of atoms at the centres).  Check: max_t W_1
+decreases with n at observed order (slope of log W_1 against log n) between 0.8 and 1.2: for SA each
+token's own term e^β/n in its softmax sum, absent from the mean field, is an O(1/n) bias.  The cost of one
+velocity evaluation is measured for n = 1000, 3000 and 10^4 (n = 10^4 would take evaluations × cost).
+
 (b) Clustering time vs d.  T_d = the first time |mean|² = <m, e>² reaches 1 - δ on the PDE.  As d → ∞
 two independent tokens have <x, y> → s s' (the transverse parts become orthogonal), so the pairwise
 inner products all equal ρ = <m, e>² and follow the equiangular curve with n → ∞ tokens:
@@ -16,19 +24,22 @@ SA ρ' = 2ρ(1 - ρ), USA ρ' = 2 e^{βρ} ρ(1 - ρ) (``theory.equiangular_curv
 ρ(0) = S0²).  Check: |T_d - T_∞| decreases with d and is small at the largest d; the whole curve
 <m, e>²(t) approaches the equiangular one.
 """
+import time
+
 import numpy as np
 from scipy.optimize import brentq
 
 import meanfield as mf
 from meanfield import zonal
 from meanfield.figures import Experiment
-from meanfield.solvers import zonal as zfv
+from meanfield.solvers import particles, zonal as zfv
 from meanfield.theory import equiangular_curve
 
 S0 = 0.3          # initial axial mean <m, e>
 BETA = 4.0
 DELTA = 0.05      # clustered when |mean|² >= 1 - DELTA
 LIMIT_N = 10 ** 9  # equiangular curve with "n = ∞" (relative error ~1/(n ρ))
+SUB_ATOMS = 32    # (c): each PDE cell as this many equal atoms, uniform in θ
 
 
 def _vmf(kappa, s0):
@@ -57,6 +68,54 @@ def clustering_time(t, rho):
     return float(t[k - 1] + (1 - DELTA - rho[k - 1]) * (t[k] - t[k - 1]) / (rho[k] - rho[k - 1]))
 
 
+def cell_marginal(sol, k):
+    """(angles, weights): the k-th polar-angle marginal of a ZonalSolution spread uniformly in θ over each cell
+    (SUB_ATOMS equal atoms per cell), the law that ``zonal.sample`` draws from."""
+    width = np.diff(sol.edges)[:, None]
+    angles = sol.edges[:-1, None] + (np.arange(SUB_ATOMS) + 0.5) / SUB_ATOMS * width
+    return angles.ravel(), np.repeat(np.clip(sol.masses[k], 0.0, None) / SUB_ATOMS, SUB_ATOMS)
+
+
+def velocity_cost(model, pde, n, repeats=1):
+    """Seconds for one particle velocity evaluation with n tokens sampled from the PDE (best of ``repeats``)."""
+    x = zonal.sample(pde, n, k=0, method="quantile", seed=0)
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        particles.velocity(pde.model, x)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def convergence_in_n(exp, model, d):
+    """(c): one PDE run, particles for several n; returns the record for the JSON."""
+    f0, _ = vmf_profile(d)
+    t = np.linspace(0.0, exp.size(2.0, 4.0), exp.size(5, 9))
+    pde = zfv.solve(model, f0, t, d, cells=exp.size(256, 1024))
+    sizes = exp.size([64, 256], [300, 1000, 3000])
+    w1 = []
+    for n in sizes:
+        x0 = zonal.sample(pde, n, k=0, method="quantile", seed=0)
+        start = time.perf_counter()
+        parts = particles.solve(model, x0, t, dt=0.1, energy=False)
+        theta = zonal.polar_angles(parts.x)
+        w1.append([zonal.polar_wasserstein(theta[k], np.ones(n), *cell_marginal(pde, k)) for k in range(t.size)])
+        print(f"(c) d={d} n={n}: W1 over time {np.round(w1[-1], 5)} ({time.perf_counter() - start:.0f} s)")
+    w1 = np.array(w1)
+    worst = w1.max(axis=1)
+    order = -float(np.polyfit(np.log(sizes), np.log(worst), 1)[0])
+    exp.check(f"(c) d={d}: max_t W_1 to the PDE decreases with n", np.all(np.diff(worst) < 0), max_over_time=worst)
+    exp.check(f"(c) d={d}: observed order in n between 0.8 and 1.2 (O(1/n) self-interaction bias)",
+              0.8 < order < 1.2, order=order)
+    evaluations = 4 * int(round(t[-1] / 0.1))
+    costs = {n: velocity_cost(model, pde, n) for n in exp.size([256, 1000], [1000, 3000, 10000])}
+    for n, c in costs.items():
+        print(f"(c) one velocity evaluation, n={n}, d={d}: {c:.3f} s; a run ({evaluations} evaluations) "
+              f"{c * evaluations:.0f} s")
+    return dict(t=t, sizes=sizes, w1=w1, max_over_time=worst, order=order, cells=pde.info["cells"], dt=0.1,
+                velocity_seconds={str(n): c for n, c in costs.items()}, evaluations_per_run=evaluations)
+
+
 def main(argv=None):
     exp = Experiment("high_dimension_pde", __doc__.splitlines()[0], argv)
     model = mf.SA(BETA)
@@ -79,6 +138,8 @@ def main(argv=None):
         exp.check(f"d={d}: the W_1 distance to the PDE decreases with n", np.all(np.diff(worst) < 0),
                   max_over_time=worst, final=final)
 
+    convergence = convergence_in_n(exp, model, 128)
+
     dims_b = exp.size([3, 16, 128, 512], [3, 4, 8, 16, 32, 64, 128, 256, 512, 1024])
     tb = np.linspace(0.0, exp.size(6.0, 8.0), exp.size(121, 321))
     limit = equiangular_curve(model, LIMIT_N, tb, rho0=S0 ** 2)
@@ -98,7 +159,7 @@ def main(argv=None):
     exp.check("the curve <m,e>^2(t) approaches the equiangular curve", gaps[-1] < gaps[0] / 4, max_gap=gaps)
 
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5), constrained_layout=True)
+    fig, axes = plt.subplots(1, 4, figsize=(24, 5.5), constrained_layout=True)
     ax = axes[0]
     colors = {3: "C0", 16: "C1", 128: "C3"}
     for d in dims:
@@ -109,6 +170,14 @@ def main(argv=None):
            title=f"Particles in R^d vs zonal PDE (SA, β = {BETA:g}, <m,e>(0) = {S0})")
     ax.legend(fontsize=8)
     ax = axes[1]
+    sizes_c = np.array(convergence["sizes"])
+    ax.loglog(sizes_c, convergence["max_over_time"], "o-", label="max over t ≤ 4 of W_1")
+    ax.loglog(sizes_c, convergence["w1"][:, -1], "s--", label="W_1 at t = 4")
+    ax.loglog(sizes_c, convergence["max_over_time"][0] * sizes_c[0] / sizes_c, "k:", label="∝ 1/n")
+    ax.set(xlabel="n tokens", ylabel="W_1 of polar-angle marginals (rad)",
+           title=f"d = 128: particles → zonal PDE (observed order {convergence['order']:.2f})")
+    ax.legend(fontsize=8)
+    ax = axes[2]
     cmap = plt.cm.plasma
     for j, d in enumerate(dims_b):
         ax.plot(tb, curves[d], color=cmap(j / len(dims_b)), lw=1.2, label=f"d = {d}")
@@ -116,13 +185,13 @@ def main(argv=None):
     ax.axhline(1 - DELTA, color="grey", lw=0.8, ls=":")
     ax.set(xlabel="t", ylabel="|mean|² = <m, e>²", title="Zonal PDE: squared mean vs the d → ∞ curve")
     ax.legend(fontsize=7, ncol=2)
-    ax = axes[2]
+    ax = axes[3]
     ax.semilogx(dims_b, times, "o-", label="zonal PDE T_d")
     ax.axhline(t_limit, color="k", ls="--", label=f"equiangular limit {t_limit:.3f}")
     ax.set(xlabel="d", ylabel=f"time for |mean|² ≥ {1 - DELTA:g}", title="Clustering time vs dimension")
     ax.legend()
     exp.finish(fig, dict(beta=BETA, s0=S0, delta=DELTA, sizes=sizes, t=t, comparisons=comparisons,
-                         dims=dims_b, clustering_time=times, clustering_time_limit=t_limit,
+                         convergence=convergence, dims=dims_b, clustering_time=times, clustering_time_limit=t_limit,
                          relative_gap=rel, curve_gap=gaps, t_curves=tb,
                          curves={str(d): c for d, c in curves.items()}, limit_curve=limit))
 

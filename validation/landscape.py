@@ -7,8 +7,8 @@ to rotation and permutation, and classifies each critical point by the Hessian s
 ~e^{β cos φ}, are resolved next to the intra-cluster ones, ~e^β).
 
 Reported: every critical point that is not a strict saddle besides the global maxima (expected: none),
-and per family (the multiplicity pattern of the clusters) the smallest positive eigenvalue and the
-largest one, λ_max, met over the scan, also relative to the consensus scale e^β/n.
+and per family of strict saddles (the multiplicity pattern of the clusters) the smallest positive
+eigenvalue of the Hessian on 1^⊥ (the weakest escape direction) at each β, and its minimum over the scan.
 
 Checks: the consensus is found for every (n, β) and is the only maximum; no degenerate critical point;
 the regular n-gon is found and its spectrum equals the circulant formula
@@ -61,34 +61,39 @@ def main(argv=None):
                 if cp.kind != "strict saddle" and cp.family != "consensus":
                     exceptions.append(rec)
                 if cp.kind == "strict saddle":
-                    key = f"n={n}: {_pattern(cp.family)}"
-                    scale = np.exp(beta) / n
-                    fam = families.setdefault(key, dict(smallest_positive=np.inf, min_top=np.inf,
-                                                        min_top_relative=np.inf, betas=[]))
-                    fam["smallest_positive"] = min(fam["smallest_positive"], cp.smallest_positive_eigenvalue)
-                    fam["min_top"] = min(fam["min_top"], float(cp.eigenvalues[-1]))
-                    fam["min_top_relative"] = min(fam["min_top_relative"], float(cp.eigenvalues[-1]) / scale)
-                    fam["betas"].append(beta)
+                    fam = families.setdefault(f"n={n}: {_pattern(cp.family)}", dict(n=n, by_beta={}))
+                    lam = cp.smallest_positive_eigenvalue
+                    fam["by_beta"][beta] = min(fam["by_beta"].get(beta, np.inf), lam)
             print(f"n={n} beta={beta:g}: {len(cps)} critical points")
     exp.check("no critical point other than the consensus is a maximum or degenerate", not exceptions,
               exceptions=[f"n={r['n']} beta={r['beta']} {r['family']} ({r['kind']})" for r in exceptions])
     exp.check("regular n-gon spectra equal the circulant formula", polygon_err < 1e-8, max_relative_error=polygon_err)
 
+    for fam in families.values():
+        fam["betas"] = sorted(fam["by_beta"])
+        fam["smallest_positive_by_beta"] = [fam["by_beta"][beta] for beta in fam["betas"]]
+        fam["smallest_positive"] = min(fam["smallest_positive_by_beta"])
+        del fam["by_beta"]
+    weakest = min(families, key=lambda k: families[k]["smallest_positive"])
+    print(f"weakest escape direction: {weakest}, smallest positive eigenvalue "
+          f"{families[weakest]['smallest_positive']:.3g}")
+
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(15, 6), constrained_layout=True)
     ax = axes[0]
-    for key in sorted(families, key=lambda k: -int(k.split(":")[0][2:])):   # large n first
-        n = int(key.split(":")[0][2:])
-        rel = [float(r["eigenvalues"][-1]) / (np.exp(r["beta"]) / n) for r in records
-               if r["n"] == n and r["kind"] == "strict saddle" and f"n={n}: {_pattern(r['family'])}" == key]
-        bs = [r["beta"] for r in records
-              if r["n"] == n and r["kind"] == "strict saddle" and f"n={n}: {_pattern(r['family'])}" == key]
-        ax.plot(bs, rel, "o", ms=2 + (9 - n), alpha=0.7, color=plt.cm.viridis((n - 2) / 6))
+    grid = np.geomspace(min(betas), max(betas), 200)
+    for fam in sorted(families.values(), key=lambda f: -f["n"]):       # large n first
+        n = fam["n"]
+        ax.plot(fam["betas"], fam["smallest_positive_by_beta"], "o-", ms=2 + (9 - n), lw=0.6, alpha=0.6,
+                color=plt.cm.viridis((n - 2) / 6))
     for n in ns:
         ax.plot([], [], "o", color=plt.cm.viridis((n - 2) / 6), label=f"n = {n}")
-    ax.set(xscale="log", yscale="log", xlabel="β", ylabel="λ_max / (e^β / n)",
-           title="Largest Hessian eigenvalue (escape rate) of every strict saddle found,\n"
-                 "relative to the consensus scale e^β/n")
+    for n in (min(ns), max(ns)):
+        ax.plot(grid, np.exp(-grid) / n, "k--" if n == min(ns) else "k:", lw=1,
+                label=f"e^(-β)/{n}: two antipodal clusters, n = {n}")
+    ax.set(xscale="log", yscale="log", xlabel="β", ylabel="smallest positive eigenvalue of H on 1^⊥",
+           title="Smallest positive Hessian eigenvalue per family of strict saddles\n"
+                 "(one line per multiplicity pattern, minimum over the critical points of the family)")
     ax.legend(fontsize=8)
     ax = axes[1]
     im = ax.imshow(count, origin="lower", aspect="auto", cmap="viridis")

@@ -12,6 +12,19 @@ drops by pairwise merges, each plateau longer than the last: two time scales.  S
 Checks (for the β in 2..12 below; λ_{l*} leads the next mode by 2-30%): at t = 2 t_lin
 every run has exactly l* clusters (particles and FV); the clusters form at t_lin within 25%;
 plateaus last longer than the fast phase; the time to reach a single cluster grows with β.
+
+Starts (second figure, ``metastability_starts.png``): the same SA dynamics from i.i.d. uniform
+tokens and from lattice starts, on S^1 (equally spaced angles) and S^2 (Fibonacci points), each
+displaced by ε-size noise.  I.i.d. starts carry an O(n^{-1/2}) perturbation in every mode, so the
+fast phase is shorter and the first plateau may hold fewer clusters than l*; on S^2 the most
+unstable degree does not fix the count.  Checks, per geometry and start: E_β never decreases;
+the longest multi-cluster plateau outlasts the fast phase (the time t_form at which at most n/4
+clusters are left) at every β ≥ 4; the time to a single cluster rises with β (rank correlation ≥ 0.8,
+runs still clustered at T ranked last); on S^1 from i.i.d. starts the median count on the first
+plateau (the first count held for at least t_form) is within 1 of l*.  Plateaus still on at T
+are right-censored: drawn as lower bounds, never fitted.  The lifetime law log L = a + c β is
+fitted per geometry on the completed two-cluster plateaus of both starts (with its 95 % interval,
+when there are three or more).
 """
 import numpy as np
 
@@ -19,7 +32,9 @@ import meanfield as mf
 from meanfield import theory
 from meanfield.clusters import cluster_count
 from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.geometry import circle_points
 from meanfield.solvers import circle, particles
+from meanfield.solvers.mesh import fibonacci_points
 
 EPS = 1e-8        # size of the initial perturbation
 TOL = 0.05        # geodesic cluster scale (below the initial spacing 2π/n)
@@ -78,6 +93,124 @@ def lifetime_law(betas, lengths):
         return float("nan"), float("nan"), float("nan")
     fit = stats.linregress(betas, np.log(lengths))
     return float(fit.intercept), float(fit.slope), float(stats.t.ppf(0.975, betas.size - 2) * fit.stderr)
+
+
+def starts(geometry, start, n, seeds, rng):
+    """Initial tokens (seeds, n, d): i.i.d. uniform, or the lattice (equally spaced angles on S^1,
+    Fibonacci points on S^2) displaced by Gaussian noise of size EPS and renormalised."""
+    d = 2 if geometry == "S1" else 3
+    if start == "iid":
+        return mf.uniform_sphere(n, d, seed=rng, batch=seeds)
+    lattice = circle_points(2 * np.pi * np.arange(n) / n) if d == 2 else fibonacci_points(n)
+    return mf.normalise(lattice[None] + EPS * rng.standard_normal((seeds, n, d)))
+
+
+def start_runs(betas, n, seeds, t):
+    """Cluster counts (m, seeds), plateaus, energies and times to one cluster for SA from i.i.d.
+    and lattice starts on S^1 and S^2 (adaptive Dormand–Prince)."""
+    runs = {}
+    for geometry in ("S1", "S2"):
+        for start in ("iid", "lattice"):
+            rng = np.random.default_rng([len(geometry), len(start)])
+            for beta in betas:
+                sol = particles.solve(mf.SA(beta), starts(geometry, start, n, seeds, rng), t, method="adaptive",
+                                      rtol=1e-8, atol=1e-10)
+                counts = np.array([[cluster_count(sol.x[k, s], TOL) for s in range(seeds)] for k in range(t.size)])
+                t_form = np.array([t[np.argmax(counts[:, s] <= n // 4)] for s in range(seeds)])
+                plats = [plateaus(t, counts[:, s], int(np.searchsorted(t, t_form[s]))) for s in range(seeds)]
+                t_one = np.array([t[np.argmax(counts[:, s] == 1)] if np.any(counts[:, s] == 1) else np.inf
+                                  for s in range(seeds)])
+                first = np.array([next((k for k, b0, e, _ in p if e - b0 >= tf), p[-1][0])
+                                  for p, tf in zip(plats, t_form)])
+                runs[geometry, start, beta] = dict(t=t, counts=counts, t_form=t_form, plateaus=plats, t_single=t_one,
+                                                   energy=sol.energy, first=first,
+                                                   energy_dip=max(max_relative_decrease(sol.energy[:, s])
+                                                                  for s in range(seeds)))
+    return runs
+
+
+def check_starts(exp, runs, betas, T):
+    """The claims of the module docstring for the start comparison; returns the lifetime fits."""
+    from scipy.stats import spearmanr
+    fits = {}
+    for geometry in ("S1", "S2"):
+        pairs = []
+        for start in ("iid", "lattice"):
+            key = f"{geometry} {start}"
+            rs = [runs[geometry, start, b] for b in betas]
+            exp.check(f"{key}: E_beta never decreases", max(r["energy_dip"] for r in rs) <= 1e-7,
+                      largest_relative_dip=max(r["energy_dip"] for r in rs))
+            longest = [max([e - b0 for p in r["plateaus"] for k, b0, e, _ in p if k > 1] or [0.0]) for r in rs]
+            late = [i for i, b in enumerate(betas) if b >= 4]
+            exp.check(f"{key}: at beta >= 4 the longest multi-cluster plateau outlasts the fast phase",
+                      all(longest[i] >= 2 * np.max(rs[i]["t_form"]) for i in late),
+                      longest=[longest[i] for i in late], t_form=[float(np.max(rs[i]["t_form"])) for i in late])
+            median_one = np.array([np.median(np.minimum(r["t_single"], 10 * T)) for r in rs])
+            if np.unique(median_one).size > 1:          # else no run (or every run) reached one cluster by T
+                rho = spearmanr(betas, median_one).statistic
+                exp.check(f"{key}: the time to a single cluster rises with beta (rank correlation >= 0.8)",
+                          rho >= 0.8, rank_correlation=rho,
+                          t_single_median=np.where(median_one >= 10 * T, np.inf, median_one))
+            if (geometry, start) == ("S1", "iid"):
+                l_star = [theory.most_unstable_mode(mf.SA(b), 2) for b in betas]
+                first = [float(np.median(r["first"])) for r in rs]
+                exp.check("S1 iid: the median count on the first plateau is within 1 of l*",
+                          all(abs(f - ls) <= 1 for f, ls in zip(first, l_star)), first=first, l_star=l_star)
+            pairs += [(b, e - b0) for b, r in zip(betas, rs) for p in r["plateaus"] for k, b0, e, ended in p
+                      if ended and k == 2]
+        a, c, half = lifetime_law([p_[0] for p_ in pairs], [p_[1] for p_ in pairs])
+        fits[geometry] = dict(intercept=a, rate_c=c, ci95=half, plateaus=len(pairs))
+    return fits
+
+
+def starts_figure(runs, betas, fits, n, seeds):
+    """Cluster counts on S^1 and S^2 from both starts, two-cluster plateau lengths (censored ones
+    open) with the fitted laws, and the energy staircase on S^2."""
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 2, figsize=(16, 11), constrained_layout=True)
+    styles = {"iid": "-", "lattice": "--"}
+    for ax, geometry in zip(axes[0], ("S1", "S2")):
+        for c, beta in enumerate(betas):
+            for start in ("iid", "lattice"):
+                r = runs[geometry, start, beta]
+                ax.semilogx(r["t"][1:], np.median(r["counts"][1:], axis=1), styles[start], color=f"C{c}",
+                            label=f"β = {beta:g}, {start}")
+        ax.set(xlabel="t", ylabel=f"median number of clusters ({seeds} runs)", yscale="log",
+               title=f"SA on {'S¹' if geometry == 'S1' else 'S²'}, n = {n}: i.i.d. (solid), lattice (dashed) starts")
+        ax.legend(fontsize=8, ncol=2)
+    ax = axes[1, 0]
+    kinds = [("S1", "iid", "o"), ("S1", "lattice", "s"), ("S2", "iid", "D"), ("S2", "lattice", "v")]
+    jitter = np.random.default_rng(0)
+    for c, (geometry, start, mk) in enumerate(kinds):
+        for ended in (True, False):
+            pts = [(b, e - b0) for b in betas for p in runs[geometry, start, b]["plateaus"] for k, b0, e, done in p
+                   if k == 2 and done == ended]
+            if pts:
+                b_, l_ = map(np.array, zip(*pts))
+                ax.scatter(b_ + jitter.uniform(-0.15, 0.15, b_.size), l_, marker=mk, s=50,
+                           facecolors=f"C{c}" if ended else "none", edgecolors=f"C{c}",
+                           label=f"{geometry} {start}: {'ended' if ended else 'still on at T (lower bound)'}")
+    grid = np.linspace(min(betas), max(betas), 50)
+    for geometry, ls in (("S1", "k--"), ("S2", "k:")):
+        f = fits[geometry]
+        if np.isfinite(f["rate_c"]):
+            ax.plot(grid, np.exp(f["intercept"] + f["rate_c"] * grid), ls,
+                    label=f"{geometry}: L ∝ e^{{cβ}}, c = {f['rate_c']:.2f} ± {f['ci95']:.2f} (95 %)")
+    ax.set(yscale="log", xlabel="β", ylabel="two-cluster plateau length (time)",
+           title="two-cluster plateaus (open: right-censored at T)")
+    ax.legend(fontsize=8)
+    ax = axes[1, 1]
+    for c, beta in enumerate(betas):
+        for start in ("iid", "lattice"):
+            r = runs["S2", start, beta]
+            top = np.exp(beta) / (2 * beta)              # E_β of a single cluster
+            ax.loglog(r["t"][1:], np.maximum(1 - r["energy"][1:, 0] / top, 1e-16), styles[start], color=f"C{c}",
+                      label=f"β = {beta:g}, {start}")
+    ax.set(xlabel="t", ylabel="1 − E_β(t) / E_β(one cluster)", title="energy staircase on S² (first run)")
+    ax.legend(fontsize=8, ncol=2)
+    for a_ in axes.ravel():
+        a_.title.set_fontsize(12)
+    return fig
 
 
 def main(argv=None):
@@ -209,6 +342,17 @@ def main(argv=None):
     ax.legend(fontsize=9)
     for a_ in axes:
         a_.title.set_fontsize(12)
+    start_betas = exp.size([2.0, 4.0, 8.0], [2.0, 3.0, 4.0, 6.0, 8.0, 12.0])
+    runs = start_runs(start_betas, n, seeds, np.concatenate([[0.0], np.geomspace(0.5, T, exp.size(60, 161))]))
+    fits = check_starts(exp, runs, start_betas, T)
+    second = starts_figure(runs, start_betas, fits, n, seeds)
+    second.savefig(exp.path("_starts.png"), dpi=110 if exp.quick else 130, bbox_inches="tight")
+    plt.close(second)
+    results["starts"] = dict(betas=start_betas, t=runs["S1", "iid", start_betas[0]]["t"], lifetime_law=fits, runs={
+        f"{g} {s_} beta{b:g}": dict(first_plateau=r["first"], t_form=r["t_form"], t_single=r["t_single"],
+                                    plateaus=r["plateaus"], median_counts=np.median(r["counts"], axis=1),
+                                    energy_max_relative_decrease=r["energy_dip"])
+        for (g, s_, b), r in runs.items()})
     c = results["lifetime_law"]["rate_c"]
     if not exp.quick:
         exp.check("two-cluster plateau lifetimes grow exponentially with beta (c > 0 with 95 % confidence)",

@@ -8,8 +8,8 @@ all systems and ordered pairs i != j, of <x_i, x_j> > 0.999 (``meanfield.cluster
 and the median over the systems of the rank of 1{<x_i, x_j> > 0.9999} (``gram_rank``, the
 cluster count).  Each (model, d, β) is one task of the resumable sweep engine
 (``meanfield.sweep.run``; ``--store DIR`` keeps the tasks, ``--client local`` runs them on Dask);
-a task integrates in chunks of output times and keeps only the statistics, never the 200
-snapshots of positions.
+a task streams the statistics from the run (``particles.solve(..., observe=...)``) and never
+keeps the 200 snapshots of positions.
 
 Drawn as the paper draws it: pcolormesh on the true (t, β) grid, linear and log colour scales,
 with the d -> ∞ curve Γ_{∞,δ} = {(t, β): γ_β(t) = 1 - δ}, δ = 1e-3 (``theory.clustering_time``),
@@ -42,7 +42,7 @@ from scipy.special import betainc
 
 import meanfield as mf
 from meanfield import sweep
-from meanfield.clusters import gram_rank, pair_fraction
+from meanfield.clusters import merge_statistics
 from meanfield.figures import Experiment, validation_dir
 from meanfield.solvers import particles
 from meanfield.theory import clustering_time
@@ -50,7 +50,6 @@ from meanfield.theory import clustering_time
 THRESHOLD = 0.999          # the paper's merge threshold for a pair
 RANK_THRESHOLD = 0.9999    # the paper's threshold for the cluster count (rank)
 DELTA = 1e-3
-CHUNK_BYTES = 64e6         # positions kept in memory at once by one task
 MODELS = {"SA": mf.SA, "USA": mf.USA}
 
 
@@ -71,22 +70,19 @@ def output_times(T, m, dt):
 def pair_statistics(params, seed):
     """Sweep task: ``batch`` systems of n i.i.d. uniform tokens on S^{d-1} (random stream (seed, d))
     under ``model``(β) with the paper's Euler step; at ``times`` output times the fraction of
-    merged pairs and the median cluster count (rank)."""
+    merged pairs and the median cluster count (rank), streamed from the run (``observe``: no
+    snapshot of the positions is kept)."""
     name, n, d, batch, beta = params["model"], params["n"], params["d"], params["batch"], params["beta"]
     dt = paper_step(name, beta)
     t = output_times(params["T"], params["times"], dt)
     x = mf.uniform_sphere(n, d, seed=np.random.default_rng([seed, d]), batch=batch)
-    fraction, clusters = np.empty(t.size), np.empty(t.size)
-    fraction[0], clusters[0] = pair_fraction(x, THRESHOLD), np.median(gram_rank(x, RANK_THRESHOLD))
-    chunk = max(1, int(CHUNK_BYTES // x.nbytes))
-    for start in range(0, t.size - 1, chunk):
-        stop = min(start + chunk, t.size - 1)
-        sol = particles.solve(MODELS[name](beta), x, t[start:stop + 1], method="euler", dt=dt, energy=False)
-        for k in range(1, sol.t.size):
-            fraction[start + k] = pair_fraction(sol.x[k], THRESHOLD)
-            clusters[start + k] = np.median(gram_rank(sol.x[k], RANK_THRESHOLD))
-        x = sol.x[-1]
-    return dict(t=t, pair_fraction=fraction, median_clusters=clusters, dt=dt)
+
+    def statistics(y):
+        fraction, ranks = merge_statistics(y, THRESHOLD, RANK_THRESHOLD)
+        return np.array([fraction, np.median(ranks)])
+
+    sol = particles.solve(MODELS[name](beta), x, t, method="euler", dt=dt, energy=False, observe=statistics)
+    return dict(t=t, pair_fraction=sol.observed[:, 0], median_clusters=sol.observed[:, 1], dt=dt)
 
 
 def uniform_pair_probability(d, s=THRESHOLD):
