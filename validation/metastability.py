@@ -159,7 +159,8 @@ def check_starts(exp, runs, betas, T):
             pairs += [(b, e - b0) for b, r in zip(betas, rs) for p in r["plateaus"] for k, b0, e, ended in p
                       if ended and k == 2]
         a, c, half = lifetime_law([p_[0] for p_ in pairs], [p_[1] for p_ in pairs])
-        fits[geometry] = dict(intercept=a, rate_c=c, ci95=half, plateaus=len(pairs))
+        fits[geometry] = dict(intercept=a, rate_c=c, ci95=half, plateaus=len(pairs),
+                              betas=sorted({p_[0] for p_ in pairs}))
     return fits
 
 
@@ -190,10 +191,10 @@ def starts_figure(runs, betas, fits, n, seeds):
                 ax.scatter(b_ + jitter.uniform(-0.15, 0.15, b_.size), l_, marker=mk, s=50,
                            facecolors=f"C{c}" if ended else "none", edgecolors=f"C{c}",
                            label=f"{geometry} {start}: {'ended' if ended else 'still on at T (lower bound)'}")
-    grid = np.linspace(min(betas), max(betas), 50)
     for geometry, ls in (("S1", "k--"), ("S2", "k:")):
         f = fits[geometry]
-        if np.isfinite(f["rate_c"]):
+        if np.isfinite(f["rate_c"]):              # drawn over the β of the plateaus it was fitted on
+            grid = np.linspace(min(f["betas"]), max(f["betas"]), 50)
             ax.plot(grid, np.exp(f["intercept"] + f["rate_c"] * grid), ls,
                     label=f"{geometry}: L ∝ e^{{cβ}}, c = {f['rate_c']:.2f} ± {f['ci95']:.2f} (95 %)")
     ax.set(yscale="log", xlabel="β", ylabel="two-cluster plateau length (time)",
@@ -204,9 +205,10 @@ def starts_figure(runs, betas, fits, n, seeds):
         for start in ("iid", "lattice"):
             r = runs["S2", start, beta]
             top = np.exp(beta) / (2 * beta)              # E_β of a single cluster
-            ax.loglog(r["t"][1:], np.maximum(1 - r["energy"][1:, 0] / top, 1e-16), styles[start], color=f"C{c}",
-                      label=f"β = {beta:g}, {start}")
-    ax.set(xlabel="t", ylabel="1 − E_β(t) / E_β(one cluster)", title="energy staircase on S² (first run)")
+            ax.semilogx(r["t"][1:], r["energy"][1:, 0] / top, styles[start], color=f"C{c}",
+                        label=f"β = {beta:g}, {start}")
+    ax.set(xlabel="t", ylabel="E_β(t) / E_β(one cluster)  (≈ 1/k on k equal clusters)", ylim=(0, 1.05),
+           title="energy staircase on S² (first run): flat on plateaus, a step up at each merge")
     ax.legend(fontsize=8, ncol=2)
     for a_ in axes.ravel():
         a_.title.set_fontsize(12)
