@@ -89,23 +89,20 @@ def uses_small(n, m, how):
 def _direct(model, x, y, w, dtype=np.float64):
     """Direct log-sum-exp summation for x (B, n, d), y (B, m, d): ``small.field`` when the
     targets are the sources and n <= small.SMALL_N, else ``gemm.softmax_sums`` for
-    d <= gemm.MAX_D, else ``kernels.attention_field``; float32 products
-    (``dtype``) always on ``gemm``."""
+    d <= gemm.MAX_D, else ``kernels.attention_field``; float32 products (``dtype``, which
+    ``_precision`` admits only for d <= gemm.MAX_D) skip the float64 ``small.field``."""
     B, n, d = x.shape
-    if dtype == np.float32:
-        A, V = _operators(model, d)
-        return _direct_gemm(model, x, np.ascontiguousarray(y), np.ascontiguousarray(w), A, V, dtype)
-    out = np.empty(x.shape)
-    log_phi = np.empty(x.shape[:2])
     w = np.ascontiguousarray(w)
-    if y is x and n <= small.SMALL_N:
+    if y is x and n <= small.SMALL_N and dtype == np.float64:
+        out, log_phi = np.empty(x.shape), np.empty(x.shape[:2])
         with kernels.threads_for(kernels.direct_seconds(B, n, n, d)):
             small.field(np.ascontiguousarray(x), w, *_small_arguments(model, d), out, log_phi)
         return out, log_phi
     A, V = _operators(model, d)
     y = np.ascontiguousarray(y)
     if gemm.supports(d):
-        return _direct_gemm(model, x, y, w, A, V)
+        return _direct_gemm(model, x, y, w, A, V, dtype)
+    out, log_phi = np.empty(x.shape), np.empty(x.shape[:2])
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         kernels.attention_field(np.ascontiguousarray(x), y, np.ascontiguousarray(np.swapaxes(y, 1, 2)),
                                 w, A, V, model.beta, model.normalised,

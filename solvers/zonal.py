@@ -226,6 +226,7 @@ class _Operator:
             return 0.5 * float(m @ self.cos) ** 2
         return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
 
+
 def cell_masses(f0, d, cells=None):
     """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| (a probability vector) from a profile f(s), a callable of
     s = cos θ evaluated at the cell centres (``cells``, default 512), or from cell densities f_i (array)."""
