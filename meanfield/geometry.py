@@ -4,7 +4,8 @@ import numpy as np
 from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed
 
 __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
-           "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical"]
+           "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical",
+           "icosahedral_triangulation"]
 
 
 def uniform_sphere(n: int, d: int, seed=None, batch: int | None = None) -> np.ndarray:
@@ -109,3 +110,35 @@ def great_circle(x, y):
     np.arctan2(theta, cdist(x, -y), out=theta)             # in place: two n×m arrays at most
     theta *= 2.0
     return theta
+
+
+def icosahedral_triangulation(level):
+    """The icosahedron subdivided ``level`` times (each triangle into four, the edge midpoints
+    projected to the sphere): vertices (10·4^level + 2, 3) and triangles (20·4^level, 3), rows
+    of vertex indices, counter-clockwise seen from outside."""
+    from scipy.spatial import ConvexHull
+    level = as_count(level, "level", minimum=0)
+    p = (1 + np.sqrt(5)) / 2
+    v = np.array([[-1, p, 0], [1, p, 0], [-1, -p, 0], [1, -p, 0], [0, -1, p], [0, 1, p],
+                  [0, -1, -p], [0, 1, -p], [p, 0, -1], [p, 0, 1], [-p, 0, -1], [-p, 0, 1]])
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    tri = _outward(v, ConvexHull(v).simplices)
+    for _ in range(level):
+        nt = tri.shape[0]
+        e = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
+        uniq, inv = np.unique(e, axis=0, return_inverse=True)
+        inv = inv.ravel() + v.shape[0]
+        mid = v[uniq[:, 0]] + v[uniq[:, 1]]
+        v = np.vstack([v, mid / np.linalg.norm(mid, axis=1, keepdims=True)])
+        a, b, c = inv[:nt], inv[nt:2 * nt], inv[2 * nt:]
+        tri = np.concatenate([np.c_[tri[:, 0], a, c], np.c_[tri[:, 1], b, a],
+                              np.c_[tri[:, 2], c, b], np.c_[a, b, c]])
+    return v, tri
+
+
+def _outward(v, tri):
+    """The triangles reordered counter-clockwise seen from outside: det(a, b, c) > 0."""
+    flip = np.einsum("ij,ij->i", v[tri[:, 0]], np.cross(v[tri[:, 1]], v[tri[:, 2]])) < 0
+    tri = tri.copy()
+    tri[flip] = tri[flip][:, [0, 2, 1]]
+    return tri

@@ -25,9 +25,10 @@ from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
-from scipy.spatial import ConvexHull, SphericalVoronoi
+from scipy.spatial import SphericalVoronoi
 
 from meanfield.checks import as_count, as_float_array, as_points
+from meanfield.geometry import icosahedral_triangulation
 
 __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
 
@@ -253,21 +254,7 @@ def _assemble(points, vertices, cell, va, vb, name):
 def icosahedron_points(level):
     """Vertices of the icosahedron subdivided ``level`` times (each triangle into four, new
     vertices projected to the sphere): 10·4^level + 2 points."""
-    level = as_count(level, "level", minimum=0)
-    p = (1 + np.sqrt(5)) / 2
-    v = _unit(np.array([[-1, p, 0], [1, p, 0], [-1, -p, 0], [1, -p, 0], [0, -1, p], [0, 1, p],
-                        [0, -1, -p], [0, 1, -p], [p, 0, -1], [p, 0, 1], [-p, 0, -1], [-p, 0, 1]]))
-    tri = ConvexHull(v).simplices
-    for _ in range(level):
-        nt = tri.shape[0]
-        e = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
-        uniq, inv = np.unique(e, axis=0, return_inverse=True)
-        inv = inv.ravel() + v.shape[0]
-        v = np.vstack([v, _unit(v[uniq[:, 0]] + v[uniq[:, 1]])])
-        a, b, c = inv[:nt], inv[nt:2 * nt], inv[2 * nt:]
-        tri = np.concatenate([np.c_[tri[:, 0], a, c], np.c_[tri[:, 1], b, a],
-                              np.c_[tri[:, 2], c, b], np.c_[a, b, c]])
-    return v
+    return icosahedral_triangulation(level)[0]
 
 
 def fibonacci_points(n):
