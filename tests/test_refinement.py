@@ -1,11 +1,12 @@
-"""Watershed-refined triangle atoms on S^2 (``meanfield.sampling.refined_triangles``), with a
-synthetic flow whose watershed is known: every point goes to the pole of its side of a plane."""
+"""Watershed-refined atoms (``meanfield.sampling.refined_triangles`` on S^2, ``refined_quantiles``
+on S^1), with synthetic flows whose watersheds are known: every point goes to the pole of its
+side of a plane."""
 import numpy as np
 import pytest
 
 from meanfield.geometry import icosahedral_triangulation
 from meanfield.measures import perturbed_uniform
-from meanfield.sampling import refined_triangles, triangle_integrals
+from meanfield.sampling import refined_quantiles, refined_triangles, triangle_integrals
 from meanfield.solvers.mesh import icosahedron_points
 
 NORMAL = np.array([0.3, -0.2, 1.0]) / np.linalg.norm([0.3, -0.2, 1.0])
@@ -65,6 +66,22 @@ def test_misrouted_mass_falls_with_refinement():
         r = r.previous
     ratios = np.array(bounds[:-1]) / np.array(bounds[1:])
     assert np.all(np.abs(ratios - 2 ** -0.5) < 0.02), ratios                  # measured 0.707-0.718
+
+
+def test_quantiles_split_the_intervals_at_the_watersheds():
+    """S^1, uniform ρ, F = ±e by the side of the diameter at angle 0.3: the two watersheds each
+    split the two intervals beside them into ``split``; the mass sent to e is 1/2 to within the
+    two cut intervals' masses, 2/(n split^rounds)."""
+    e = np.array([np.cos(0.3 + np.pi / 2), np.sin(0.3 + np.pi / 2)])
+
+    def sides(x, w):
+        return np.where((x @ e > 0)[:, None], e, -e)
+
+    n, split = 50, 8
+    for rounds in (1, 2):
+        final, w = refined_quantiles(lambda x: np.ones(len(x)), sides, n, rounds=rounds, split=split)
+        assert len(w) == n + 4 * (split - 1) * rounds and abs(w.sum() - 1.0) < 1e-14
+        assert abs(w[final @ e > 0].sum() - 0.5) <= 2.0 / (n * split ** rounds) + 1e-14
 
 
 def test_bad_input():
