@@ -25,6 +25,11 @@ Cell data are the piecewise-constant density ρ_i on each cell (a Voronoi cell o
 of points nearest its generator). Inverse CDFs are exact for piecewise-constant densities; a
 callable is first tabulated at cell midpoints (S^1: 2^16 cells; S^2: 512 colatitude rows × 1024
 longitudes with exact cell areas, within about 5e-3 rad of ρ in W_1).
+
+References that stay converged once clusters separate: ``refined_triangles`` (S^2) and
+``refined_quantiles`` (S^1) put one weighted atom on each cell of a triangulation / of the
+quantile intervals and refine, over a few runs of a given flow, the cells that the flow tears
+apart (those a watershed between clusters crosses, whose mass would all follow one atom).
 """
 from dataclasses import dataclass
 
@@ -249,7 +254,7 @@ def refined_quantiles(rho, flow, n, rounds=3, split=64, jump=0.05, grid=1 << 18)
     q = np.linspace(0.0, 1.0, n + 1)
     for r in range(rounds + 1):
         w = np.diff(q)
-        final = np.asarray(flow(circle_points(np.interp(0.5 * (q[1:] + q[:-1]), cdf, edges)), w))
+        final = _flowed(flow, circle_points(np.interp(0.5 * (q[1:] + q[:-1]), cdf, edges)), w)
         if r == rounds:
             return final, w
         theta = circle_angles(final)
@@ -258,6 +263,15 @@ def refined_quantiles(rho, flow, n, rounds=3, split=64, jump=0.05, grid=1 << 18)
         refine = np.unique(np.concatenate([cut, (cut + 1) % w.size]))
         inner = [np.linspace(q[i], q[i + 1], split + 1)[1:-1] for i in refine]
         q = np.sort(np.concatenate([q] + inner))
+
+
+def _flowed(flow, x, w):
+    """flow(x, w), checked to be one point of the same sphere per row of x."""
+    y = np.asarray(flow(x, w), dtype=float)
+    if y.shape != x.shape:
+        raise ValueError(f"flow(x, w) must return the {x.shape[0]} points at the final time, shape {x.shape}; "
+                         f"got {y.shape}")
+    return y
 
 
 def _check_jump(jump):
@@ -347,7 +361,7 @@ def refined_triangles(rho, flow, level=4, rounds=3, jump=0.05, depth=1, order=6)
         x = moment / np.linalg.norm(moment, axis=1, keepdims=True)
         total = mass.sum()
         w = mass / total
-        y = np.asarray(flow(np.vstack([x, vertices]), np.concatenate([w, np.zeros(len(vertices))])))
+        y = _flowed(flow, np.vstack([x, vertices]), np.concatenate([w, np.zeros(len(vertices))]))
         final, corners = y[:len(x)], y[len(x):][triangles]
         spread = _geodesic_rows(corners, final[:, None, :]).max(axis=1)
         counts.append(len(triangles))

@@ -91,3 +91,5 @@ def test_bad_input():
         refined_triangles(uniform, two_poles, jump=0.0)
     with pytest.raises(ValueError, match="level"):
         refined_triangles(uniform, two_poles, level=-1)
+    with pytest.raises(ValueError, match="final time"):
+        refined_triangles(uniform, lambda x, w: x[:, :2], level=1)
