@@ -142,7 +142,8 @@ def _neighbour_pairs(x, y):
 
 def _union(n, m, rows, cols):
     """The pairs of all the lists, once each, sorted row-major."""
-    key = np.unique(np.concatenate(rows).astype(np.int64) * m + np.concatenate(cols))
+    key = np.sort(np.concatenate(rows).astype(np.int64) * m + np.concatenate(cols))
+    key = key[np.concatenate([[True], key[1:] != key[:-1]])]
     return key // m, key % m
 
 
