@@ -27,6 +27,7 @@ can be watched) and the figure benchmarks/results/work_precision.png; the claims
 ("Must show") are asserted by ``check``.
 
     python benchmarks/bench_work_precision.py circle|sphere [--sizes 3 4 5] [--fluxes ...] [--method emd] [--reuse]
+        [--base 3 --rounds 4] [--exact-limit 1e8]
     python benchmarks/bench_work_precision.py plot|table|check
 """
 import argparse
@@ -282,6 +283,8 @@ def plot():
         else:
             ax.axhline(ref["rounds"][-1]["w2_previous"], color="0.5", ls=":", lw=1.2,
                        label="refined reference vs the round before")
+            ax.axhline(ref["next_base"]["w2"], color="0.3", ls="--", lw=1.2,
+                       label="refined reference vs the next base level")
         geo = "S^1" if geometry == "circle" else "S^2"
         ax.set_title(f"{geo}: {data['model']}, T = {data['T']:g} (labels: {label})")
         ax.set_xlabel("wall time of the solve [s] (shared 2-core machine)")
@@ -300,6 +303,8 @@ def main():
     parser.add_argument("--fluxes", nargs="+", default=list(circle.FLUXES), choices=circle.FLUXES)
     parser.add_argument("--method", default="emd", help="mf.wasserstein method on S^2 (exact: emd, multiscale)")
     parser.add_argument("--reuse", action="store_true", help="re-measure stored final states instead of solving")
+    parser.add_argument("--base", type=int, help="S^2 reference: base level of the triangulation (default 3)")
+    parser.add_argument("--rounds", type=int, help="S^2 reference: refinement rounds (default 4)")
     parser.add_argument("--exact-limit", type=float, default=EXACT,
                         help="largest n·m of the exact 'spread' comparison on S^2 (beyond: not measured)")
     args = parser.parse_args()
@@ -310,6 +315,7 @@ def main():
     elif args.what == "table":
         table()
     else:
+        CASES["sphere"].update({k: v for k, v in (("base", args.base), ("rounds", args.rounds)) if v is not None})
         run(args.what, args.sizes or CASES[args.what]["sizes"], args.fluxes, args.method, args.reuse, args.exact_limit)
 
 
