@@ -39,6 +39,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 import meanfield as mf
+from meanfield.geometry import great_circle_rows
 from meanfield.measures import perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles
 from meanfield.solvers import circle, particles, sphere
@@ -157,14 +158,9 @@ def _merged(refinement):
     _, first, inverse = np.unique(np.round(x / MERGE).astype(np.int64), axis=0, return_index=True,
                                   return_inverse=True)
     inverse = inverse.ravel()
-    move = _arcs(x, x[first][inverse])
+    move = great_circle_rows(x, x[first][inverse])
     return x[first], np.bincount(inverse, weights=w), dict(atoms=len(first), merge_rms=float(np.sqrt(w @ move ** 2)),
                                                            merge_max=float(move.max())), refinement
-
-
-def _arcs(x, y):
-    """Geodesic distances between the rows of x and y."""
-    return 2 * np.arctan2(np.linalg.norm(x - y, axis=1), np.linalg.norm(x + y, axis=1))
 
 
 def fv_distances(points, masses, x_ref, w_ref, method, exact=EXACT):
@@ -182,7 +178,7 @@ def fv_distances(points, masses, x_ref, w_ref, method, exact=EXACT):
     nearest = tree.query(x_ref)[1]
     binned = np.bincount(nearest, weights=w_ref, minlength=len(points))
     out = dict(w2=mf.wasserstein(points, masses, x_ref, w_ref, p=2, method=method),
-               floor=float(np.sqrt(w_ref @ _arcs(x_ref, points[nearest]) ** 2)),
+               floor=float(np.sqrt(w_ref @ great_circle_rows(x_ref, points[nearest]) ** 2)),
                w2_binned=mf.wasserstein(points, masses, points, binned, p=2, method=method), method=method)
     if method not in ("emd", "multiscale") or len(sub) * len(x_ref) <= exact:
         out["w2_spread"] = mf.wasserstein(sub, masses[owner] / count[owner], x_ref, w_ref, p=2, method=method)

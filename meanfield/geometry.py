@@ -112,6 +112,11 @@ def great_circle(x, y):
     return theta
 
 
+def great_circle_rows(x, y):
+    """d = 2 atan2(|x - y|, |x + y|) between broadcast rows of x and y (last axis; unchecked)."""
+    return 2.0 * np.arctan2(np.linalg.norm(x - y, axis=-1), np.linalg.norm(x + y, axis=-1))
+
+
 def icosahedral_triangulation(level):
     """The icosahedron subdivided ``level`` times (each triangle into four, the edge midpoints
     projected to the sphere): vertices (10·4^level + 2, 3) and triangles (20·4^level, 3), rows

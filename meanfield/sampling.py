@@ -37,7 +37,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .checks import as_choice, as_count, as_density, as_points, as_seed
-from .geometry import circle_angles, circle_points, from_spherical, icosahedral_triangulation
+from .geometry import circle_angles, circle_points, from_spherical, great_circle_rows, icosahedral_triangulation
 from .measures import CIRCLE_GRID, _density_values, inverse_cdf, sample_density
 
 __all__ = ["discretise", "refined_quantiles", "refined_triangles", "TriangleRefinement", "triangle_integrals",
@@ -363,7 +363,7 @@ def refined_triangles(rho, flow, level=4, rounds=3, jump=0.05, depth=1, order=6)
         w = mass / total
         y = _flowed(flow, np.vstack([x, vertices]), np.concatenate([w, np.zeros(len(vertices))]))
         final, corners = y[:len(x)], y[len(x):][triangles]
-        spread = _geodesic_rows(corners, final[:, None, :]).max(axis=1)
+        spread = great_circle_rows(corners, final[:, None, :]).max(axis=1)
         counts.append(len(triangles))
         previous = TriangleRefinement(points=x, weights=w, final=final, vertices=vertices, triangles=triangles,
                                       spread=spread, mass=float(total), counts=tuple(counts), split=tuple(split),
@@ -392,11 +392,6 @@ def triangle_integrals(rho, vertices, triangles, order=6):
     y = P / norm[..., None]
     f = _density_values(rho, y.reshape(-1, 3), "rho").reshape(norm.shape) * (jac / norm ** 3) * det[:, None]
     return f.sum(axis=1), np.einsum("nk,nkj->nj", f, y)
-
-
-def _geodesic_rows(x, y):
-    """Geodesic distances 2 atan2(|x - y|, |x + y|) between broadcast rows of x and y (last axis)."""
-    return 2.0 * np.arctan2(np.linalg.norm(x - y, axis=-1), np.linalg.norm(x + y, axis=-1))
 
 
 def _split_triangles(vertices, triangles, cut, midpoints):
