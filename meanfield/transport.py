@@ -9,12 +9,10 @@ for weighted point measures μ = sum_i a_i δ_{x_i}, ν = sum_j b_j δ_{y_j}. Me
 - ``"circle"`` (d = 2, exact). With positions in turns s = θ/2π ∈ [0, 1):
   p = 1, the level median: W_1 = 2π ∫_0^1 |F(s) - α| ds, F = F_μ - F_ν, α a median of F
   under ds (Rabin–Delon–Gousseau / Cabrelli–Molter), O((n+m) log(n+m));
-  p > 1: W_p^p = (2π)^p inf_θ ∫_0^1 |F_μ^{-1}(q) - (F_ν - θ)^{-1}(q)|^p dq, minimised over the
-  cut θ by POT's binary search (``ot.binary_search_circle``, Delon–Salomon–Sobolevski). For
-  point measures the search ends on the minimising cut; POT returns the cost at its final cut
-  (an upper bound), and the best of the searches at tolerances 1e-12, 1e-10, 1e-8 is exact to
-  round-off, or to ~1e-8 relative when the tightest search fails (one search alone can land
-  far off: see ``_circle``).
+  p > 1: W_p^p = (2π)^p min_α ∫_0^1 |F_μ^{-1}(q) - F_ν^{-1}(q - α)|^p dq, convex in the shift α
+  (Delon–Salomon–Sobolevski), evaluated exactly and minimised by golden-section search
+  (``meanfield.circle_transport``; POT's binary search was replaced because it could return
+  costs above the largest possible one).
 - ``"emd"`` (any d, exact): network simplex ``ot.emd2`` on the n×m matrix d(x_i, y_j)^p.
   Cost on 2 cores about 0.1 s at 1000², 1 s at 2000², 2 s at 3000² for uniform samples
   (clustered, degenerate measures take several times longer), with 16·n·m bytes of work space;
@@ -36,13 +34,13 @@ Weights are validated (finite, non-negative, positive total) and divided by thei
 so μ and ν need not be normalised. All values are in radians.
 """
 import numbers
-import warnings
 
 import numpy as np
 import ot
 from scipy.special import logsumexp
 
 from .checks import as_choice, as_count, as_seed
+from .circle_transport import circle_wp_cost, level_median_w1
 from .geometry import circle_angles, great_circle
 from .measures import as_measure
 from .multiscale_transport import multiscale_wasserstein
@@ -51,7 +49,6 @@ __all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
 
 METHODS = ("auto", "circle", "emd", "multiscale", "sliced")
 EXACT_LIMIT = 25_000_000          # largest n·m for the exact network simplex in "auto"
-CIRCLE_TOLS = (1e-12, 1e-10, 1e-8)   # tolerances of the circle binary search over the cut (turns)
 EMD_MAX_ITER = 1_000_000_000
 LP_MAX_P = 10.0                   # beyond, the network simplex's tolerances swamp the spread of d^p
 UNDERFLOW = 1e-290
@@ -133,32 +130,14 @@ def _to_atom(x, a, y, b, p):
 def _circle(u, a, v, b, p):
     """W_p on S^1 for positions u, v in turns [0, 1) and probability weights a, b; radians.
     ValueError if W_p^p (in turns) underflows double precision while W_1 > 0."""
-    w1 = _level_median(u, a, v, b)
+    w1 = level_median_w1(u, a, v, b)
     if p == 1:
         return 2 * np.pi * w1
-    # POT returns the cost at its final cut, an upper bound of the minimum; its last step (tangent
-    # intersection) can throw the cut far off at tight tolerances (measured: W_2 = 4.33 rad instead
-    # of 1.35e-3 between 2000 and 4000 stratified tokens at eps = 1e-12), so keep the best of a few
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # POT divides by zero on flat pieces
-        cost = max(min(float(ot.binary_search_circle(u, v, a, b, p=p, eps=eps)[0]) for eps in CIRCLE_TOLS), 0.0)
+    cost = circle_wp_cost(u, a, v, b, p)
     if cost < UNDERFLOW and w1 > 0:
         raise ValueError(f"p = {p:g} is too large for these distances: W_p^p underflows double precision "
                          f"(W_1 = {2 * np.pi * w1:.3g} rad); use a smaller p")
     return 2 * np.pi * cost ** (1.0 / p)
-
-
-def _level_median(u, a, v, b):
-    """W_1 on the circle of length 1: ∫_0^1 |F(s) - α| ds with F = F_μ - F_ν, α a median of F."""
-    order = np.argsort(np.concatenate([u, v]), kind="stable")
-    pos = np.concatenate([u, v])[order]
-    F = np.cumsum(np.concatenate([a, -b])[order])
-    F[-1] = 0.0                                   # total mass difference, zero up to round-off
-    length = np.diff(pos, append=pos[0] + 1.0)    # the last piece wraps around to pos[0] + 1
-    by_value = np.argsort(F, kind="stable")
-    half = min(np.searchsorted(np.cumsum(length[by_value]), 0.5), F.size - 1)
-    median = F[by_value[half]]
-    return float(np.dot(length, np.abs(F - median)))
 
 
 def _emd(x, a, y, b, p):

@@ -1,0 +1,104 @@
+"""Exact optimal transport on the circle, for weighted point measures (positions in turns).
+
+With positions s ∈ [0, 1) (θ = 2π s), μ = Σ a_i δ_{u_i}, ν = Σ b_j δ_{v_j} (probabilities), and
+F, G their distribution functions extended to ℝ by F(s + 1) = F(s) + 1:
+
+- W_1 = ∫_0^1 |F(s) - G(s) - α| ds with α a median of F - G under ds (Rabin–Delon–Gousseau,
+  Cabrelli–Molter): ``level_median_w1``, O((n+m) log(n+m)).
+- W_p^p = min over the shift α of C(α) = ∫_0^1 |F^{-1}(t) - G^{-1}(t - α)|^p dt, p >= 1
+  (Delon–Salomon–Sobolevski): C is convex in α and its minimiser lies in [-1, 1].  ``shift_cost``
+  evaluates C exactly: both quantile functions are constant between the merged breakpoints F(u_i)
+  and G(v_j) + α, so C is piecewise *linear* in α, with kinks where G(v_j) + α meets F(u_i) mod 1.
+  ``circle_wp_cost`` brackets the minimiser by golden-section search to 1e-15 turns, then also
+  evaluates C at the kinks within 1e-12 of the bracket: the minimum sits on one of them, so the
+  value is exact to round-off even when W_p is tiny against the atoms' spacing.
+
+Written here instead of calling ``ot.binary_search_circle``: POT 0.9.7's search returned costs
+above the largest possible one (W_2 of 5-6 rad on the circle, where W_2 <= π) for 5 of 300 pairs
+of clustered measures (measured against the network simplex; taking the best of its searches at
+three tolerances did not catch it).
+"""
+import numpy as np
+
+__all__ = ["level_median_w1", "shift_cost", "circle_wp_cost"]
+
+GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
+BRACKET = 1e-15     # width (turns) at which the golden-section search over the shift stops
+MARGIN = 1e-12      # kinks of C this close to the final bracket are evaluated too
+MAX_KINKS = 4096    # at most this many of them (the nearest), for degenerate measures
+
+
+def level_median_w1(u, a, v, b):
+    """W_1 (turns) on the circle of length 1: ∫_0^1 |F(s) - α| ds, F = F_μ - F_ν, α a median of F."""
+    order = np.argsort(np.concatenate([u, v]), kind="stable")
+    pos = np.concatenate([u, v])[order]
+    F = np.cumsum(np.concatenate([a, -b])[order])
+    F[-1] = 0.0                                   # total mass difference, zero up to round-off
+    length = np.diff(pos, append=pos[0] + 1.0)    # the last piece wraps around to pos[0] + 1
+    by_value = np.argsort(F, kind="stable")
+    half = min(np.searchsorted(np.cumsum(length[by_value]), 0.5), F.size - 1)
+    median = F[by_value[half]]
+    return float(np.dot(length, np.abs(F - median)))
+
+
+def _quantiles(u, a):
+    """Positions sorted, and the distribution function at each (last value exactly 1)."""
+    order = np.argsort(u, kind="stable")
+    cdf = np.cumsum(a[order])
+    cdf /= cdf[-1]
+    cdf[-1] = 1.0
+    return u[order], cdf
+
+
+def shift_cost(alpha, u, cu, v, cv, p):
+    """C(α) = ∫_0^1 |F^{-1}(t) - G^{-1}(t - α)|^p dt for sorted positions u, v and their
+    distribution functions cu, cv (``_quantiles``); G^{-1}(r + k) = G^{-1}(r) + k for integer k."""
+    t = np.sort(np.concatenate([[0.0], cu, (cv + alpha) % 1.0]))
+    length = np.diff(t)
+    mid = t[:-1] + length / 2
+    x = u[np.minimum(np.searchsorted(cu, mid), u.size - 1)]
+    r = mid - alpha
+    k = np.floor(r)
+    y = v[np.minimum(np.searchsorted(cv, r - k), v.size - 1)] + k
+    return float(np.dot(length, np.abs(x - y) ** p))
+
+
+def circle_wp_cost(u, a, v, b, p):
+    """W_p^p (turns^p) between Σ a_i δ_{u_i} and Σ b_j δ_{v_j}, positions in [0, 1), p >= 1:
+    the minimum over α ∈ [-1, 1] of the convex ``shift_cost``, by golden-section search."""
+    (u, cu), (v, cv) = _quantiles(u, a), _quantiles(v, b)
+    lo, hi = -1.0, 1.0
+    x1, x2 = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
+    c1, c2 = shift_cost(x1, u, cu, v, cv, p), shift_cost(x2, u, cu, v, cv, p)
+    best = min(c1, c2)
+    while hi - lo > BRACKET:
+        if c1 <= c2:
+            hi, x2, c2 = x2, x1, c1
+            x1 = hi - GOLDEN * (hi - lo)
+            c1 = shift_cost(x1, u, cu, v, cv, p)
+            best = min(best, c1)
+        else:
+            lo, x1, c1 = x1, x2, c2
+            x2 = lo + GOLDEN * (hi - lo)
+            c2 = shift_cost(x2, u, cu, v, cv, p)
+            best = min(best, c2)
+    for alpha in _kinks(cu, cv, lo - MARGIN, hi + MARGIN):
+        best = min(best, shift_cost(alpha, u, cu, v, cv, p))
+    return best
+
+
+def _kinks(cu, cv, lo, hi):
+    """The shifts α ∈ [lo, hi] with F(u_i) - G(v_j) - α an integer (F(u_0-) = 0 included), nearest
+    the middle first, at most MAX_KINKS."""
+    ends = np.concatenate([[0.0], cu])
+    found = []
+    for k in (-2, -1, 0, 1):                  # α ∈ [-1, 1] and F - G ∈ (-1, 1)
+        first = np.searchsorted(cv, ends - hi - k, side="left")
+        last = np.searchsorted(cv, ends - lo - k, side="right")
+        for i in np.flatnonzero(last > first):
+            found.append(ends[i] - cv[first[i]:last[i]] - k)
+    if not found:
+        return np.zeros(0)
+    kinks = np.unique(np.concatenate(found))
+    kinks = kinks[(kinks >= lo) & (kinks <= hi)]
+    return kinks[np.argsort(np.abs(kinks - (lo + hi) / 2), kind="stable")[:MAX_KINKS]]
