@@ -10,6 +10,7 @@ python benchmarks/bench_transport.py
 import subprocess
 import sys
 import time
+from functools import partial
 
 import numpy as np
 
@@ -41,7 +42,7 @@ def pot_binary_search():
     for n in SIZES:
         x, y, b = _circle_case(n)
         u, v = circle_angles(x) / (2 * np.pi), circle_angles(y) / (2 * np.pi)
-        print(median_time(lambda: ot.binary_search_circle(u, v, None, b / b.sum(), p=2, eps=1e-12), 5))
+        print(median_time(partial(ot.binary_search_circle, u, v, None, b / b.sum(), p=2, eps=1e-12), 5))
 
 
 def circle():
@@ -52,11 +53,11 @@ def circle():
           f"{'emd/circle':>11}")
     for n, t_pot in zip(SIZES, pot):
         x, y, b = _circle_case(n)
-        t1 = median_time(lambda: wasserstein(x, None, y, b, p=1), 5)
+        t1 = median_time(partial(wasserstein, x, None, y, b, p=1), 5)
         wasserstein(x, None, y, b, p=2)                     # compile the merge kernel first
-        t2 = median_time(lambda: wasserstein(x, None, y, b, p=2), 5)
+        t2 = median_time(partial(wasserstein, x, None, y, b, p=2), 5)
         if n <= 3000:
-            te = median_time(lambda: wasserstein(x, None, y, b, p=2, method="emd"), 1)
+            te = median_time(partial(wasserstein, x, None, y, b, p=2, method="emd"), 1)
             emd = f"{te:10.3f} {te / t2:10.0f}x"
         else:
             emd = f"{'-':>10} {'-':>11}"
@@ -68,8 +69,8 @@ def sphere():
     print(f"{'n':>7} {'W2 emd':>10} {'sliced':>10} {'emd/sliced':>11} {'SSW2/W2':>8}")
     for n in (500, 1000, 2000, 3000):
         x, y = uniform_sphere(n, 3, seed=1), uniform_sphere(n, 3, seed=2)
-        te = median_time(lambda: wasserstein(x, None, y, None, method="emd"), 3 if n <= 1000 else 1)
-        ts = median_time(lambda: wasserstein(x, None, y, None, method="sliced"), 3)
+        te = median_time(partial(wasserstein, x, None, y, None, method="emd"), 3 if n <= 1000 else 1)
+        ts = median_time(partial(wasserstein, x, None, y, None, method="sliced"), 3)
         ratio = wasserstein(x, None, y, None, method="sliced") / wasserstein(x, None, y, None, method="emd")
         print(f"{n:7d} {te:10.3f} {ts:10.3f} {te / ts:10.1f}x {ratio:8.2f}")
 
