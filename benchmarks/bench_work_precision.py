@@ -45,9 +45,9 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 import meanfield as mf
-from meanfield.clusters import cluster_labels, point_mass_measure
+from meanfield.clusters import cluster_centres, point_mass_measure
 from meanfield.geometry import great_circle_rows
-from meanfield.measures import perturbed_uniform
+from meanfield.measures import merge_atoms, perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles
 from meanfield.solvers import circle, particles, sphere
 from meanfield.solvers.mesh import fibonacci_points, icosphere
@@ -163,22 +163,13 @@ def sphere_reference(case, rho0, method):
                 used=len(x_ref), w2_plain=mf.wasserstein(*chain[0][:2], x_ref, w_ref, p=2, method=method))
     other = refined_triangles(rho0, flow, level=case["base"] + 1, rounds=case["rounds"], depth=case["depth"])
     xo, wo, merge, _ = _merged(other)
-    centres = cluster_centres(x_ref, w_ref)
+    centres = cluster_centres(x_ref, w_ref, tol=0.05, min_mass=1e-3)[0]
     info.update(centres=centres.tolist(), basin_masses=basin_masses(x_ref, w_ref, centres).tolist())
     info["next_base"] = dict(level=case["base"] + 1, rounds=case["rounds"], triangles=len(other.weights),
                              error_bound=other.error_bound, **merge,
                              w2=mf.wasserstein(xo, wo, x_ref, w_ref, p=2, method=method),
                              basin_masses=basin_masses(xo, wo, centres).tolist())
     return info, (x_ref, w_ref)
-
-
-def cluster_centres(x, w, tol=0.05, least=1e-3):
-    """Normalised mass-weighted centres of the reference's clusters: single linkage at ``tol`` rad,
-    groups of mass above ``least``."""
-    labels = cluster_labels(x, tol=tol)
-    big = np.flatnonzero(np.bincount(labels, weights=w) > least)
-    sums = np.stack([np.bincount(labels, weights=w * x[:, j])[big] for j in range(x.shape[1])], axis=1)
-    return sums / np.linalg.norm(sums, axis=1, keepdims=True)
 
 
 def basin_masses(points, weights, centres):
@@ -189,16 +180,14 @@ def basin_masses(points, weights, centres):
 
 
 def _merged(refinement):
-    """The final atoms merged in boxes of side MERGE onto the first atom of each (as
-    ``merge_atoms``), with the root-mean-square and largest geodesic moves of the merge: W2
-    between merged and unmerged atoms is at most the former."""
+    """The final atoms merged in boxes of side MERGE onto the first atom of each (``merge_atoms``),
+    with the root-mean-square and largest geodesic moves of the merge: W2 between merged and
+    unmerged atoms is at most the former."""
     x, w = refinement.final, refinement.weights
-    _, first, inverse = np.unique(np.round(x / MERGE).astype(np.int64), axis=0, return_index=True,
-                                  return_inverse=True)
-    inverse = inverse.ravel()
-    move = great_circle_rows(x, x[first][inverse])
-    return x[first], np.bincount(inverse, weights=w), dict(atoms=len(first), merge_rms=float(np.sqrt(w @ move ** 2)),
-                                                           merge_max=float(move.max())), refinement
+    merged, weights, inverse = merge_atoms(x, w, tol=MERGE, return_inverse=True)
+    move = great_circle_rows(x, merged[inverse])
+    return merged, weights, dict(atoms=len(merged), merge_rms=float(np.sqrt(w @ move ** 2)),
+                                 merge_max=float(move.max())), refinement
 
 
 def fv_distances(points, masses, x_ref, w_ref, method, exact=EXACT):

@@ -39,10 +39,10 @@ from scipy.spatial import cKDTree
 
 from .checks import as_count, as_float_array, as_points, as_positive, as_probability
 from .geometry import great_circle_rows
-from .measures import sphere_area
+from .measures import as_measure, sphere_area
 
 __all__ = ["LEVEL", "MIN_MASS", "linkage_scale", "particle_clusters", "density_clusters", "point_mass_measure",
-           "PointMassMeasure", "cluster_labels",
+           "PointMassMeasure", "cluster_centres", "cluster_labels",
            "cluster_count", "pair_fraction", "gram_rank", "merge_statistics", "inner_product_histogram"]
 
 LEVEL = 0.05       # fraction of the uniform density below which a region is empty
@@ -174,15 +174,9 @@ def point_mass_measure(sol, k=-1, *, level=LEVEL, width=2.0):
     width = as_positive(width, "width")
     mass, dense, labels, h = _dense_components(sol, k, level)
     cells = np.flatnonzero(dense)
-    points, d = sol.points, sol.points.shape[1]
-    total = np.bincount(labels, minlength=labels.max(initial=-1) + 1, weights=mass[cells])
-    sums = np.stack([np.bincount(labels, weights=mass[cells] * points[cells, j], minlength=total.size)
-                     for j in range(d)], axis=1)
-    norm = np.linalg.norm(sums, axis=1, keepdims=True)
-    centres = sums / np.where(norm > 0, norm, 1.0)      # a component around the whole sphere has no centre
-    square = np.bincount(labels, weights=mass[cells] * great_circle_rows(points[cells], centres[labels]) ** 2,
-                         minlength=total.size)
-    radii = np.where(norm[:, 0] > 0, np.sqrt(square / total), np.inf)
+    points = sol.points
+    total, centres, square = _group_moments(points[cells], mass[cells], labels)
+    radii = np.where(np.isfinite(square), np.sqrt(square / total), np.inf)
     point = radii <= width * h
     keep = np.ones(points.shape[0], dtype=bool)
     keep[cells[point[labels]]] = False
@@ -190,6 +184,34 @@ def point_mass_measure(sol, k=-1, *, level=LEVEL, width=2.0):
                             weights=np.concatenate([mass[keep], total[point]]), centres=centres[point],
                             masses=total[point], radii=radii[point], cells=int(np.sum(~keep)),
                             moved=float(np.sqrt(np.sum(square[point]))))
+
+
+def cluster_centres(x, weights=None, *, tol=1e-2, min_mass=MIN_MASS):
+    """Centres and masses of the single-linkage clusters of the tokens x (n, d) at geodesic scale
+    ``tol`` whose mass is at least ``min_mass``: centre b = Σ w_i x_i / |Σ w_i x_i| (normalised
+    weighted mean), in the order of ``cluster_labels``.
+
+    Returns
+    -------
+    centres (K, d), masses (K,)
+    """
+    x, w = as_measure(x, weights)
+    min_mass = _fraction_of_mass(min_mass)
+    total, centres, _ = _group_moments(x, w, cluster_labels(x, tol))
+    keep = total >= min_mass
+    return centres[keep], total[keep]
+
+
+def _group_moments(x, w, labels):
+    """Per group of ``labels``: mass M, centre b = Σ w_i x_i / |Σ w_i x_i|, and Σ w_i d(x_i, b)²
+    (inf for a group whose weighted mean is 0, e.g. one around the whole sphere: it has no centre)."""
+    total = np.bincount(labels, weights=w, minlength=labels.max(initial=-1) + 1)
+    sums = np.stack([np.bincount(labels, weights=w * x[:, j], minlength=total.size) for j in range(x.shape[1])],
+                    axis=1)
+    norm = np.linalg.norm(sums, axis=1, keepdims=True)
+    centres = sums / np.where(norm > 0, norm, 1.0)
+    square = np.bincount(labels, weights=w * great_circle_rows(x, centres[labels]) ** 2, minlength=total.size)
+    return total, centres, np.where(norm[:, 0] > 0, square, np.inf)
 
 
 def cluster_labels(x, tol=1e-2):

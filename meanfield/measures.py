@@ -34,15 +34,18 @@ def as_measure(x, weights=None, name="x"):
     return x, as_probability(weights, n, name=f"weights of {name}")
 
 
-def merge_atoms(x, weights=None, tol=1e-7):
+def merge_atoms(x, weights=None, tol=1e-7, return_inverse=False):
     """sum_i w_i δ_{x_i} with the atoms in one box of side ``tol`` of R^d (coordinates rounded to
-    multiples of tol) merged onto the first of them: (points, weights). Each atom moves by at most
+    multiples of tol) merged onto the first of them: (points, weights), and with
+    ``return_inverse`` the index of the merged atom each x_i went to. Each atom moves by at most
     sqrt(d)·tol, so W_p changes by at most that; collapsed clusters of tokens become single atoms,
     which makes exact optimal transport much cheaper."""
     x, w = as_measure(x, weights)
     _, first, inverse = np.unique(np.round(x / tol).astype(np.int64), axis=0, return_index=True,
                                   return_inverse=True)
-    return x[first], np.bincount(inverse.ravel(), weights=w, minlength=first.size)
+    inverse = inverse.ravel()
+    merged = x[first], np.bincount(inverse, weights=w, minlength=first.size)
+    return (*merged, inverse) if return_inverse else merged
 
 
 def _density_values(rho, points, name):

@@ -119,14 +119,12 @@ def test_particles_and_density_give_the_same_count_for_the_same_measure():
     """Three bumps of mass 0.3, 0.3, 0.4 on the circle, with an empty gap between them: the grid
     measure and 3000 tokens sampled from it both have three clusters; merging two bumps gives two."""
     from meanfield.clusters import density_clusters, particle_clusters
-    from meanfield.solvers.results import DensitySolution
     cells = 720
     theta = (np.arange(cells) + 0.5) * 2 * np.pi / cells
     centres, masses = np.array([1.0, 3.0, 5.0]), np.array([0.3, 0.3, 0.4])
     rho = sum(m * np.exp(-0.5 * ((theta - c) / 0.1) ** 2) / (np.sqrt(2 * np.pi) * 0.1) for c, m in zip(centres, masses))
     areas = np.full(cells, 2 * np.pi / cells)
-    sol = DensitySolution(t=np.zeros(1), points=mf.circle_points(theta), areas=areas, rho=rho[None], mass=np.ones(1),
-                          energy=np.zeros(1))
+    sol = _grid_solution(mf.circle_points(theta), areas, rho * areas)
     assert density_clusters(sol, 0) == 3
     rng = np.random.default_rng(0)
     which = rng.choice(3, size=3000, p=masses)
@@ -221,3 +219,28 @@ def test_point_mass_measure_of_two_merging_clusters_follows_the_particles():
     point_w2 = mf.wasserstein(out.points, out.weights, exact, [0.5, 0.5], p=2, method="circle")
     assert point_w2 < 0.25 * cell_w2 and point_w2 < 0.3 * h
     assert abs(cell_w2 - point_w2) <= out.moved
+
+
+def test_cluster_centres_are_the_normalised_weighted_means_of_the_groups():
+    """Three tight groups of weighted tokens on S^2 and one light stray token: the centres are
+    Σ w x / |Σ w x| of each group, the masses their shares; the stray token is below min_mass."""
+    from meanfield.clusters import cluster_centres
+    rng = np.random.default_rng(4)
+    poles = mf.uniform_sphere(3, 3, seed=5)
+    which = np.repeat([0, 1, 2], 50)
+    x = np.vstack([mf.normalise(poles[which] + 1e-3 * rng.standard_normal((150, 3))), -poles[:1]])
+    w = np.concatenate([rng.uniform(1, 2, 150), [1e-3]])
+    centres, masses = cluster_centres(x, w, tol=0.05, min_mass=1e-3)
+    assert len(masses) == 3 and masses.sum() == pytest.approx(1 - w[-1] / w.sum())
+    for c, m in zip(centres, masses):
+        group = np.flatnonzero(np.linalg.norm(x[:150] - c, axis=1) < 0.05)
+        mean = w[group] @ x[group]
+        assert np.allclose(c, mean / np.linalg.norm(mean), atol=1e-15) and m == pytest.approx(w[group].sum() / w.sum())
+
+
+def test_merge_atoms_returns_where_each_atom_went():
+    from meanfield.measures import merge_atoms
+    x = mf.normalise(np.array([[1.0, 0, 0], [1.0, 1e-9, 0], [0, 1.0, 0], [1.0, 2e-9, 0]]))
+    merged, weights, inverse = merge_atoms(x, [1, 2, 3, 4], tol=1e-7, return_inverse=True)
+    assert len(merged) == 2 and np.array_equal(merged[inverse[[0, 1, 3]]], np.repeat(x[:1], 3, axis=0))
+    assert np.allclose(weights[inverse], [0.7, 0.7, 0.3, 0.7]) and np.allclose(merged[inverse[2]], x[2])
