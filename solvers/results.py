@@ -112,6 +112,11 @@ class DensitySolution(_Saveable):
 
     Fields: t (m,), points (N, d) cell centres, areas (N,) cell measures, rho (m, N),
     mass (m,) = sum_i rho_i |cell_i|, energy (m,) the discrete E_β, model, info.
+
+    On meshes that change over time (``meanfield.solvers.adaptive``) ``cells`` (m,) holds the
+    number of cells N_k of output k, and points (m, N, d), areas (m, N), rho (m, N) hold output k in
+    their first N_k rows (N = max N_k; the rest is zero padding); ``snapshot(k)`` is output k on its
+    own mesh, and ``measure``, ``at`` and ``sample`` read output k's mesh.
     """
     t: np.ndarray
     points: np.ndarray
@@ -121,10 +126,24 @@ class DensitySolution(_Saveable):
     energy: np.ndarray
     model: object = None
     info: dict = field(default_factory=dict)
+    cells: np.ndarray = None
+
+    def snapshot(self, k=-1):
+        """Output k alone, as a one-output DensitySolution on its own (fixed) mesh."""
+        if self.cells is None:
+            points, areas, rho = self.points, self.areas, self.rho[k]
+        else:
+            n = int(self.cells[k])
+            points, areas, rho = self.points[k, :n], self.areas[k, :n], self.rho[k, :n]
+        energy = None if self.energy is None else np.atleast_1d(self.energy[k])
+        return DensitySolution(t=np.atleast_1d(self.t[k]), points=points, areas=areas, rho=rho[None],
+                               mass=np.atleast_1d(self.mass[k]), energy=energy, model=self.model, info=self.info)
 
     def measure(self, k=-1):
         """(points, weights) of the k-th output as a probability measure: the cell masses
         rho_i |cell_i|, clipped at 0 and normalised (ready for optimal transport)."""
+        if self.cells is not None:
+            return self.snapshot(k).measure()
         w = np.clip(self.rho[k], 0.0, None) * self.areas
         return self.points, w / w.sum()
 
@@ -132,6 +151,8 @@ class DensitySolution(_Saveable):
         """The density of output k at arbitrary points (q, d): periodic linear interpolation
         between cell centres on S^1, linear interpolation on the Delaunay triangulation of the
         generators (their convex hull) on S^2 (``meanfield.interpolation``)."""
+        if self.cells is not None:
+            return self.snapshot(k).at(points)
         if self.points.shape[1] == 2:
             return periodic_linear(self.rho[k], points)
         return SphericalTriangulation(self.points).interpolate(self.rho[k], points)
@@ -140,6 +161,8 @@ class DensitySolution(_Saveable):
         """n tokens (points (n, d), weights (n,)) discretising output k: ``meanfield.sampling.discretise``
         of the piecewise-constant cell density, method "stratified" (default), "iid", "quantile"
         (S^1) or "weighted"; distinct points, ready as ``x0, weights`` of ``particles.solve``."""
+        if self.cells is not None:
+            return self.snapshot(k).sample(n, method=method, seed=seed)
         return discretise(self, n, self.points.shape[1], method=method, seed=seed, k=k)
 
 

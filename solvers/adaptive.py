@@ -1,0 +1,262 @@
+"""Finite volumes on S^2 with adaptive cells that follow the clusters.
+
+The continuity equation ∂_t ρ + div_S(ρ X[ρ]) = 0 is solved by ``sphere``'s finite-volume scheme
+(``sphere.time_derivative``: any of its fluxes, SSP-RK3) on a spherical Voronoi mesh whose
+generators are a graded subset of the nested icosahedral vertices (``remesh``): every vertex of
+the base level L_0, and the vertices of the finer levels up to L where the mass asks for them.
+
+- **Criterion** (mass equidistribution): cell i wants the level
+  ℓ_i = clip(L_0 + ceil(log_4(ρ_i / (θ ρ̄))), L_0, L), ρ̄ = M/4π, i.e. no cell holds more than θ
+  times the mass of a base-level cell of the mean density, as far as level L allows.  A cluster,
+  whose density grows without bound, is resolved at level L; a region that empties returns to
+  L_0.  Refinement is immediate; a vertex already in the mesh stays until its cell wants less than
+  the level with θ/4 (hysteresis, so that a cell does not flip at every check).  ``buffer`` cells of
+  each level surround the finer region (``remesh.select``); if the set exceeds ``max_cells``,
+  θ is raised fourfold until it fits.
+- **Remeshing**: the criterion is checked every ``every`` steps; when it changes the generator set,
+  the mesh is rebuilt and the densities moved by ``remesh.transfer`` (exact polygon
+  intersections, linear reconstruction, each old cell's mass shared among the new cells it
+  overlaps: mass to round-off, ρ ≥ 0, the uniform state kept to round-off).
+- **Steps**: positivity-controlled SSP-RK3 (``stepping.integrate(positivity=True)``): the rate is
+  the larger of the cells' outflow bound with the speeds of the particle field at the start of
+  each check interval, r = max_i Σ_{e ∋ i} ℓ_e max(|X_i|, |X_j|) / (CFL |C_i|), and the exact
+  positivity rate of the stage itself, max_i (-dρ_i/dt)^+ / ρ_i, so every stage is ≥ 0.  Fine cells
+  sit in clusters, where |X| is small, so the step is not tied to the finest cell size.
+- **Energy**: E_β of the cell measure at the outputs (``info["energy_dips"]``, as the fixed-mesh
+  solvers), and across every remesh: ``info["remesh_energy"]`` holds the relative change
+  (E_after - E_before)/|E_before| of each remesh and their largest drop and rise.
+
+With ``finest == base`` nothing is ever refined and the run is the fixed-mesh solver on
+``icosphere(base)`` with controlled steps.
+"""
+import time
+
+import numpy as np
+
+from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.models import as_model
+from meanfield.theory import speed_bound
+
+from . import sphere
+from .energy_report import energy_dips, pinned_cells, warn_pinned
+from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
+from .results import DensitySolution
+from .stepping import integrate
+
+__all__ = ["solve", "initial_mesh"]
+
+DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, max_cells=20000)
+
+
+def _cfl(model, mesh, flux):
+    """The flux's CFL number (1 or 1/2), read off ``sphere.max_step``."""
+    return sphere.max_step(model, mesh, flux) * speed_bound(model) * float(np.max(mesh.perimeters / mesh.areas))
+
+
+def _speed_rate(model, rho, mesh, flux, summation, cfl):
+    """max_i Σ_{faces e of i} ℓ_e max(|X_i|, |X_j|) / (CFL |C_i|) with X the particle field."""
+    vel = sum(sphere.cell_field(head, rho, mesh, summation)[0] for head in getattr(model, "heads", (model,)))
+    speed = np.linalg.norm(vel, axis=1)
+    face = mesh.lengths * np.maximum(speed[mesh.edges[:, 0]], speed[mesh.edges[:, 1]])
+    out = np.bincount(mesh.edges.ravel(), np.repeat(face, 2), minlength=mesh.size)
+    return float(np.max(out / mesh.areas)) / cfl
+
+
+def _refined(amesh, rho, settings, threshold):
+    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set)."""
+    base, finest, buffer = settings["base"], settings["finest"], settings["buffer"]
+    while True:
+        want = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold)
+        keep = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold / 4)
+        index = np.union1d(select(amesh, want, base, buffer),
+                           np.intersect1d(select(amesh, keep, base, buffer), amesh.index, assume_unique=True))
+        if index.size <= settings["max_cells"] or np.all(want == base):
+            return index, threshold
+        threshold *= 4.0
+
+
+def _initial(rho0, amesh, base):
+    """Unit-mass cell densities of rho0 on amesh: a callable evaluated at the generators, or an
+    array of cell densities on icosphere(base) moved conservatively."""
+    if callable(rho0):
+        values = as_float_array(rho0(amesh.mesh.points.copy()), "rho0(points)")
+        if values.shape != (amesh.size,):
+            raise ValueError(f"rho0(points) must return one density per point, shape ({amesh.size},); "
+                             f"got {values.shape}")
+        rho = as_density(values, "rho0")
+    else:
+        rho = as_density(rho0, "rho0")
+        if rho.shape != (level_size(base),):
+            raise ValueError(f"an array rho0 must hold one density per cell of icosphere({base}), shape "
+                             f"({level_size(base)},); got {rho.shape} (or pass a callable of points (N, 3))")
+        rho = transfer(adaptive_mesh(np.arange(rho.size), amesh.finest), amesh, rho)
+    return rho / (rho @ amesh.mesh.areas)
+
+
+def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],
+                 buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"]):
+    """(AdaptiveMesh, rho, threshold): the mesh the criterion asks for at t = 0, found by refining
+    from the base level with rho0 evaluated on each new mesh until the set no longer changes.
+
+    Example
+    -------
+    >>> from meanfield.measures import perturbed_uniform
+    >>> amesh, rho, _ = initial_mesh(perturbed_uniform(3, degree=2), base=2, finest=3)
+    >>> amesh.size >= 162
+    True
+    """
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells)
+    amesh = adaptive_mesh(np.arange(level_size(base)), finest)
+    for _ in range(finest - base + 2):
+        rho = _initial(rho0, amesh, base)
+        index, threshold = _refined(amesh, rho, settings, threshold)
+        if np.array_equal(index, amesh.index):
+            break
+        amesh = adaptive_mesh(index, finest)
+    return amesh, _initial(rho0, amesh, base), threshold
+
+
+def _neighbour_mass(mesh, masses):
+    return np.add.reduceat(masses[mesh.cell_neighbours], mesh.cell_ptr[:-1])
+
+
+def _pinned(model, out, summation, t):
+    """The generators (finest-level indices) of cells pinned between consecutive outputs."""
+    found = []
+    for k in range(1, len(out)):
+        (a_mesh, a_rho), (b_mesh, b_rho) = out[k - 1], out[k]
+        common, ia, ib = np.intersect1d(a_mesh.index, b_mesh.index, assume_unique=True, return_indices=True)
+        ma, mb = a_rho * a_mesh.mesh.areas, b_rho * b_mesh.mesh.areas
+        masses = np.stack([ma[ia], mb[ib]])
+        near = np.stack([_neighbour_mass(a_mesh.mesh, ma)[ia], _neighbour_mass(b_mesh.mesh, mb)[ib]])
+        single = np.flatnonzero((masses >= 1e-3).all(axis=0) & (near < 1e-2 * masses).all(axis=0))
+        if single.size == 0:
+            continue
+        vel = sum(sphere.cell_field(h, b_rho, b_mesh.mesh, summation)[0] for h in getattr(model, "heads", (model,)))
+        speed = np.linalg.norm(vel[ib], axis=1)
+        size = np.sqrt(b_mesh.mesh.areas[ib])
+        found.extend(common[pinned_cells(masses, near, speed, size, t[k] - t[k - 1])])
+    return np.unique(np.asarray(found, dtype=np.int64))
+
+
+def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
+          threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
+          max_cells=DEFAULTS["max_cells"], summation="auto", energy=True, progress=False):
+    """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
+    ``cells`` field gives each output's number of cells (its mesh may change over time).
+
+    Parameters
+    ----------
+    model : SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (as ``sphere.solve``).
+    rho0 : callable of points (N, 3) -> densities, or an array of cell densities on
+        ``icosphere(base)``; normalised to unit mass.
+    t_eval : increasing output times.
+    flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``sphere``'s fluxes).
+    base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
+        refines nothing).
+    threshold : θ, the most mass a cell may hold, in units of a base-level cell at the mean
+        density (module docstring).
+    buffer : cells of each level around the finer region.
+    every : steps between two checks of the criterion.
+    max_cells : the most cells a mesh may have (θ is raised until the mesh fits).
+    summation : "auto" | "direct" | "fast" (``particles.attention_field``).
+    energy : compute E_β at the outputs and across the remeshes.
+    progress : passed to ``stepping.integrate``.
+
+    Returns
+    -------
+    DensitySolution with rho, points, areas padded to the largest mesh and ``cells`` (m,); info
+    holds flux, the settings, remeshes (the number of mesh changes), checks, remesh_seconds,
+    meshes (t, cells and finest cell level of every mesh used), energy_dips, remesh_energy,
+    and the step counters (nfev, nsteps, nrejected, hmin, hmax).
+
+    Example
+    -------
+    >>> import meanfield as mf
+    >>> from meanfield.measures import perturbed_uniform
+    >>> sol = solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5], base=2, finest=3)
+    >>> bool(abs(sol.mass[-1] - 1) < 1e-12 and sol.rho.min() >= 0)
+    True
+    """
+    model = as_model(model, multihead=True)
+    sphere.max_step(model, sphere.icosphere(0), flux)           # validates the model and the flux
+    as_choice(summation, "summation", ("auto", "direct", "fast"))
+    t_eval = as_time_grid(t_eval)
+    base = as_count(base, "base", minimum=0)
+    finest = as_count(finest, "finest", minimum=0)
+    if finest < base:
+        raise ValueError(f"finest = {finest} must be at least base = {base}")
+    buffer = as_count(buffer, "buffer", minimum=0)
+    every = as_count(every, "every")
+    threshold = as_positive(threshold, "threshold")
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"))
+    start = time.perf_counter()
+    amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"])
+    remesh_seconds = time.perf_counter() - start
+    cfl = _cfl(model, amesh.mesh, flux)
+    counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
+    meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
+    jumps = []
+    out = [(amesh, rho)]
+    t, k = float(t_eval[0]), 1
+
+    def rhs(r):
+        rate = np.zeros_like(r)
+        drho = sphere.time_derivative(model, r, amesh.mesh, flux, summation)
+        np.divide(-drho, r, out=rate, where=(r > 0) & (drho < 0))
+        return drho, max(speed_rate, float(rate.max()))
+
+    while k < t_eval.size:
+        speed_rate = _speed_rate(model, rho, amesh.mesh, flux, summation, cfl)
+        horizon = min(t + every * 0.9 / speed_rate if speed_rate > 0 else np.inf, t_eval[-1])
+        stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
+        states, info = integrate(rhs, rho, stops, scheme="ssprk3", dt=horizon - t, positivity=True,
+                                 progress=progress)
+        for key in ("nfev", "nsteps", "nrejected"):
+            counters[key] += info[key]
+        counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
+        for s, state in zip(stops[1:], states[1:]):
+            if k < t_eval.size and s == t_eval[k]:
+                out.append((amesh, state))
+                k += 1
+        t, rho = float(horizon), states[-1]
+        if k >= t_eval.size:
+            break
+        begin = time.perf_counter()
+        counters["checks"] += 1
+        index, threshold = _refined(amesh, rho, settings, threshold)
+        if not np.array_equal(index, amesh.index):
+            new = adaptive_mesh(index, finest)
+            moved = transfer(amesh, new, rho)
+            if energy:
+                before = sphere._energy(model, rho, amesh.mesh, summation)
+                after = sphere._energy(model, moved, new.mesh, summation)
+                jumps.append((after - before) / abs(before) if before else 0.0)
+            amesh, rho = new, moved
+            meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
+        remesh_seconds += time.perf_counter() - begin
+    return _solution(model, t_eval, out, flux, summation, energy, counters,
+                     dict(flux=flux, summation=summation, base=base, finest=finest, threshold=threshold, buffer=buffer,
+                          every=every, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
+                          remesh_seconds=remesh_seconds, meshes=meshes), jumps)
+
+
+def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
+    size = max(a.size for a, _ in out)
+    m = len(out)
+    points, areas, rho = np.zeros((m, size, 3)), np.zeros((m, size)), np.zeros((m, size))
+    cells = np.array([a.size for a, _ in out])
+    for k, (a, r) in enumerate(out):
+        points[k, :a.size], areas[k, :a.size], rho[k, :a.size] = a.mesh.points, a.mesh.areas, r
+    en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
+    info.update(counters)
+    sign = getattr(model, "sign", 1.0)
+    if en is not None:
+        info["energy_dips"] = energy_dips(en, sign)
+        drops = [-sign * j for j in jumps]
+        info["remesh_energy"] = dict(changes=[float(j) for j in jumps], largest_drop=max([0.0] + drops),
+                                     largest_rise=max([0.0] + [-d for d in drops]))
+    info["pinned"] = _pinned(model, out, summation, t_eval).tolist()
+    warn_pinned(info["pinned"], f"generators {info['pinned'][:5]}", flux)
+    return DensitySolution(t=t_eval, points=points, areas=areas, rho=rho, mass=np.einsum("kn,kn->k", rho, areas),
+                           energy=en, model=model, info=info, cells=cells)

@@ -1,0 +1,275 @@
+"""Adaptive spherical Voronoi meshes from the nested icosahedral vertices, and the conservative
+transfer of cell masses between two such meshes.
+
+**Generators.**  The vertices of the icosahedron subdivided k times are the first n_k = 10·4^k + 2
+vertices of the one subdivided k + 1 times, so every vertex v of the finest level L has a *birth
+level* b(v) = min{k : v is a vertex of level k}.  An adaptive generator set keeps every vertex of
+the base level L_0 and a vertex born at level k > L_0 where the wanted level is at least k: with
+ℓ_i the wanted level of cell i of the current mesh, radius R_i (the largest distance from c_i to
+its Voronoi vertices) and h_k = sqrt(4π/n_k) the spacing of level k,
+
+    v is a generator  ⟺  b(v) ≤ L_0  or  d(v, c_i) ≤ R_i + b·h_{b(v)} for some i with ℓ_i ≥ b(v),
+
+b the buffer in cells.  The region of level ≥ k therefore covers that of level ≥ k + 1 with a margin
+of b·h_{k+1}: the mesh is graded.  The mesh is ``voronoi_mesh`` of the generators.
+
+**Transfer.**  For every old cell C_i and new cell D_j that overlap, the intersection P_ij is
+computed exactly (the old polygon clipped by the half-spaces <x, d_j - d_k> ≥ 0 of the new cell's
+neighbours k; arcs are straight under central projection), with its area |P_ij| and first moment
+∫_{P_ij} x dσ = (1/2) Σ_edges θ_e n_e (n_e the inward unit normal of edge e's plane).  The old
+density is reconstructed linearly, ρ_i + α_i <g_i, x> (g_i the least-squares gradient of
+``reconstruction``, tangent at c_i, α_i ∈ [0, 1] the Barth–Jespersen factor keeping the values at
+C_i's vertices between the extremes of ρ over C_i and its neighbours), and
+
+    I_ij = max(0, ρ_i |P_ij| + α_i <g_i, ∫_{P_ij} x dσ>),   M_ij = m_i I_ij / Σ_k I_ik,
+    ρ'_j = Σ_i M_ij / |D_j|.
+
+Each old cell gives away exactly its mass m_i, only to new cells that overlap it (no mass moves
+farther than the two cells), and never a negative amount: total mass is conserved to round-off
+and ρ' ≥ 0.  A uniform density stays uniform to round-off (g = 0, Σ_i |P_ij| = |D_j|), and a cell
+whose polygon is unchanged keeps its mass.
+"""
+from . import _numba_env  # noqa: F401
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+from scipy.spatial import cKDTree
+
+from meanfield.checks import as_count
+
+from . import reconstruction
+from .mesh import Mesh, _assemble, _voronoi, icosahedron_points
+
+__all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "select", "transfer"]
+
+MAX_POLYGON = 128          # vertices of a clipped polygon (an old cell has <= ~12, each clip adds <= 1)
+
+
+def level_size(level):
+    """n_k = 10·4^k + 2, the number of vertices of the icosahedron subdivided k times."""
+    return 10 * 4 ** int(level) + 2
+
+
+def _spacing(level):
+    """h_k = sqrt(4π / n_k), the side of a level-k cell of average area."""
+    return float(np.sqrt(4 * np.pi / level_size(level)))
+
+
+def _chord(arc):
+    return 2.0 * np.sin(0.5 * np.minimum(arc, np.pi))
+
+
+@lru_cache(maxsize=4)
+def hierarchy(finest):
+    """(vertices (n_L, 3), birth levels (n_L,), {k: cKDTree of the vertices born at level k})
+    for the finest level L = ``finest`` (cached)."""
+    finest = as_count(finest, "finest", minimum=0)
+    vertices = icosahedron_points(finest)
+    vertices.setflags(write=False)
+    sizes = np.array([level_size(k) for k in range(finest + 1)])
+    birth = np.searchsorted(sizes, np.arange(vertices.shape[0]), side="right")
+    birth.setflags(write=False)
+    trees = {k: cKDTree(vertices[sizes[k - 1]:sizes[k]]) for k in range(1, finest + 1)}
+    return vertices, birth, trees
+
+
+@dataclass(frozen=True, eq=False)
+class AdaptiveMesh:
+    """A Voronoi mesh on a subset of the nested icosahedral vertices.
+
+    Fields: mesh (``Mesh``), index (N,) sorted indices of the generators among the vertices of
+    level ``finest``, finest, vertices (V, 3) the Voronoi vertices, polygon_ptr (N + 1,) and
+    polygon (K,) each cell's Voronoi vertices in order (CSR), radius (N,) the largest distance
+    from a generator to its cell's vertices, levels (N,) the cell levels round(log_4((4π/|C|-2)/10)).
+    """
+    mesh: Mesh
+    index: np.ndarray
+    finest: int
+    vertices: np.ndarray
+    polygon_ptr: np.ndarray
+    polygon: np.ndarray
+    radius: np.ndarray
+    levels: np.ndarray
+
+    @property
+    def size(self):
+        return self.mesh.size
+
+
+def adaptive_mesh(index, finest):
+    """The AdaptiveMesh of the generators ``hierarchy(finest)[0][index]``."""
+    vertices_all = hierarchy(finest)[0]
+    index = np.unique(np.asarray(index, dtype=np.int64))
+    points = vertices_all[index]
+    vertices, cell, va, vb = _voronoi(points)
+    mesh = _assemble(points, vertices, cell, va, vb, f"adaptive(finest={finest}, {index.size} cells)")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=index.size))])
+    radius = np.zeros(index.size)
+    np.maximum.at(radius, cell, np.arccos(np.clip(np.einsum("ij,ij->i", points[cell], vertices[va]), -1, 1)))
+    levels = np.rint(np.log((4 * np.pi / mesh.areas - 2) / 10) / np.log(4)).astype(np.int64)
+    return AdaptiveMesh(mesh=mesh, index=index, finest=int(finest), vertices=vertices, polygon_ptr=ptr,
+                        polygon=va, radius=radius, levels=levels)
+
+
+def wanted_levels(rho, areas, base, finest, threshold):
+    """ℓ_i = clip(L_0 + ceil(log_4(ρ_i / (θ ρ̄))), L_0, L) with ρ̄ = Σ ρ_i |C_i| / 4π: the coarsest
+    level at which a cell of density ρ_i holds at most θ times the mass of a base-level cell of the
+    mean density (mass equidistribution: a cell's mass, not its density, sets its size)."""
+    rho = np.asarray(rho, dtype=float)
+    mean = float(rho @ areas) / (4 * np.pi)
+    with np.errstate(divide="ignore"):
+        ratio = np.log(np.maximum(rho, 1e-300) / (threshold * mean)) / np.log(4.0)
+    return np.clip(base + np.ceil(ratio), base, finest).astype(np.int64)
+
+
+def select(amesh, levels, base, buffer):
+    """The sorted generator indices (among the finest vertices) of the graded set that resolves
+    each cell i of ``amesh`` at level ``levels[i]`` with a buffer of ``buffer`` cells (module
+    docstring); the base-level vertices are always kept."""
+    _, birth, trees = hierarchy(amesh.finest)
+    chosen = [np.arange(level_size(base))]
+    points = amesh.mesh.points
+    for k in range(base + 1, amesh.finest + 1):
+        cells = np.flatnonzero(levels >= k)
+        if cells.size == 0:
+            break
+        radius = _chord(amesh.radius[cells] + buffer * _spacing(k))
+        found = trees[k].query_ball_point(points[cells], radius)
+        hits = np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in found]))
+        chosen.append(hits + level_size(k - 1))
+    return np.unique(np.concatenate(chosen))
+
+
+def _pairs(old, new):
+    """The (old cell, new cell) pairs whose bounding caps meet: d(c_i, d_j) ≤ R_i + R_j (every
+    overlapping pair is one of them)."""
+    po, pn = old.mesh.points, new.mesh.points
+    found = [cKDTree(pn).query_ball_point(po, _chord(2 * old.radius)),
+             cKDTree(po).query_ball_point(pn, _chord(2 * new.radius))]
+    i = np.concatenate([np.repeat(np.arange(po.shape[0]), [len(f) for f in found[0]]),
+                        np.concatenate([np.asarray(f, dtype=np.int64) for f in found[1]])])
+    j = np.concatenate([np.concatenate([np.asarray(f, dtype=np.int64) for f in found[0]]),
+                        np.repeat(np.arange(pn.shape[0]), [len(f) for f in found[1]])])
+    key = np.unique(i * pn.shape[0] + j)
+    i, j = key // pn.shape[0], key % pn.shape[0]
+    arc = np.arccos(np.clip(np.einsum("ij,ij->i", po[i], pn[j]), -1, 1))
+    keep = arc <= old.radius[i] + new.radius[j] + 1e-12
+    return np.ascontiguousarray(i[keep]), np.ascontiguousarray(j[keep])
+
+
+@njit(cache=True)
+def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres, cell_ptr, neighbours, area, moment):
+    """|P| and ∫_P x dσ of P = C_i ∩ D_j for each pair (old polygon clipped by the new cell's
+    bisector half-spaces, Sutherland–Hodgman with great-circle edges)."""
+    a = np.empty((MAX_POLYGON, 3))
+    b = np.empty((MAX_POLYGON, 3))
+    for p in range(pi.shape[0]):
+        i = pi[p]
+        j = pj[p]
+        m = polygon_ptr[i + 1] - polygon_ptr[i]
+        for k in range(m):
+            a[k] = vertices[polygon[polygon_ptr[i] + k]]
+        for q in range(cell_ptr[j], cell_ptr[j + 1]):
+            n = centres[j] - centres[neighbours[q]]
+            mm = 0
+            for k in range(m):
+                u = a[k]
+                v = a[(k + 1) % m]
+                du = u[0] * n[0] + u[1] * n[1] + u[2] * n[2]
+                dv = v[0] * n[0] + v[1] * n[1] + v[2] * n[2]
+                if du >= 0.0:
+                    b[mm] = u
+                    mm += 1
+                if (du >= 0.0) != (dv >= 0.0):
+                    x = u + (du / (du - dv)) * (v - u)
+                    b[mm] = x / np.sqrt(x[0] * x[0] + x[1] * x[1] + x[2] * x[2])
+                    mm += 1
+                if mm > MAX_POLYGON - 2:
+                    raise ValueError("a clipped polygon has too many vertices")
+            m = mm
+            a[:m] = b[:m]
+            if m < 3:
+                break
+        area[p] = 0.0
+        moment[p, :] = 0.0
+        if m < 3:
+            continue
+        inside = np.zeros(3)
+        for k in range(m):
+            inside += a[k]
+        for k in range(m):
+            u = a[k]
+            v = a[(k + 1) % m]
+            c = np.cross(u, v)
+            s = np.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2])
+            if s > 0.0:
+                theta = np.arctan2(s, u[0] * v[0] + u[1] * v[1] + u[2] * v[2])
+                side = 1.0 if c[0] * inside[0] + c[1] * inside[1] + c[2] * inside[2] >= 0.0 else -1.0
+                moment[p] += (0.5 * theta * side / s) * c
+            if 1 <= k < m - 1:
+                w = a[0]
+                triple = abs(w[0] * c[0] + w[1] * c[1] + w[2] * c[2])
+                denom = 1.0 + (w[0] * u[0] + w[1] * u[1] + w[2] * u[2]) + (u[0] * v[0] + u[1] * v[1] + u[2] * v[2]) \
+                    + (v[0] * w[0] + v[1] * w[1] + v[2] * w[2])
+                area[p] += 2.0 * np.arctan2(triple, denom)
+
+
+def _limited_gradient(amesh, rho):
+    """(α_i g_i): the least-squares gradient of ``reconstruction`` times the Barth–Jespersen factor
+    that keeps ρ_i + α_i <g_i, v> within [min, max] of ρ over the cell and its neighbours at every
+    Voronoi vertex v of the cell."""
+    mesh = amesh.mesh
+    weights, _, _ = reconstruction.geometry(mesh)
+    owner = np.repeat(np.arange(mesh.size), np.diff(mesh.cell_ptr))
+    diff = rho[mesh.cell_neighbours] - rho[owner]
+    g = np.stack([np.bincount(owner, weights[:, a] * diff, minlength=mesh.size) for a in range(3)], axis=1)
+    lo = np.minimum(rho, np.minimum.reduceat(rho[mesh.cell_neighbours], mesh.cell_ptr[:-1]))
+    hi = np.maximum(rho, np.maximum.reduceat(rho[mesh.cell_neighbours], mesh.cell_ptr[:-1]))
+    vowner = np.repeat(np.arange(mesh.size), np.diff(amesh.polygon_ptr))
+    step = np.einsum("ij,ij->i", g[vowner], amesh.vertices[amesh.polygon])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = np.where(step > 0, (hi - rho)[vowner] / step, np.where(step < 0, (lo - rho)[vowner] / step, np.inf))
+    alpha = np.ones(mesh.size)
+    np.minimum.at(alpha, vowner, room)
+    return np.clip(alpha, 0.0, 1.0)[:, None] * g
+
+
+def transfer(old, new, rho):
+    """The densities on ``new`` of the old cell densities ``rho`` (module docstring).
+
+    Parameters
+    ----------
+    old, new : AdaptiveMesh (the same ``finest``, or any two meshes with polygons).
+    rho : (N_old,) non-negative cell densities on ``old``.
+
+    Returns
+    -------
+    rho_new : (N_new,) cell densities on ``new``: Σ ρ'_j |D_j| = Σ ρ_i |C_i| to round-off, ρ' ≥ 0.
+
+    Example
+    -------
+    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size, transfer
+    >>> a, b = adaptive_mesh(range(level_size(2)), 3), adaptive_mesh(range(level_size(3)), 3)
+    >>> r = transfer(a, b, np.full(a.size, 1 / (4 * np.pi)))
+    >>> bool(np.allclose(r, 1 / (4 * np.pi), rtol=1e-12))
+    True
+    """
+    rho = np.asarray(rho, dtype=float)
+    i, j = _pairs(old, new)
+    area = np.empty(i.size)
+    moment = np.empty((i.size, 3))
+    _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, new.mesh.points, new.mesh.cell_ptr,
+                   new.mesh.cell_neighbours, area, moment)
+    slope = _limited_gradient(old, rho)
+    integral = np.maximum(rho[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
+    total = np.bincount(i, integral, minlength=old.size)
+    masses = rho * old.mesh.areas
+    share = np.where(total[i] > 0, integral / np.where(total[i] > 0, total[i], 1.0), 0.0)
+    lost = (total == 0) & (masses > 0)
+    if np.any(lost):                    # an old cell with mass but no overlap: impossible up to round-off
+        raise RuntimeError(f"{int(lost.sum())} old cells overlap no new cell; the meshes do not cover the sphere")
+    moved = np.bincount(j, masses[i] * share, minlength=new.size)
+    return moved / new.mesh.areas
