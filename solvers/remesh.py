@@ -161,9 +161,10 @@ def _pairs(old, new):
 
 
 @njit(cache=True)
-def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres, cell_ptr, neighbours, area, moment):
+def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres_old, centres, cell_ptr, neighbours, area, moment):
     """|P| and ∫_P x dσ of P = C_i ∩ D_j for each pair (old polygon clipped by the new cell's
-    bisector half-spaces, Sutherland–Hodgman with great-circle edges)."""
+    bisector half-spaces, Sutherland–Hodgman with great-circle edges).  The edge normals take the
+    old polygon's orientation, so that the two sides of a degenerate sliver cancel."""
     a = np.empty((MAX_POLYGON, 3))
     b = np.empty((MAX_POLYGON, 3))
     for p in range(pi.shape[0]):
@@ -172,6 +173,8 @@ def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres, cell_ptr, ne
         m = polygon_ptr[i + 1] - polygon_ptr[i]
         for k in range(m):
             a[k] = vertices[polygon[polygon_ptr[i] + k]]
+        c = np.cross(a[0], a[1])     # the old polygon's orientation, kept by the clipping
+        orientation = 1.0 if c[0] * centres_old[i, 0] + c[1] * centres_old[i, 1] + c[2] * centres_old[i, 2] > 0 else -1.0
         for q in range(cell_ptr[j], cell_ptr[j + 1]):
             n = centres[j] - centres[neighbours[q]]
             mm = 0
@@ -197,9 +200,6 @@ def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres, cell_ptr, ne
         moment[p, :] = 0.0
         if m < 3:
             continue
-        inside = np.zeros(3)
-        for k in range(m):
-            inside += a[k]
         for k in range(m):
             u = a[k]
             v = a[(k + 1) % m]
@@ -207,8 +207,7 @@ def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres, cell_ptr, ne
             s = np.sqrt(c[0] * c[0] + c[1] * c[1] + c[2] * c[2])
             if s > 0.0:
                 theta = np.arctan2(s, u[0] * v[0] + u[1] * v[1] + u[2] * v[2])
-                side = 1.0 if c[0] * inside[0] + c[1] * inside[1] + c[2] * inside[2] >= 0.0 else -1.0
-                moment[p] += (0.5 * theta * side / s) * c
+                moment[p] += (0.5 * theta * orientation / s) * c
             if 1 <= k < m - 1:
                 w = a[0]
                 triple = abs(w[0] * c[0] + w[1] * c[1] + w[2] * c[2])
@@ -261,7 +260,7 @@ def transfer(old, new, rho):
     i, j = _pairs(old, new)
     area = np.empty(i.size)
     moment = np.empty((i.size, 3))
-    _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, new.mesh.points, new.mesh.cell_ptr,
+    _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, old.mesh.points, new.mesh.points, new.mesh.cell_ptr,
                    new.mesh.cell_neighbours, area, moment)
     slope = _limited_gradient(old, rho)
     integral = np.maximum(rho[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
