@@ -30,6 +30,7 @@ With ``finest == base`` nothing is ever refined and the run is the fixed-mesh so
 ``icosphere(base)`` with controlled steps.
 """
 import time
+from functools import partial
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
 from . import sphere
-from .energy_report import energy_dips, pinned_cells, warn_pinned
+from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .results import DensitySolution
 from .stepping import integrate
@@ -116,27 +117,28 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     return amesh, _initial(rho0, amesh, base), threshold
 
 
-def _neighbour_mass(mesh, masses):
-    return np.add.reduceat(masses[mesh.cell_neighbours], mesh.cell_ptr[:-1])
+def _field(heads, rhos, mesh, summation, j):
+    """The particle field of output j at the generators, summed over the heads."""
+    return sum(sphere.cell_field(h, rhos[j], mesh, summation)[0] for h in heads)
 
 
 def _pinned(model, out, summation, t):
-    """The generators (finest-level indices) of cells pinned between consecutive outputs."""
-    found = []
-    for k in range(1, len(out)):
-        (a_mesh, a_rho), (b_mesh, b_rho) = out[k - 1], out[k]
-        common, ia, ib = np.intersect1d(a_mesh.index, b_mesh.index, assume_unique=True, return_indices=True)
-        ma, mb = a_rho * a_mesh.mesh.areas, b_rho * b_mesh.mesh.areas
-        masses = np.stack([ma[ia], mb[ib]])
-        near = np.stack([_neighbour_mass(a_mesh.mesh, ma)[ia], _neighbour_mass(b_mesh.mesh, mb)[ib]])
-        single = np.flatnonzero((masses >= 1e-3).all(axis=0) & (near < 1e-2 * masses).all(axis=0))
-        if single.size == 0:
+    """The generators (finest-level indices) of the cells pinned while the mesh stayed the same
+    (``energy_report.pinned_on_fixed_mesh`` on each stretch of outputs on one mesh)."""
+    found, first = [np.zeros(0, dtype=np.int64)], 0
+    heads = getattr(model, "heads", (model,))
+    for k in range(1, len(out) + 1):
+        if k < len(out) and out[k][0] is out[first][0]:
             continue
-        vel = sum(sphere.cell_field(h, b_rho, b_mesh.mesh, summation)[0] for h in getattr(model, "heads", (model,)))
-        speed = np.linalg.norm(vel[ib], axis=1)
-        size = np.sqrt(b_mesh.mesh.areas[ib])
-        found.extend(common[pinned_cells(masses, near, speed, size, t[k] - t[k - 1])])
-    return np.unique(np.asarray(found, dtype=np.int64))
+        if k - first > 1:
+            amesh, mesh = out[first][0], out[first][0].mesh
+            rhos = np.array([rho for _, rho in out[first:k]])
+            near = mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours)
+            cells = pinned_on_fixed_mesh(t[first:k], rhos * mesh.areas, near, mesh.points,
+                                         partial(_field, heads, rhos, mesh, summation), np.sqrt(mesh.areas))
+            found.append(amesh.index[cells])
+        first = k
+    return np.unique(np.concatenate(found))
 
 
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],

@@ -63,6 +63,7 @@ from meanfield.theory import speed_bound
 
 from .results import DensitySolution
 from .diffusion import as_diffusion, circle_laplacian, circle_rate, combined_step
+from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from .stepping import Checkpoint, integrate
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "cell_angles"]
@@ -541,6 +542,11 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
                            progress=progress)
     info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells,
                 diffusion=diffusion)
+    energy = np.array([op.energy(r) for r in rhos])
+    points = circle_points(cell_angles(cells))
+    info.update(energy_dips=energy_dips(energy, getattr(model, "sign", 1.0)),
+                pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
+                    model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
+    warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=circle_points(cell_angles(cells)), areas=np.full(cells, h), rho=rhos,
-                           mass=rhos.sum(axis=1) * h, energy=np.array([op.energy(r) for r in rhos]), model=model,
-                           info=info)
+                           mass=rhos.sum(axis=1) * h, energy=energy, model=model, info=info)

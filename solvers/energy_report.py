@@ -9,14 +9,17 @@ reports the first as ``info["energy_dips"]`` and warns about the second.
 import warnings
 
 import numpy as np
+import scipy.sparse
 
-__all__ = ["energy_dips", "PinnedClusterWarning", "pinned_cells"]
+__all__ = ["energy_dips", "PinnedClusterWarning", "clusters_in_cells", "pinned_cells", "pinned_on_fixed_mesh",
+           "mesh_adjacency",
+           "ring_adjacency", "warn_pinned"]
 
 DIP_TOL = 1e-9     # relative changes below this are the energy evaluation's own error (spectral sums: 1e-10)
 
 
 class PinnedClusterWarning(UserWarning):
-    """Mass stuck in a one-cell cluster whose particle velocity is not zero."""
+    """Mass stuck in a cluster one to three cells wide whose particle velocity is not zero."""
 
 
 def energy_dips(energy, sign=1.0, tol=DIP_TOL):
@@ -49,19 +52,48 @@ def energy_dips(energy, sign=1.0, tol=DIP_TOL):
     return dict(count=int(dip.size), largest=float(dip.max()) if dip.size else 0.0)
 
 
-def pinned_cells(masses, neighbours_mass, speed, size, elapsed, min_mass=1e-3, alone=1e-2):
-    """Cells holding a one-cell cluster that its particle velocity should have moved out.
+def clusters_in_cells(masses, adjacency, points, min_mass=1e-3, alone=1e-2):
+    """The clusters a grid holds in one cell and its neighbours.
 
-    Cell i holds a one-cell cluster when m_i ≥ ``min_mass`` and its neighbours hold less than
-    ``alone`` · m_i together; it is pinned when it held one at two consecutive outputs and the
-    particle velocity |X_i| at the cell would have carried the cluster further than the cell's
-    size in between: |X_i| · elapsed > size_i.
+    Cell i carries a cluster when it is a local maximum of the mass, its group (i and its
+    neighbours) holds G_i ≥ ``min_mass`` and the ring beyond the group holds less than ``alone`` · G_i:
+    the cluster is at most about three cells wide.
 
     Parameters
     ----------
-    masses : (2, N) cell masses at the two outputs (on the same cells).
-    neighbours_mass : (2, N) the total mass of each cell's neighbours at the two outputs.
-    speed : (N,) |X_i| at the later output.
+    masses : (N,) cell masses.
+    adjacency : (N, N) scipy sparse matrix, non-zero where two cells are neighbours or equal.
+    points : (N, d) cell centres.
+
+    Returns
+    -------
+    carries : (N,) bool.
+    centres : (N, d) the normalised mass-weighted mean of each group's centres.
+    group : (N,) G_i.
+    """
+    group = adjacency @ masses
+    reach = (adjacency @ adjacency) != 0
+    ring = reach @ masses - group
+    peak = masses >= (adjacency.multiply(masses[None, :])).max(axis=1).toarray().ravel()
+    centres = adjacency @ (masses[:, None] * points)
+    norm = np.linalg.norm(centres, axis=1, keepdims=True)
+    centres = np.divide(centres, norm, out=np.zeros_like(centres), where=norm > 0)
+    return peak & (group >= min_mass) & (ring < alone * group), centres, group
+
+
+def pinned_cells(carries, centres, speed, size, elapsed):
+    """Cells whose cluster stayed put although its particle velocity should have moved it.
+
+    Pinned: the cell carries a cluster (``clusters_in_cells``) at two consecutive outputs, the
+    velocity |X̄| of the group (mass-weighted mean of the particle field) would have carried it
+    further than the cell's size, |X̄| · elapsed > size, and the group's centre moved less than a
+    quarter of that.
+
+    Parameters
+    ----------
+    carries : (2, N) bool, at the two outputs.
+    centres : (2, N, d) group centres at the two outputs.
+    speed : (N,) |X̄_i| at the later output.
     size : (N,) cell sizes (width on S^1, sqrt(area) on S^2).
     elapsed : time between the two outputs.
 
@@ -71,12 +103,65 @@ def pinned_cells(masses, neighbours_mass, speed, size, elapsed, min_mass=1e-3, a
 
     Example
     -------
-    >>> pinned_cells(np.array([[0.5, 0.0], [0.5, 0.0]]), np.zeros((2, 2)), np.array([0.1, 0.0]), np.ones(2), 20.0)
+    >>> c = np.array([[[1.0, 0.0], [0.0, 1.0]]] * 2)
+    >>> pinned_cells(np.ones((2, 2), dtype=bool), c, np.array([0.2, 0.0]), np.ones(2), 20.0)
     array([0])
     """
-    masses, neighbours_mass = np.asarray(masses), np.asarray(neighbours_mass)
-    single = (masses >= min_mass) & (neighbours_mass < alone * masses)
-    return np.flatnonzero(single[0] & single[1] & (np.asarray(speed) * elapsed > np.asarray(size)))
+    moved = np.arccos(np.clip(np.sum(centres[0] * centres[1], axis=1), -1.0, 1.0))
+    travel = np.asarray(speed) * elapsed
+    return np.flatnonzero(carries[0] & carries[1] & (travel > np.asarray(size)) & (moved < 0.25 * travel))
+
+
+def pinned_on_fixed_mesh(t, masses, adjacency, points, velocity, size):
+    """The cells pinned during a run on one mesh.
+
+    A cell is pinned when it carries a cluster (``clusters_in_cells``) through consecutive outputs
+    t_a … t_b while the travel its group's velocity asks for, Σ_k |X̄(t_k)| (t_k - t_{k-1}), exceeds
+    the cell's size and the group's centre moved less than a quarter of it (``pinned_cells`` for the
+    whole streak).
+
+    Parameters
+    ----------
+    t : (m,) output times.
+    masses : (m, N) cell masses.
+    adjacency : (N, N) sparse, non-zero for neighbours and on the diagonal.
+    points : (N, d) cell centres.
+    velocity : callable k -> (N, d) particle field at the cells at output k (called only where
+        a cluster is carried at outputs k - 1 and k).
+    size : (N,) cell sizes.
+
+    Returns
+    -------
+    (K,) sorted indices of the pinned cells.
+    """
+    carries, start, _ = clusters_in_cells(masses[0], adjacency, points)
+    travel = np.zeros(len(size))
+    found = [np.zeros(0, dtype=np.int64)]
+    for k in range(1, len(t)):
+        current, centres, group = clusters_in_cells(masses[k], adjacency, points)
+        streak = carries & current
+        if np.any(streak):
+            mean = adjacency @ (masses[k][:, None] * velocity(k))
+            travel += np.linalg.norm(mean, axis=1) / np.maximum(group, 1e-300) * (t[k] - t[k - 1])
+            found.append(pinned_cells(np.stack([streak, streak]), np.stack([start, centres]), travel, size, 1.0))
+        travel[~streak] = 0.0
+        start = np.where(streak[:, None], start, centres)
+        carries = current
+    return np.unique(np.concatenate(found))
+
+
+def mesh_adjacency(cell_ptr, neighbours):
+    """The (N, N) sparse adjacency, neighbours and diagonal, of CSR neighbour lists."""
+    n = len(cell_ptr) - 1
+    rows = np.concatenate([np.repeat(np.arange(n), np.diff(cell_ptr)), np.arange(n)])
+    cols = np.concatenate([np.asarray(neighbours), np.arange(n)])
+    return scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
+
+
+def ring_adjacency(n):
+    """``mesh_adjacency`` of n cells on a circle (each with its two neighbours)."""
+    cols = (np.arange(n)[:, None] + np.array([-1, 1])) % n
+    return mesh_adjacency(np.arange(0, 2 * n + 1, 2), cols.ravel())
 
 
 def warn_pinned(cells, where, flux):

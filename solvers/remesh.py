@@ -174,7 +174,8 @@ def _intersections(pi, pj, vertices, polygon_ptr, polygon, centres_old, centres,
         for k in range(m):
             a[k] = vertices[polygon[polygon_ptr[i] + k]]
         c = np.cross(a[0], a[1])     # the old polygon's orientation, kept by the clipping
-        orientation = 1.0 if c[0] * centres_old[i, 0] + c[1] * centres_old[i, 1] + c[2] * centres_old[i, 2] > 0 else -1.0
+        side = c[0] * centres_old[i, 0] + c[1] * centres_old[i, 1] + c[2] * centres_old[i, 2]
+        orientation = 1.0 if side > 0 else -1.0
         for q in range(cell_ptr[j], cell_ptr[j + 1]):
             n = centres[j] - centres[neighbours[q]]
             mm = 0
@@ -260,8 +261,8 @@ def transfer(old, new, rho):
     i, j = _pairs(old, new)
     area = np.empty(i.size)
     moment = np.empty((i.size, 3))
-    _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, old.mesh.points, new.mesh.points, new.mesh.cell_ptr,
-                   new.mesh.cell_neighbours, area, moment)
+    _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, old.mesh.points, new.mesh.points,
+                   new.mesh.cell_ptr, new.mesh.cell_neighbours, area, moment)
     slope = _limited_gradient(old, rho)
     integral = np.maximum(rho[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
     total = np.bincount(i, integral, minlength=old.size)

@@ -137,9 +137,9 @@ def test_energy_dips_and_pinned_cells():
     assert energy_dips([1.0, 0.9, 1.2])["count"] == 1
     assert energy_dips([1.0, 0.9, 1.2], sign=-1)["count"] == 1
     assert energy_dips([1.0, 1.0 - 1e-12]) == dict(count=0, largest=0.0)   # round-off of the evaluation
-    masses = np.array([[0.5, 0.0, 0.5], [0.5, 0.0, 0.5]])
-    near = np.array([[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
-    assert pinned_cells(masses, near, np.array([0.2, 0.0, 0.001]), np.ones(3), 10.0).tolist() == [0]
+    centres = np.array([[[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]] * 2)
+    carries = np.ones((2, 3), dtype=bool)
+    assert pinned_cells(carries, centres, np.array([0.2, 0.0, 0.001]), np.ones(3), 10.0).tolist() == [0]
 
 
 def test_muscl_pins_one_cell_clusters_and_warns_upwind2_does_not():
