@@ -64,14 +64,14 @@ def measure(points, masses, centres, ref_masses):
     return out
 
 
-def run_one(kind, base, finest):
+def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adaptive.DEFAULTS["threshold"]):
     rho0 = perturbed_uniform(3, degree=2)
     start = time.perf_counter()
     if kind == "uniform":
         sol = sphere.solve(MODEL, rho0, [0.0, T], mesh=sphere.icosphere(base), energy=False)
         extra = dict(cells=int(sol.points.shape[0]))
     else:
-        sol = adaptive.solve(MODEL, rho0, [0.0, T], base=base, finest=finest, energy=True)
+        sol = adaptive.solve(MODEL, rho0, [0.0, T], base=base, finest=finest, every=every, threshold=threshold)
         info = sol.info
         extra = dict(cells=int(sol.cells[-1]), max_cells=int(max(m["cells"] for m in info["meshes"])),
                      remeshes=info["remeshes"], checks=info["checks"], remesh_seconds=info["remesh_seconds"],
@@ -83,22 +83,28 @@ def run_one(kind, base, finest):
     seconds = time.perf_counter() - start
     points, weights = sol.measure()
     centres, ref_masses = reference()
-    row = dict(kind=kind, base=base, finest=finest, seconds=seconds, total_mass_error=float(abs(sol.mass[-1] - 1)),
+    row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold, seconds=seconds, total_mass_error=float(abs(sol.mass[-1] - 1)),
                min_rho=float(sol.rho.min()), spacing=float(np.sqrt(4 * np.pi / (10 * 4 ** finest + 2))), **extra)
     row.update(measure(points, weights, centres, ref_masses))
     return row
 
 
-def run(uniform, pairs):
+def run(uniform, pairs, every, threshold):
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=repr(MODEL), T=T, runs=[])
     todo = [("uniform", b, b) for b in uniform] + [("adaptive", b, f) for b, f in pairs]
     for kind, base, finest in todo:
-        row = run_one(kind, base, finest)
+        row = run_one(kind, base, finest, every, threshold)
         print(json.dumps(row), flush=True)
-        data["runs"] = [r for r in data["runs"] if (r["kind"], r["base"], r["finest"]) != (kind, base, finest)]
+        key = (kind, base, finest, every, threshold)
+        data["runs"] = [r for r in data["runs"] if _key(r) != key]
         data["runs"].append(row)
         with open(OUT, "w") as fh:
             json.dump(data, fh, indent=1)
+
+
+def _key(run):
+    return (run["kind"], run["base"], run["finest"], run.get("every", adaptive.DEFAULTS["every"]),
+            run.get("threshold", adaptive.DEFAULTS["threshold"]))
 
 
 def table():
@@ -107,7 +113,8 @@ def table():
           "centre offsets [rad] |")
     print("|---|---|---|---|---|---|---|---|")
     for r in sorted(data["runs"], key=lambda r: (r["kind"] != "uniform", r["base"], r["finest"])):
-        name = f"uniform level {r['base']}" if r["kind"] == "uniform" else f"adaptive {r['base']}→{r['finest']}"
+        name = (f"uniform level {r['base']}" if r["kind"] == "uniform" else
+                f"adaptive {r['base']}→{r['finest']} (every {r.get('every', 8)}, θ = {r.get('threshold', 2.0):g})")
         cells = f"{r['cells']}" + (f" / {r['max_cells']}" if "max_cells" in r else "")
         offsets = ", ".join(f"{o:.1e}" for o in r["centre_offset"])
         print(f"| {name} | {cells} | {r['seconds']:.3g} | {r['w1']:.2e} | {r['w2']:.2e} | {r['w2_mass']:.2e} / "
@@ -123,9 +130,11 @@ def main():
     parser.add_argument("what", choices=("run", "table"))
     parser.add_argument("--uniform", type=int, nargs="*", default=[])
     parser.add_argument("--adaptive", nargs="*", default=[], help="base:finest pairs")
+    parser.add_argument("--every", type=int, default=adaptive.DEFAULTS["every"])
+    parser.add_argument("--threshold", type=float, default=adaptive.DEFAULTS["threshold"])
     args = parser.parse_args()
     if args.what == "run":
-        run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive])
+        run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold)
     else:
         table()
 

@@ -40,8 +40,8 @@ def energy_dips(energy, sign=1.0, tol=DIP_TOL):
 
     Example
     -------
-    >>> energy_dips([1.0, 1.1, 1.09, 1.2])
-    {'count': 1, 'largest': 0.00909090909090911}
+    >>> energy_dips([1.0, 1.1, 1.09, 1.2])    # one dip, of 0.01/1.1
+    {'count': 1, 'largest': 0.009090909090909097}
     """
     e = np.asarray(energy, dtype=float)
     if e.size < 2 or not np.all(np.isfinite(e)):
