@@ -175,3 +175,20 @@ def test_bad_input():
     with pytest.raises(ValueError, match="threshold"):
         adaptive.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], base=1, finest=2, threshold=-1)
     assert wanted_levels(np.ones(4), np.full(4, np.pi), 2, 5, 2.0).tolist() == [2] * 4
+
+
+def test_circle_reports_dips_and_warns_when_muscl_pins():
+    """The issue's case: USA β = 2 from perturbed_uniform(2), T = 8, 256 cells.  Particles and
+    upwind2 merge to one cluster (E_β = 1.8471); muscl keeps E_β monotone (no dip) by pinning
+    and ends 48 % low (0.955), and says so."""
+    from meanfield.solvers import circle
+    t = np.linspace(0.0, 8.0, 9)
+    with pytest.warns(PinnedClusterWarning):
+        sol = circle.solve(mf.USA(2.0), perturbed_uniform(2), t, cells=256, flux="muscl")
+    assert sol.info["energy_dips"]["count"] == 0 and sol.info["pinned"]
+    assert abs(sol.energy[-1] - 0.955) < 5e-3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PinnedClusterWarning)
+        sol = circle.solve(mf.USA(2.0), perturbed_uniform(2), t, cells=256)
+    assert sol.info["pinned"] == [] and abs(sol.energy[-1] - 1.8471) < 2e-3
+    assert set(sol.info["energy_dips"]) == {"count", "largest"}
