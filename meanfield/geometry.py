@@ -131,9 +131,9 @@ def icosahedral_triangulation(level):
     for _ in range(level):
         nt = tri.shape[0]
         e = np.sort(np.concatenate([tri[:, [0, 1]], tri[:, [1, 2]], tri[:, [2, 0]]]), axis=1)
-        uniq, inv = np.unique(e, axis=0, return_inverse=True)
+        key, inv = np.unique(e[:, 0] * v.shape[0] + e[:, 1], return_inverse=True)   # rows in lexicographic order
         inv = inv.ravel() + v.shape[0]
-        mid = v[uniq[:, 0]] + v[uniq[:, 1]]
+        mid = v[key // v.shape[0]] + v[key % v.shape[0]]
         v = np.vstack([v, mid / np.linalg.norm(mid, axis=1, keepdims=True)])
         a, b, c = inv[:nt], inv[nt:2 * nt], inv[2 * nt:]
         tri = np.concatenate([np.c_[tri[:, 0], a, c], np.c_[tri[:, 1], b, a],
