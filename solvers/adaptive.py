@@ -13,54 +13,57 @@ the base level L_0, and the vertices of the finer levels up to L where the mass 
   the level with θ/4 (hysteresis, so that a cell does not flip at every check).  ``buffer`` cells of
   each level surround the finer region (``remesh.select``); if the set exceeds ``max_cells``,
   θ is raised fourfold until it fits.
-- **Remeshing**: the criterion is checked every ``every`` steps; when it changes the generator set,
+- **Remeshing**: the criterion is checked every ``every`` steps and at least every ``interval`` time
+  units; when it changes the generator set,
   the mesh is rebuilt and the densities moved by ``remesh.transfer`` (exact polygon
   intersections, linear reconstruction, each old cell's mass shared among the new cells it
   overlaps: mass to round-off, ρ ≥ 0, the uniform state kept to round-off).
-- **Steps**: positivity-controlled SSP-RK3 (``stepping.integrate(positivity=True)``): the rate is
-  the larger of the cells' outflow bound with the speeds of the particle field at the start of
-  each check interval, r = max_i Σ_{e ∋ i} ℓ_e max(|X_i|, |X_j|) / (CFL |C_i|), and the exact
-  positivity rate of the stage itself, max_i (-dρ_i/dt)^+ / ρ_i, so every stage is ≥ 0.  Fine cells
-  sit in clusters, where |X| is small, so the step is not tied to the finest cell size.
+- **Steps**: positivity-controlled SSP-RK3 (``stepping.integrate(positivity=True)``) with
+  ``sphere``'s stage, whose rate is the cells' actual outflow (every stage ≥ 0).  Fine cells sit in
+  clusters, where |X| is small, so the step is not tied to the finest cell size.
 - **Energy**: E_β of the cell measure at the outputs (``info["energy_dips"]``, as the fixed-mesh
   solvers), and across every remesh: ``info["remesh_energy"]`` holds the relative change
   (E_after - E_before)/|E_before| of each remesh and their largest drop and rise.
 
-With ``finest == base`` nothing is ever refined and the run is the fixed-mesh solver on
-``icosphere(base)`` with controlled steps.
+With ``finest == base`` nothing is ever refined and the run is ``sphere.solve`` on
+``icosphere(base)`` (the same stage and the same controlled steps: identical arithmetic).
 """
 import time
 from functools import partial
 
 import numpy as np
+from scipy.special import logsumexp
 
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
-from meanfield.theory import speed_bound
 
 from . import sphere
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .results import DensitySolution
-from .stepping import integrate
+from .stepping import CFL as STEP_CFL, integrate
 
 __all__ = ["solve", "initial_mesh"]
 
-DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, max_cells=20000)
+DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def _cfl(model, mesh, flux):
-    """The flux's CFL number (1 or 1/2), read off ``sphere.max_step``."""
-    return sphere.max_step(model, mesh, flux) * speed_bound(model) * float(np.max(mesh.perimeters / mesh.areas))
-
-
-def _speed_rate(model, rho, mesh, flux, summation, cfl):
-    """max_i Σ_{faces e of i} ℓ_e max(|X_i|, |X_j|) / (CFL |C_i|) with X the particle field."""
-    vel = sum(sphere.cell_field(head, rho, mesh, summation)[0] for head in getattr(model, "heads", (model,)))
-    speed = np.linalg.norm(vel, axis=1)
-    face = mesh.lengths * np.maximum(speed[mesh.edges[:, 0]], speed[mesh.edges[:, 1]])
-    out = np.bincount(mesh.edges.ravel(), np.repeat(face, 2), minlength=mesh.size)
-    return float(np.max(out / mesh.areas)) / cfl
+def cell_energy(model, rho, mesh, summation="auto"):
+    """E_β = (1/2β) Σ_i m_i Φ_i of the cell measure, Φ_i = Σ_j m_j e^{β<c_i,c_j>} from the particle
+    field's log Φ (log-sum-exp; β = 0: (1/2)|Σ m_i c_i|²); a MultiHead model gives Σ_h ±E_{β_h} if every
+    head is USA, else NaN.  (``sphere``'s own energy reads its per-mesh harmonic table, which gave NaN
+    fields when built before the mesh's first stage; this one does not touch it.)"""
+    if hasattr(model, "heads"):
+        if any(head.normalised for head in model.heads):
+            return np.nan
+        return sum(head.sign * cell_energy(head, rho, mesh, summation) for head in model.heads)
+    masses = rho * mesh.areas
+    if model.beta == 0:
+        mean = masses @ mesh.points
+        return 0.5 * float(mean @ mean)
+    log_phi = sphere.cell_field(model, rho, mesh, summation)[1]
+    pos = masses > 0
+    return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
 def _refined(amesh, rho, settings, threshold):
@@ -143,7 +146,8 @@ def _pinned(model, out, summation, t):
 
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
           threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
-          max_cells=DEFAULTS["max_cells"], summation="auto", energy=True, progress=False):
+          interval=DEFAULTS["interval"], max_cells=DEFAULTS["max_cells"], summation="auto", energy=True,
+          progress=False):
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -159,7 +163,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     threshold : θ, the most mass a cell may hold, in units of a base-level cell at the mean
         density (module docstring).
     buffer : cells of each level around the finer region.
-    every : steps between two checks of the criterion.
+    every, interval : the criterion is checked every ``every`` steps, and at least every ``interval``
+        time units (a density can concentrate fourfold in 1/(2β) while the positivity-controlled
+        steps of a near-uniform state are long).
     max_cells : the most cells a mesh may have (θ is raised until the mesh fits).
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
@@ -190,29 +196,26 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         raise ValueError(f"finest = {finest} must be at least base = {base}")
     buffer = as_count(buffer, "buffer", minimum=0)
     every = as_count(every, "every")
+    interval = as_positive(interval, "interval")
     threshold = as_positive(threshold, "threshold")
     settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"))
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"])
     remesh_seconds = time.perf_counter() - start
-    cfl = _cfl(model, amesh.mesh, flux)
     counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
     meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
     jumps = []
     out = [(amesh, rho)]
+    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     t, k = float(t_eval[0]), 1
-
-    def rhs(r):
-        rate = np.zeros_like(r)
-        drho = sphere.time_derivative(model, r, amesh.mesh, flux, summation)
-        np.divide(-drho, r, out=rate, where=(r > 0) & (drho < 0))
-        return drho, max(speed_rate, float(rate.max()))
-
     while k < t_eval.size:
-        speed_rate = _speed_rate(model, rho, amesh.mesh, flux, summation, cfl)
-        horizon = min(t + every * 0.9 / speed_rate if speed_rate > 0 else np.inf, t_eval[-1])
+        if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
+            horizon = float(t_eval[-1])
+        else:
+            rate = stage(rho)[1]
+            horizon = min(t + min(every * STEP_CFL / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
-        states, info = integrate(rhs, rho, stops, scheme="ssprk3", dt=horizon - t, positivity=True,
+        states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=np.inf, positivity=True, cfl=STEP_CFL,
                                  progress=progress)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
@@ -231,15 +234,16 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
             if energy:
-                before = sphere._energy(model, rho, amesh.mesh, summation)
-                after = sphere._energy(model, moved, new.mesh, summation)
+                before = cell_energy(model, rho, amesh.mesh, summation)
+                after = cell_energy(model, moved, new.mesh, summation)
                 jumps.append((after - before) / abs(before) if before else 0.0)
             amesh, rho = new, moved
+            stage = sphere._Stage(model, amesh.mesh, flux, summation)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
     return _solution(model, t_eval, out, flux, summation, energy, counters,
                      dict(flux=flux, summation=summation, base=base, finest=finest, threshold=threshold, buffer=buffer,
-                          every=every, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
+                          every=every, interval=interval, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
                           remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
 
@@ -250,7 +254,7 @@ def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps
     cells = np.array([a.size for a, _ in out])
     for k, (a, r) in enumerate(out):
         points[k, :a.size], areas[k, :a.size], rho[k, :a.size] = a.mesh.points, a.mesh.areas, r
-    en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
+    en = np.array([cell_energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign = getattr(model, "sign", 1.0)
     if en is not None:

@@ -41,7 +41,7 @@ from scipy.spatial import cKDTree
 from meanfield.checks import as_count
 
 from . import reconstruction
-from .mesh import Mesh, _assemble, _voronoi, icosahedron_points
+from .mesh import Mesh, _assemble, _unit, _voronoi, icosahedron_points
 
 __all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "select", "transfer"]
 
@@ -67,7 +67,7 @@ def hierarchy(finest):
     """(vertices (n_L, 3), birth levels (n_L,), {k: cKDTree of the vertices born at level k})
     for the finest level L = ``finest`` (cached)."""
     finest = as_count(finest, "finest", minimum=0)
-    vertices = icosahedron_points(finest)
+    vertices = _unit(icosahedron_points(finest))       # normalised as voronoi_mesh does
     vertices.setflags(write=False)
     sizes = np.array([level_size(k) for k in range(finest + 1)])
     birth = np.searchsorted(sizes, np.arange(vertices.shape[0]), side="right")
