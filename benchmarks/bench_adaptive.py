@@ -11,15 +11,13 @@ masses.  That reading is within its clusters' rms radius, 1.3e-3 rad, of the ref
 (W1 ≤ W2 ≤ 1.3e-3 plus the 1e-5 of stray mass), and the basin masses are certain to 4.8e-6
 (level-4 against level-5 base).
 
-Per run: W1 and W2 of the cell measure against it; the cluster masses δm (each cell's mass to the
+Per run: W1 and W2 of the cell measure against it; the cluster masses (each cell's mass to the
 nearest reference centre) and the distance of each FV cluster's centre (normalised mass-weighted
-mean of its basin's cells) from the reference centre; the two parts of W2, "mass" = W2 between the
-reference and the reference's centres carrying the FV basin masses, and "positions" = W2 between
-the FV cell measure and its basins collapsed onto the reference centres... reported as W2 of the
-FV measure with its basin masses moved onto the reference centres (only the masses differ), and
-W2 of the FV measure against the reference centres carrying the FV masses (only where the mass
-sits differs).  Wall time of the solve (one run each, one process per contender; the machine is a
-shared 2-core machine, so read ratios).
+mean of its basin's cells) from the reference centre; and W2 split in two: "mass", W2 between the
+reference and the reference centres carrying the FV basin masses (only the masses differ), and
+"positions", W2 between the FV cell measure and the reference centres carrying the FV basin masses
+(only where the mass sits differs).  Wall and CPU seconds of the solve (one run each, contenders one
+after another in one process; the machine is a shared 2-core machine, so read ratios and CPU time).
 
     python benchmarks/bench_adaptive.py run --uniform 3 4 --adaptive 3:5 3:6 3:7
     python benchmarks/bench_adaptive.py table
@@ -83,7 +81,8 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     points, weights = sol.measure()
     centres, ref_masses = reference()
-    row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold, seconds=seconds, cpu_seconds=cpu, total_mass_error=float(abs(sol.mass[-1] - 1)),
+    row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold, seconds=seconds,
+               cpu_seconds=cpu, total_mass_error=float(abs(sol.mass[-1] - 1)),
                min_rho=float(sol.rho.min()), spacing=float(np.sqrt(4 * np.pi / (10 * 4 ** finest + 2))), **extra)
     row.update(measure(points, weights, centres, ref_masses))
     return row
