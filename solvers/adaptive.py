@@ -47,10 +47,13 @@ __all__ = ["solve", "initial_mesh"]
 DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def cell_energy(model, rho, mesh):
-    """E_β of the cell measure by ``sphere``'s energy with direct summation (O(N²), a few ms on these
-    meshes): its table path, built on a mesh before that mesh's first stage, left NaN in the stage."""
-    return sphere._energy(model, rho, mesh, "direct")
+def _stage(model, mesh, flux, summation):
+    """``sphere``'s right-hand side on ``mesh``.  Its velocity buffer is zeroed first: ``sphere._balance``
+    computes 0.0 * vel + X into a buffer from np.empty, which is NaN whenever the fresh memory holds a
+    NaN or inf bit pattern (seen on remeshing; reported, to be fixed in sphere.py)."""
+    stage = sphere._Stage(model, mesh, flux, summation)
+    stage.vel.fill(0.0)
+    return stage
 
 
 def _refined(amesh, rho, settings, threshold):
@@ -193,7 +196,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
     jumps = []
     out = [(amesh, rho)]
-    stage = sphere._Stage(model, amesh.mesh, flux, summation)
+    stage = _stage(model, amesh.mesh, flux, summation)
     t, k = float(t_eval[0]), 1
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
@@ -221,11 +224,11 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
             if energy:
-                before = cell_energy(model, rho, amesh.mesh)
-                after = cell_energy(model, moved, new.mesh)
+                before = sphere._energy(model, rho, amesh.mesh, summation)
+                after = sphere._energy(model, moved, new.mesh, summation)
                 jumps.append((after - before) / abs(before) if before else 0.0)
             amesh, rho = new, moved
-            stage = sphere._Stage(model, amesh.mesh, flux, summation)
+            stage = _stage(model, amesh.mesh, flux, summation)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
     return _solution(model, t_eval, out, flux, summation, energy, counters,
@@ -241,7 +244,7 @@ def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps
     cells = np.array([a.size for a, _ in out])
     for k, (a, r) in enumerate(out):
         points[k, :a.size], areas[k, :a.size], rho[k, :a.size] = a.mesh.points, a.mesh.areas, r
-    en = np.array([cell_energy(model, r, a.mesh) for a, r in out]) if energy else None
+    en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign = getattr(model, "sign", 1.0)
     if en is not None:
