@@ -108,20 +108,20 @@ def _key(run):
 
 def table():
     data = json.load(open(OUT))
-    print("| run | cells (final / most) | wall [s] | W1 | W2 | W2 masses / positions | cluster mass error | "
-          "centre offsets [rad] |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| run | cells (final / most) | wall [s] | CPU [s] | W1 | W2 | W2 masses / positions | "
+          "cluster mass error | centre offsets [rad] |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in sorted(data["runs"], key=lambda r: (r["kind"] != "uniform", r["base"], r["finest"])):
-        name = (f"uniform level {r['base']}" if r["kind"] == "uniform" else
-                f"adaptive {r['base']}→{r['finest']} (every {r.get('every', 8)}, θ = {r.get('threshold', 2.0):g})")
+        name = f"uniform level {r['base']}" if r["kind"] == "uniform" else f"adaptive {r['base']}→{r['finest']}"
         cells = f"{r['cells']}" + (f" / {r['max_cells']}" if "max_cells" in r else "")
         offsets = ", ".join(f"{o:.1e}" for o in r["centre_offset"])
-        print(f"| {name} | {cells} | {r['seconds']:.3g} | {r['w1']:.2e} | {r['w2']:.2e} | {r['w2_mass']:.2e} / "
-              f"{r['w2_positions']:.2e} | {r['mass_error']:.1e} | {offsets} |")
-    ada = {r["finest"]: r for r in data["runs"] if r["kind"] == "adaptive" and r["base"] == 3}
-    levels = sorted(ada)
-    for a, b in zip(levels, levels[1:]):
-        print(f"observed order of W1 in the finest cell size, {a} -> {b}: {np.log2(ada[a]['w1'] / ada[b]['w1']):.2f}")
+        print(f"| {name} | {cells} | {r['seconds']:.3g} | {r['cpu_seconds']:.3g} | {r['w1']:.2e} | {r['w2']:.3f} | "
+              f"{r['w2_mass']:.3f} / {r['w2_positions']:.2e} | {r['mass_error']:.1e} | {offsets} |")
+    for base in sorted({r["base"] for r in data["runs"] if r["kind"] == "adaptive"}):
+        ada = {r["finest"]: r for r in data["runs"] if r["kind"] == "adaptive" and r["base"] == base}
+        levels = sorted(ada)
+        orders = [f"{a}→{b}: {np.log2(ada[a]['w1'] / ada[b]['w1']):.2f}" for a, b in zip(levels, levels[1:])]
+        print(f"base {base}: observed order of W1 in the finest cell size (h halves per level): {', '.join(orders)}")
 
 
 def main():
