@@ -20,7 +20,7 @@ reference and the reference centres carrying the FV basin masses (only the masse
 after another in one process; the machine is a shared 2-core machine, so read ratios and CPU time).
 
     python benchmarks/bench_adaptive.py run --uniform 3 4 --adaptive 3:5 3:6 3:7
-    python benchmarks/bench_adaptive.py table
+    python benchmarks/bench_adaptive.py table|plot
 """
 import argparse
 import json
@@ -124,9 +124,43 @@ def table():
         print(f"base {base}: observed order of W1 in the finest cell size (h halves per level): {', '.join(orders)}")
 
 
+def plot():
+    """W1 and W2 against CPU seconds: benchmarks/results/adaptive_work_precision.png."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    data = json.load(open(OUT))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), dpi=110)
+    series = [("uniform", None, "uniform icosphere", "C0", "s")] + [
+        ("adaptive", b, f"adaptive, base level {b}", c, m) for b, c, m in ((3, "C3", "o"), (4, "C2", "^"))]
+    for ax, key, label in zip(axes, ("w1", "w2"), ("W1", "W2")):
+        for kind, base, name, colour, marker in series:
+            runs = sorted((r for r in data["runs"] if r["kind"] == kind and (base is None or r["base"] == base)),
+                          key=lambda r: r["finest"])
+            if not runs:
+                continue
+            ax.loglog([r["cpu_seconds"] for r in runs], [r[key] for r in runs], marker=marker, color=colour,
+                      label=name, lw=1.6, ms=7)
+            for r in runs:
+                ax.annotate(str(r["finest"]), (r["cpu_seconds"], r[key]), textcoords="offset points", xytext=(5, 4),
+                            fontsize=9, color=colour)
+            if key == "w2" and kind == "adaptive":
+                ax.loglog([r["cpu_seconds"] for r in runs], [r["w2_mass"] for r in runs], ls=":", color=colour,
+                          lw=1.4, label=f"{name}: cluster-mass part")
+        if key == "w1":
+            ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label="target W1 = 5e-3")
+        ax.set_xlabel("CPU seconds of the solve (shared 2-core machine)")
+        ax.set_ylabel(f"{label}(FV, reference) at T = 10 [rad]")
+        ax.set_title(f"S^2, SA(β=3), T = 10: {label} (labels: finest level)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=9)
+    fig.tight_layout()
+    fig.savefig(os.path.join(HERE, "adaptive_work_precision.png"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "table"))
+    parser.add_argument("what", choices=("run", "table", "plot"))
     parser.add_argument("--uniform", type=int, nargs="*", default=[])
     parser.add_argument("--adaptive", nargs="*", default=[], help="base:finest pairs")
     parser.add_argument("--every", type=int, default=adaptive.DEFAULTS["every"])
@@ -134,6 +168,8 @@ def main():
     args = parser.parse_args()
     if args.what == "run":
         run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold)
+    elif args.what == "plot":
+        plot()
     else:
         table()
 
