@@ -564,3 +564,17 @@ def test_density_maps_and_particle_overlay():
     with pytest.raises(IndexError):
         density_map(sol, 5)
     plt.close("all")
+
+
+def test_drop_negligible_changes_w2_by_at_most_its_bound():
+    """W_2 with the lightest atoms (1e-14 of the mass) left out moves by at most π (1e-14)^{1/2}."""
+    from meanfield.measures import drop_negligible
+    mesh = icosphere(3)
+    rho = np.exp(100 * (mesh.points @ AXIS - 1))
+    masses = rho * mesh.areas / (rho @ mesh.areas)
+    y, b = drop_negligible(mesh.points, masses, tol=1e-14)
+    assert y.shape[0] < mesh.size / 4 and b.sum() == pytest.approx(1.0, abs=1e-15)
+    x = mf.uniform_sphere(50, 3, seed=0)
+    a = np.full(50, 1 / 50)
+    full, dropped = mf.wasserstein(x, a, mesh.points, masses), mf.wasserstein(x, a, y, b)
+    assert abs(full - dropped) <= np.pi * 1e-7
