@@ -140,10 +140,14 @@ def _balance(S, U, scale_u, points, beta, sign, normalised, floor, limit, balanc
         g1 -= radial * points[i, 1]
         g2 -= radial * points[i, 2]
         scale = sign * ((1.0 / S[i, 0] if trusted[i] else 1.0) if normalised else half * half)
-        base = 1.0 if direct else 0.0
-        vel[i, 0] = base * vel[i, 0] + scale * g0
-        vel[i, 1] = base * vel[i, 1] + scale * g1
-        vel[i, 2] = base * vel[i, 2] + scale * g2
+        if direct:
+            vel[i, 0] += scale * g0
+            vel[i, 1] += scale * g1
+            vel[i, 2] += scale * g2
+        else:
+            vel[i, 0] = scale * g0
+            vel[i, 1] = scale * g1
+            vel[i, 2] = scale * g2
         if balanced:
             for c in range(1, 10):
                 S[i, c] -= lam * U[i, c]
