@@ -578,3 +578,16 @@ def test_drop_negligible_changes_w2_by_at_most_its_bound():
     a = np.full(50, 1 / 50)
     full, dropped = mf.wasserstein(x, a, mesh.points, masses), mf.wasserstein(x, a, y, b)
     assert abs(full - dropped) <= np.pi * 1e-7
+
+
+def test_stage_does_not_read_its_work_arrays_before_writing_them():
+    """The work arrays come from np.empty: whatever they hold (here NaN) must not reach dρ/dt."""
+    mesh = icosphere(2)
+    rho = np.exp(2 * mesh.points @ AXIS)
+    clean = sphere._Stage(mf.SA(3.0), mesh, "upwind2", "auto")(rho)
+    stage = sphere._Stage(mf.SA(3.0), mesh, "upwind2", "auto")
+    for work in (stage.vel, stage.S, stage.W, stage.u, stage.buf, stage.out, stage.face_rho):
+        work.fill(np.nan)
+    dirty = stage(rho)
+    np.testing.assert_array_equal(dirty[0], clean[0])
+    assert dirty[1] == clean[1]
