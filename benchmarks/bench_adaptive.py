@@ -149,13 +149,12 @@ def plot():
                           lw=1.4, label=f"{name}: cluster-mass part")
         if key == "w1":
             ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label="target W1 = 5e-3")
-        ax.set_xlabel("CPU seconds of the solve (shared 2-core machine)")
-        ax.set_ylabel(f"{label}(FV, reference) at T = 10 [rad]")
-        ax.set_title(f"S^2, SA(β=3), T = 10: {label} (labels: finest level)")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=9)
-    fig.tight_layout()
-    fig.savefig(os.path.join(HERE, "adaptive_work_precision.png"))
+        ax.set(xlabel="CPU seconds of the solve (shared 2-core machine)",
+               ylabel=f"{label}(FV, reference) at T = 10 [rad]",
+               title=f"S^2, SA(β=3), T = 10: {label} (labels: finest level)")
+    fig.savefig(os.path.join(HERE, "adaptive_work_precision.png"), bbox_inches="tight")
 
 
 def main():

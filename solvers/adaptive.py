@@ -47,15 +47,6 @@ __all__ = ["solve", "initial_mesh"]
 DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def _stage(model, mesh, flux, summation):
-    """``sphere``'s right-hand side on ``mesh``.  Its velocity buffer is zeroed first: ``sphere._balance``
-    computes 0.0 * vel + X into a buffer from np.empty, which is NaN whenever the fresh memory holds a
-    NaN or inf bit pattern (seen on remeshing; reported, to be fixed in sphere.py)."""
-    stage = sphere._Stage(model, mesh, flux, summation)
-    stage.vel.fill(0.0)
-    return stage
-
-
 def _refined(amesh, rho, settings, threshold):
     """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set)."""
     base, finest, buffer = settings["base"], settings["finest"], settings["buffer"]
@@ -196,7 +187,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
     jumps = []
     out = [(amesh, rho)]
-    stage = _stage(model, amesh.mesh, flux, summation)
+    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     t, k = float(t_eval[0]), 1
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
@@ -228,7 +219,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
                 after = sphere._energy(model, moved, new.mesh, summation)
                 jumps.append((after - before) / abs(before) if before else 0.0)
             amesh, rho = new, moved
-            stage = _stage(model, amesh.mesh, flux, summation)
+            stage = sphere._Stage(model, amesh.mesh, flux, summation)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
     return _solution(model, t_eval, out, flux, summation, energy, counters,
