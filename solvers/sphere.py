@@ -69,6 +69,7 @@ from meanfield.theory import speed_bound
 from . import harmonics, particles, reconstruction, spectral
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
+from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
@@ -544,7 +545,10 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     -------
     DensitySolution with ``info``: flux, dt (None for controlled steps), max_dt, cfl, nsteps, nfev,
     nrejected, hmin and hmax (the smallest and largest step taken), summation, field (the method
-    and degree of the kernel sums), mesh, cells, diffusion.
+    and degree of the kernel sums), mesh, cells, diffusion, energy_dips (the count and largest
+    relative decrease of E_β between outputs, ``energy_report.energy_dips``) and pinned (cells
+    holding a cluster that its particle velocity would have moved by more than a cell; a
+    ``PinnedClusterWarning`` names them).
 
     Examples
     --------
@@ -579,5 +583,12 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
                      for head in _heads(model)})
     info.update(flux=flux, dt=dt, max_dt=bound, cfl=cfl if controlled else None, summation=summation,
                 field=", ".join(fields), mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
+    if en is not None:
+        info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))
+    info["pinned"] = pinned_on_fixed_mesh(
+        t_eval, rhos * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
+        lambda k: sum(cell_field(head, rhos[k], mesh, summation)[0] for head in _heads(model)),
+        np.sqrt(mesh.areas)).tolist()
+    warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=np.array(mesh.points), areas=np.array(mesh.areas), rho=rhos,
                            mass=rhos @ mesh.areas, energy=en, model=model, info=info)

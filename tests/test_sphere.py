@@ -235,7 +235,9 @@ def test_mass_positivity_and_energy_growth(model, flux, level, T):
     assert sol.rho.min() >= 0.0
     if flux in ("tpfa", "muscl"):
         assert np.all(np.diff(sol.energy) >= -1e-13 * sol.energy[1:])
+        assert sol.info["energy_dips"]["count"] == 0
     else:
+        assert sol.info["energy_dips"]["largest"] <= 1 - np.exp(-model.beta * (1 - np.cos(mesh.spacing)))
         dips = np.max(np.maximum.accumulate(sol.energy) - sol.energy) / sol.energy[0]
         assert dips <= 1 - np.exp(-model.beta * (1 - np.cos(mesh.spacing)))
     assert sol.energy[-1] > 1.5 * sol.energy[0]    # it clusters
