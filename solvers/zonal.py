@@ -55,7 +55,8 @@ from meanfield.measures import sphere_area
 from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from .circle import CFL, _upwind2_divergence, _upwind_divergence, isotropic_model
+from .circle import CFL, isotropic_model
+from .circle_kernels import FLUX_CODES, flux_pass
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
@@ -169,6 +170,7 @@ class _Operator:
             self.moved_slope = self.table * (beta * self.bracket ** 2 + bracket_slope)   # ∂_θ(E∘G) = E∘(βG² + ∂_θG)
         self.cos = c
         self.bound = speed_bound(model)
+        self._work, self._zeros = np.empty((5, 2 * cells)), np.zeros(2 * cells)
         self.log_space_cells = 0
 
     def velocity(self, m):
@@ -205,19 +207,20 @@ class _Operator:
         return model.sign * u, (model.sign * du if slope else None), self.bound
 
     def __call__(self, m):
-        """dm/dt: the circle scheme on the mirror image (m, m reversed) over the full circle of 2N cells,
-        whose velocity is odd and slope even about the poles: the fluxes through both poles vanish exactly."""
+        """dm/dt and the positivity rate: the circle scheme on the mirror image (m, m reversed) over the full
+        circle of 2N cells, whose velocity is odd and slope even about the poles: the fluxes through both
+        poles vanish exactly."""
         n = self.cells
         out = np.empty(2 * n)
         both = np.concatenate((m, m[::-1]))
         if self.flux == "upwind2":
             u, du, bound = self.velocity_and_slope(m)
-            _upwind2_divergence(both, np.concatenate((u, -u[::-1])), np.concatenate((du, du[::-1])), bound,
-                                self.h, out)
+            du = np.concatenate((du, du[::-1]))
         else:
-            u = self.velocity(m)
-            _upwind_divergence(both, np.concatenate((u, -u[::-1])), 1.0 / self.h, out)
-        return out[:n]
+            u, du, bound = self.velocity(m), self._zeros, 0.0
+        rate = flux_pass(both, np.concatenate((u, -u[::-1])), du, du, bound, self.h, FLUX_CODES[self.flux], 0.0,
+                         self._work, out)
+        return out[:n], rate
 
     def energy(self, m):
         """E_β = (1/2β) Σ_ij m_i m_j K_ij = e^β m^T E m/(2β); at β = 0 the limit (1/2)(Σ_i m_i cos θ_i)²."""
@@ -280,7 +283,7 @@ def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     d = as_count(d, "d", minimum=2)
     as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size, flux)(m)
+    return _Operator(model, d, m.size, flux)(m)[0]
 
 
 def energy(masses, beta, d):
@@ -334,7 +337,7 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     op = _Operator(model, d, cells, flux)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, cells=cells)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    masses, info = integrate(op, m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
+    masses, info = integrate(lambda m: op(m)[0], m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
                              progress=progress)
     info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
     theta, edges = polar_grid(cells)

@@ -112,11 +112,15 @@ def test_particles_batched_models_and_weights(monkeypatch, tmp_path, model):
     assert full.x.shape == (5, 3, 7, 3)
 
 
-def test_circle_finite_volumes(monkeypatch, tmp_path):
+@pytest.mark.parametrize("summation", ["fourier", "direct"])
+@pytest.mark.parametrize("dt, step", [(0.04, "fixed_step"), (None, "_positive_stages")], ids=["fixed", "controlled"])
+def test_circle_finite_volumes(monkeypatch, tmp_path, dt, step, summation):
+    """Fixed steps, and steps from the positivity rate (one ``_positive_stages`` call per attempt)."""
     def solve(**kw):
-        return circle.solve(mf.SA(4.0), lambda x: 1.0 + 0.3 * x[:, 0] + 0.2 * x[:, 1] ** 3, T, cells=64, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 15, 4)
-    assert full.info["nsteps"] > 15
+        return circle.solve(mf.SA(4.0), lambda x: 1.0 + 0.3 * x[:, 0] + 0.2 * x[:, 1] ** 3, T, cells=64, dt=dt,
+                            summation=summation, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 15, 4, step)
+    assert full.info["nsteps"] > 15 and full.info["summation"] == summation
 
 
 def test_sphere_finite_volumes(monkeypatch, tmp_path):
