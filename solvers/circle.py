@@ -9,7 +9,7 @@ Grid: N cells [ih, (i+1)h], h = 2π/N, centres θ_i = (i + 1/2) h, masses m_i = 
 The fields of the grid measure Σ_j m_j δ_{θ_j} are exact circulant convolutions of the kernels shifted
 by e^{-β} (so nothing overflows), evaluated by FFT (summation="direct", the reference path) or by the
 Fourier sum truncated where e^{-β} I_k(β) falls below round-off (summation="fourier",
-``circle_kernels``: K = 21 modes at β = 3, 63 at β = 50) in one fused Numba pass per stage:
+``circle_kernels``: K = 22 modes at β = 3, 66 at β = 50) in one fused Numba pass per stage:
 
     Φ_i = e^β Φ~_i,  Φ~_i = M + β q_i,  q_i = Σ_j m_j expm1(β(cos(θ_i-θ_j) - 1))/β   (→ cos - 1 at β = 0),
     g_i = Σ_j m_j e^{β(cos(θ_i-θ_j) - 1)} sin(θ_j-θ_i),

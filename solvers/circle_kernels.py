@@ -40,26 +40,26 @@ _FAST = {"contract", "nsz"}    # FMA only: no reassociation, so cached and fresh
 
 
 def degree(beta, cells, tolerance=TRUNCATION):
-    """Smallest K with 4 Σ_{k>K} max(1, k, k²/β) e^{-β} I_k(β) <= tolerance (max(1, β) when β > 1), capped at N/2.
+    """Smallest K with 4 Σ_{k>K} (k²/β) e^{-β} I_k(β) <= tolerance, capped at N/2 (then the sum is the DFT).
 
-    The three field kernels have coefficients e^{-β} I_k(β) (1/β, k/β, (k²/β) in modulus, up to the
-    sign and the softmax/USA scale), and a dropped mode of the sampled kernel is at most twice the
-    continuous one (aliasing from |k| >= N/2); 2 more for the ±k pair.  At β = 0 the kernels are
-    cos δ - 1, sin δ, -cos δ: K = 1.
+    The field kernels expm1(β(cos δ - 1))/β, e^{β(cos δ - 1)} sin δ and its δ-derivative have Fourier
+    coefficients of modulus e^{-β} I_k(β) times 1/β, k/β and k²/β (up to the sign and the USA scale e^β,
+    which multiplies the velocity too); a dropped mode of the sampled kernel is at most twice the continuous
+    one (aliasing from |k| >= N/2), and ±k count twice, so the absolute error of every field is at most
+    ``tolerance`` times the mass.  At β = 0 the kernels are cos δ - 1, -sin δ, -cos δ: K = 1.
 
     Examples
     --------
     >>> degree(3.0, 4096), degree(50.0, 4096), degree(3.0, 16)
-    (24, 78, 8)
+    (22, 66, 8)
     """
     half = cells // 2
     if beta == 0:
         return min(1, half)
     k = np.arange(1, half + 1, dtype=float)
-    weight = np.maximum(1.0, np.maximum(k, k * k / beta)) / min(beta, 1.0)
-    terms = 4.0 * weight * ive(k, beta)
+    terms = 4.0 * k * k * ive(k, beta) / beta
     tail = np.cumsum(terms[::-1])[::-1]           # tail[j] = Σ_{k >= j+1} terms
-    above = np.flatnonzero(tail > tolerance * max(1.0, beta))
+    above = np.flatnonzero(tail > tolerance)
     return int(min(half, above[-1] + 1 if above.size else 0))
 
 

@@ -43,24 +43,26 @@ flux through the poles:
 
 Both are evaluated by the circle's kernels on the mirror image (m, m reversed) over 2N cells of the
 full circle, whose velocity is odd and slope even about the poles: minmod slopes vanish in the two polar
-cells and the two polar fluxes cancel exactly.  SSP-RK3 in time; each Euler stage keeps m >= 0 when
-dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind), sup|u| <= ``speed_bound`` (1 for SA); that is
-the default and largest accepted step.  Mass is conserved to round-off.
+cells and the two polar fluxes cancel exactly.  SSP-RK3 in time, by default with steps from the
+positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circle.solve``); a given dt
+runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
+sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_time_grid
+from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from .circle import CFL, isotropic_model
+from . import stepping
+from .circle import CFL, TIME_STEP, isotropic_model
 from .circle_kernels import FLUX_CODES, flux_pass
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
+__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "polar_grid", "cell_measures",
            "cell_masses", "log_ring_mean"]
 
 FLUXES = ("upwind2", "upwind")
@@ -263,6 +265,12 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     return float(CFL[flux] * (np.pi / _check_cells(cells)) / speed_bound(model))
 
 
+def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
+    """The default largest controlled step: max(``max_step``, ``circle.TIME_STEP`` / speed_bound(model)),
+    as ``circle.step_cap`` (it binds only where the speeds are small)."""
+    return max(max_step(model, cells, flux), TIME_STEP / speed_bound(_check_model(model)))
+
+
 def _check_masses(masses, name="masses"):
     m = as_density(masses, name)
     _check_cells(m.size)
@@ -293,8 +301,8 @@ def energy(masses, beta, d):
     return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size, "upwind").energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
+def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
+          progress=None, checkpoint=None, checkpoint_every=100, resume=False):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -314,7 +322,12 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
         The circle solver's fluxes (see the module docstring): second-order "upwind2" (default) or the
         first-order cell-centred donor cell "upwind".
     dt : float, optional
-        SSP-RK3 step, at most and by default ``max_step(model, cells, flux)`` (larger steps break positivity).
+        None (default): SSP-RK3 steps from the actual speeds, h_k = min(max_dt, cfl / rate(m_k)), rate the
+        forward-Euler positivity rate max_i out_i/(h m_i) of the current state, as in ``circle.solve``.  A
+        number: fixed steps of at most dt, refused above ``max_step(model, cells, flux)``.
+    max_dt, cfl : float, optional
+        Largest controlled step (default ``step_cap(model, cells, flux)``) and the fraction of the positivity
+        bound 1/rate a controlled step takes.
     progress, checkpoint, checkpoint_every, resume
         As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
         ``resume=True`` continues bit for bit.
@@ -324,7 +337,8 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     ZonalSolution
         .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
         .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
-        (flux, dt, max_dt, cells, steps, log_space_cells).
+        (flux, dt (None for controlled steps), max_dt, cells, nsteps, nfev, nrejected, hmin, hmax,
+        log_space_cells).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
@@ -332,14 +346,19 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
-    bound = max_step(model, cells, flux)
-    dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
     op = _Operator(model, d, cells, flux)
-    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, cells=cells)
+    if dt is None:
+        max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
+        rhs, cap = op, max_dt
+    else:
+        max_dt = max_step(model, cells, flux)
+        dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
+        rhs, cap = (lambda m: op(m)[0]), dt
+    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    masses, info = integrate(lambda m: op(m)[0], m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                             progress=progress)
-    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
+    masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+                             progress=progress, positivity=dt is None, cfl=cfl)
+    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells)
     theta, edges = polar_grid(cells)
     return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
                          mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import circle, particles, small, sphere, stepping
+from meanfield.solvers import circle, particles, small, sphere, stepping, zonal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = np.linspace(0.0, 2.0, 5)
@@ -121,6 +121,14 @@ def test_circle_finite_volumes(monkeypatch, tmp_path, dt, step, summation):
                             summation=summation, **kw)
     full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 15, 4, step)
     assert full.info["nsteps"] > 15 and full.info["summation"] == summation
+
+
+def test_zonal_controlled_steps(monkeypatch, tmp_path):
+    def solve(**kw):
+        return zonal.solve(mf.SA(4.0), lambda s: np.exp(2.0 * s), T, 4, cells=48, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "masses", "mass", "energy"], 15, 4,
+                                  "_positive_stages")
+    assert full.info["nsteps"] > 15 and full.info["dt"] is None
 
 
 def test_sphere_finite_volumes(monkeypatch, tmp_path):
