@@ -235,7 +235,8 @@ def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
     if diffusion > 0.0:
         scale = diffusion * inv_h * inv_h
         for i in range(n):
-            out[i] += scale * ((rho[i + 1] if i + 1 < n else rho[0]) - 2.0 * rho[i] + (rho[i - 1] if i > 0 else rho[n - 1]))
+            right = rho[i + 1] if i + 1 < n else rho[0]
+            out[i] += scale * (right - 2.0 * rho[i] + (rho[i - 1] if i > 0 else rho[n - 1]))
     return rate * inv_h + 2.0 * diffusion * inv_h * inv_h
 
 
