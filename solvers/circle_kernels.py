@@ -126,46 +126,31 @@ def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumul
     Φ~ < floor get 0 (the caller recomputes them in log space); returns how many there are."""
     n = fields.shape[1]
     tiny = 0
+    target = pot if flux >= 2 else u
     for i in range(n):
         du = 0.0
-        if flux >= 2:
-            if not normalised:
-                value = fields[0, i]
-            else:
-                phi = mass + beta * fields[0, i]
-                if phi < floor:
-                    tiny += 1
-                    value = 0.0
-                elif beta == 0.0:
-                    value = sign * fields[0, i] / mass
-                else:
-                    value = sign * math.log1p(beta * fields[0, i] / mass) / beta
-            if accumulate:
-                pot[i] += value
-            else:
-                pot[i] = value
-            continue
         if not normalised:
             value = fields[0, i]
             if flux == 0:
                 du = fields[1, i]
         else:
-            phi = mass + beta * fields[1, i]
+            q = fields[0 if flux >= 2 else 1, i]
+            phi = mass + beta * q
             if phi < floor:
                 tiny += 1
                 value = 0.0
+            elif flux >= 2:
+                value = sign * q / mass if beta == 0.0 else sign * math.log1p(beta * q / mass) / beta
             else:
                 value = fields[0, i] / phi
                 if flux == 0:
                     du = fields[2, i] / phi - sign * beta * value * value
         if accumulate:
-            u[i] += value
-            if flux == 0:
-                slope[i] += du
+            target[i] += value
+            slope[i] += du
         else:
-            u[i] = value
-            if flux == 0:
-                slope[i] = du
+            target[i] = value
+            slope[i] = du
     return tiny
 
 
