@@ -56,14 +56,14 @@ from meanfield.measures import sphere_area
 from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from . import stepping
+from . import gegenbauer, stepping
 from .circle import CFL, TIME_STEP, isotropic_model
 from .circle_kernels import FLUX_CODES, flux_pass
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "polar_grid", "cell_measures",
-           "cell_masses", "log_ring_mean"]
+__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "resolve_summation",
+           "polar_grid", "cell_measures", "cell_masses", "log_ring_mean"]
 
 FLUXES = ("upwind2", "upwind")
 DEFAULT_FLUX = "upwind2"
@@ -72,6 +72,8 @@ MIN_CELLS = 8
 SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or where ive underflows)
 LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to log-sum-exp
 FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
+SUMMATIONS = ("auto", "series", "direct")
+SERIES_FLOOR = 1e-6     # the Gegenbauer series is used while e^{-2β} >= this (E m >= e^{-2β} M)
 
 
 def _check_model(model):
@@ -150,12 +152,22 @@ def _check_cells(cells):
 class _Operator:
     """Kernel tables and the semi-discrete right-hand side for one model, dimension, grid and flux."""
 
-    def __init__(self, model, d, cells, flux=DEFAULT_FLUX):
+    def __init__(self, model, d, cells, flux=DEFAULT_FLUX, summation="direct"):
         self.model, self.d, self.cells, self.flux = model, d, cells, flux
         self.theta, _ = polar_grid(cells)
         self.h = np.pi / cells
+        self.cos = np.cos(self.theta)
+        self.bound = speed_bound(model)
+        self._work, self._zeros = np.empty((5, 2 * cells)), np.zeros(2 * cells)
+        self.log_space_cells = 0
+        self.summation = summation
+        if summation == "series":
+            self.series = gegenbauer.Series(model.beta, d, self.theta)
+            self.degree = self.series.degree
+            return
+        self.degree = None
         beta = model.beta
-        c, s = np.cos(self.theta), np.sin(self.theta)
+        c, s = self.cos, np.sin(self.theta)
         nu = 0.5 * (d - 3)
         a = beta * np.outer(s, s)
         log_m, ratio = _log_ring_mean_and_ratio(nu, a)
@@ -170,10 +182,6 @@ class _Operator:
             ratio_slope = 1.0 - ratio ** 2 - (2.0 * nu + 1.0) * ratio_over_a          # R'(a)
             bracket_slope = -np.outer(c, c) - ratio * np.outer(s, s) + beta * ratio_slope * np.outer(c * c, s * s)
             self.moved_slope = self.table * (beta * self.bracket ** 2 + bracket_slope)   # ∂_θ(E∘G) = E∘(βG² + ∂_θG)
-        self.cos = c
-        self.bound = speed_bound(model)
-        self._work, self._zeros = np.empty((5, 2 * cells)), np.zeros(2 * cells)
-        self.log_space_cells = 0
 
     def velocity(self, m):
         """u_i, the polar-angle velocity at the cell centres of the ring measure Σ_j m_j."""
@@ -187,13 +195,17 @@ class _Operator:
 
     def _fields(self, m, slope):
         model = self.model
-        m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
-        num = self.moved @ m_sum
-        dnum = self.moved_slope @ m_sum if slope else None
+        if self.summation == "series":      # E m >= e^{-2β} M >= 1e-6 M there (``resolve_summation``): no log space
+            den, num, dnum = self.series.fields(m, slope)
+        else:
+            m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
+            num = self.moved @ m_sum
+            dnum = self.moved_slope @ m_sum if slope else None
         if not model.normalised:
             scale = model.sign * np.exp(model.beta)
             return scale * num, (scale * dnum if slope else None), self.bound * m.sum()
-        den = self.table @ m_sum
+        if self.summation != "series":
+            den = self.table @ m_sum
         with np.errstate(invalid="ignore", divide="ignore"):
             u = num / den
             du = dnum / den - model.beta * u * u if slope else None
@@ -229,7 +241,8 @@ class _Operator:
         beta = self.model.beta
         if beta == 0:
             return 0.5 * float(m @ self.cos) ** 2
-        return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
+        quadratic = self.series.quadratic(m) if self.summation == "series" else m @ self.table @ m
+        return float(np.exp(beta + np.log(quadratic) - np.log(2.0 * beta)))
 
 
 def cell_masses(f0, d, cells=None):
@@ -263,6 +276,21 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     model = _check_model(model)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (np.pi / _check_cells(cells)) / speed_bound(model))
+
+
+def resolve_summation(model, summation="auto"):
+    """The field's summation: "direct" (the O(N²) kernel tables, with log-sum-exp rows for SA where E m is
+    tiny) or "series" (``gegenbauer``: O(N L), L the series degree); "auto" takes the series while
+    e^{-2β} >= ``SERIES_FLOOR``, where E m >= e^{-2β} M keeps SA's quotients accurate to 1e-10 relative
+    without log space (β <= 6.9)."""
+    as_choice(summation, "summation", SUMMATIONS)
+    fits = np.exp(-2.0 * model.beta) >= SERIES_FLOOR
+    if summation == "series" and not fits:
+        raise ValueError(f"summation='series' needs beta <= {-0.5 * np.log(SERIES_FLOOR):.3g} (E m can fall below "
+                         f"the series' round-off otherwise); got beta = {model.beta:g}: use 'direct' or 'auto'")
+    if summation == "auto":
+        return "series" if fits else "direct"
+    return summation
 
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
@@ -302,7 +330,7 @@ def energy(masses, beta, d):
 
 
 def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          progress=None, checkpoint=None, checkpoint_every=100, resume=False):
+          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -328,6 +356,10 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
     max_dt, cfl : float, optional
         Largest controlled step (default ``step_cap(model, cells, flux)``) and the fraction of the positivity
         bound 1/rate a controlled step takes.
+    summation : {"auto", "series", "direct"}
+        The field: the truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
+        reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).  info["summation"]
+        and info["degree"] say which ran.
     progress, checkpoint, checkpoint_every, resume
         As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
         ``resume=True`` continues bit for bit.
@@ -338,7 +370,7 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
         .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
         (flux, dt (None for controlled steps), max_dt, cells, nsteps, nfev, nrejected, hmin, hmax,
-        log_space_cells).
+        summation, degree, log_space_cells).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
@@ -346,7 +378,7 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
-    op = _Operator(model, d, cells, flux)
+    op = _Operator(model, d, cells, flux, resolve_summation(model, summation))
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
         rhs, cap = op, max_dt
@@ -354,11 +386,13 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         max_dt = max_step(model, cells, flux)
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
-    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells)
+    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
+                summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
                              progress=progress, positivity=dt is None, cfl=cfl)
-    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells)
+    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells,
+                summation=op.summation, degree=op.degree)
     theta, edges = polar_grid(cells)
     return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
                          mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,
