@@ -17,7 +17,8 @@ Geometries (one function each, chosen with ``--geometry``):
   head, same controlled steps) and ``fixed`` (the FFT field with fixed steps at the global bound: the
   method before issue 24, whose unfused Python-level stage is no longer callable).
 - zonal: SA β = 3 on S^2 (d = 3), f0(s) = e^{2s}, 512 ... 4096 cells, T = 0.5.  Contenders: ``new``
-  (controlled steps) and ``fixed`` (global bound); the field is the dense ring-kernel product in both.
+  (summation "auto": the Gegenbauer series, controlled steps), ``direct`` (the O(N²) kernel tables, same
+  controlled steps) and ``fixed`` (the tables with fixed steps at the global bound: the method before).
 
     python benchmarks/bench_density.py --geometry circle [--headline] [--quick] [--repeat 3] [--threads 1]
 """
@@ -32,8 +33,8 @@ import numpy as np
 
 CIRCLE_SIZES = (512, 1024, 2048, 4096, 8192, 16384)
 ZONAL_SIZES = (512, 1024, 2048, 4096)
-CONTENDERS = {"circle": ("new", "direct", "fixed"), "zonal": ("new", "fixed")}
-REFERENCE = {"circle": "direct", "zonal": "fixed"}
+CONTENDERS = {"circle": ("new", "direct", "fixed"), "zonal": ("new", "direct", "fixed")}
+REFERENCE = {"circle": "direct", "zonal": "direct"}
 
 
 def circle_case(cells, contender, T=2.0):
@@ -53,7 +54,8 @@ def zonal_case(cells, contender, T=0.5):
     import meanfield as mf
     from meanfield.solvers import zonal
     model = mf.SA(3.0)
-    options = {"new": {}, "fixed": dict(dt=zonal.max_step(model, cells))}[contender]
+    options = {"new": dict(summation="auto"), "direct": dict(summation="direct"),
+               "fixed": dict(summation="direct", dt=zonal.max_step(model, cells))}[contender]
     return (lambda T: zonal.solve(model, lambda s: np.exp(2.0 * s), [0.0, T], 3, cells=cells, progress=False,
                                   **options)), T
 
