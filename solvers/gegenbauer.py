@@ -13,8 +13,9 @@ moments M_l = Σ_j m_j P_l(cos θ_j) and a_l = e^{-β} c_l N_l (Σ_l a_l = 1), t
     E m = Σ_l a_l M_l P_l(cos θ_i),   (E∘G) m = Σ_l (a_l/β) M_l ∂_θ P_l,   ∂_θ(E∘G) m = Σ_l (a_l/β) M_l ∂²_θ P_l
 
 (∂_θ k = β k G): O(N L) work for L + 1 terms instead of the O(N²) tables.  ``degree`` keeps the terms
-until the dropped ones bound every field's absolute error by ``TRUNCATION`` times the mass (|P_l| <= 1,
-|∂_θ P_l| <= l(l+2λ)/(2λ+1), |∂²_θ P_l| <= (l(l+2λ))² / (2λ+1)).  At β = 0 the series is 1 + d s s'.
+until the dropped ones bound every field's absolute error by ``TRUNCATION`` times the mass (P_l, ∂_θ P_l
+and ∂²_θ P_l are bounded by 1, l(l+2λ)/(2λ+1) and (l(l+2λ))²/(2λ+1) in modulus).  At β = 0 the series is
+1 + d s s'.
 """
 import numpy as np
 from scipy.special import gammaln, ive
