@@ -8,7 +8,7 @@ against arc length with unit mass.  Equivalently u = ±(1/β) ∂_θ Φ (USA), �
 Grid: N cells [ih, (i+1)h], h = 2π/N, centres θ_i = (i + 1/2) h, masses m_i = ρ_i h, M = Σ m_i.
 The fields of the grid measure Σ_j m_j δ_{θ_j} are exact circulant convolutions of the kernels shifted
 by e^{-β} (so nothing overflows), evaluated by FFT (summation="direct", the reference path) or by the
-Fourier sum truncated where e^{-β} I_k(β) falls below round-off (summation="fourier",
+Fourier sum truncated where e^{-β} I_k(β) falls below round-off (summation="fast",
 ``circle_kernels``: K = 22 modes at β = 3, 66 at β = 50) in one fused Numba pass per stage:
 
     Φ_i = e^β Φ~_i,  Φ~_i = M + β q_i,  q_i = Σ_j m_j expm1(β(cos(θ_i-θ_j) - 1))/β   (→ cos - 1 at β = 0),
@@ -80,7 +80,7 @@ DEFAULT_FLUX = "upwind2"
 CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
 DEFAULT_CELLS = 512
 MIN_CELLS = 8
-SUMMATIONS = ("auto", "fourier", "direct")
+SUMMATIONS = ("auto", "fast", "direct")
 FOURIER_WORK = 1 << 18    # "auto" sums the field as a truncated Fourier series up to this many cells × modes
 TIME_STEP = 0.1           # default largest controlled step: TIME_STEP / speed_bound (or the global bound)
 RTOL = 1e-10          # relative accuracy kept for SA where Φ is tiny
@@ -165,7 +165,7 @@ def cell_angles(cells=DEFAULT_CELLS):
 class _Operator:
     """The centre velocities, slopes and potential of one head on one grid, with its kernel spectra.
 
-    summation "direct": the circulant sums by FFT (exact to round-off); "fourier": the truncated Fourier
+    summation "direct": the circulant sums by FFT (exact to round-off); "fast": the truncated Fourier
     sum (``circle_kernels``) over the ``degree`` modes the kernel needs."""
 
     def __init__(self, model, cells, flux, summation="direct"):
@@ -195,8 +195,8 @@ class _Operator:
         self.width = max(8, int(np.sqrt(cells)))      # source blocks of the direct sums
         self.log_space_cells = 0
         self.summation = summation
-        self.degree = kernels.degree(beta, cells) if summation == "fourier" else cells // 2
-        if summation == "fourier":
+        self.degree = kernels.degree(beta, cells) if summation == "fast" else cells // 2
+        if summation == "fast":
             self.tables = kernels.fourier_tables(cells, self.degree)
             k1 = self.degree + 1
             self.fourier_spectra = np.stack([self.spectra[:, :k1].real, self.spectra[:, :k1].imag], axis=-1)
@@ -204,7 +204,7 @@ class _Operator:
 
     def fields(self, rho):
         """The convolutions of ρ h with the flux's kernels, (F, N), and the mass M = Σ ρ_i h."""
-        if self.summation == "fourier":
+        if self.summation == "fast":
             out = np.empty((self.spectra.shape[0], self.cells))
             kernels.fourier_fields(rho, self.fourier_spectra, *self.tables, self._fold, self._small, out)
             return out, float(np.sum(rho)) * self.h
@@ -277,7 +277,7 @@ class _Stage:
     velocities, slopes, potentials and speed bounds add) on one grid: ``stage(ρ)`` returns
     (dρ/dt, rate), rate the forward-Euler positivity rate (``circle_kernels.flux_pass``).
 
-    summation "fourier": one fused Numba call (``circle_kernels.fused_stage``), falling back to the
+    summation "fast": one fused Numba call (``circle_kernels.fused_stage``), falling back to the
     per-head path when an SA cell needs log space; "direct": the FFT fields head by head, then the
     same flux pass."""
 
@@ -288,7 +288,7 @@ class _Stage:
         self.heads = [_Operator(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         self.code = kernels.FLUX_CODES[flux]
         self._work = np.empty((5, cells))
-        if summation == "fourier":
+        if summation == "fast":
             k1 = max(op.degree for op in self.heads) + 1
             nf = max(op.spectra.shape[0] for op in self.heads)
             self.spectra = np.zeros((len(self.heads), nf, k1, 2))
@@ -319,7 +319,7 @@ class _Stage:
 
     def __call__(self, rho):
         out = np.empty(self.cells)
-        if self.summation == "fourier":
+        if self.summation == "fast":
             rate, tiny = kernels.fused_stage(rho, self.params, self.spectra, *self.tables, self.h, self.code,
                                              self.diffusion, self._fields, self._centre, self._fold, self._small,
                                              self._work, out)
@@ -341,15 +341,15 @@ class _Stage:
 
 
 def resolve_summation(model, cells, summation="auto"):
-    """The field's summation: "fourier" (the truncated Fourier sum in the fused Numba stage) or "direct"
-    (the exact circulant sums by FFT, head by head); "auto" takes "fourier" while its O(N K) work,
+    """The field's summation: "fast" (the truncated Fourier sum in the fused Numba stage) or "direct"
+    (the exact circulant sums by FFT, head by head); "auto" takes "fast" while its O(N K) work,
     K = ``circle_kernels.degree``, is below ``FOURIER_WORK`` (measured crossover with the FFT path,
     benchmarks/bench_density.py)."""
     as_choice(summation, "summation", SUMMATIONS)
     if summation != "auto":
         return summation
     degree = max(kernels.degree(head.beta, cells) for head in getattr(model, "heads", (model,)))
-    return "fourier" if cells * (degree + 1) <= FOURIER_WORK else "direct"
+    return "fast" if cells * (degree + 1) <= FOURIER_WORK else "direct"
 
 
 def _stage(model, cells, flux, summation="auto", diffusion=0.0):
@@ -481,7 +481,7 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt
         Largest controlled step (default ``step_cap(model, cells, flux)``).
     cfl : float
         Fraction in (0, 1] of the positivity bound 1/rate a controlled step takes (default 0.9).
-    summation : {"auto", "fourier", "direct"}
+    summation : {"auto", "fast", "direct"}
         The field: the truncated Fourier sum in one fused Numba pass, or the exact FFT sums (the reference
         path); "auto" picks by cost (``resolve_summation``).  info["summation"] and info["degree"] say which.
     progress, checkpoint, checkpoint_every, resume

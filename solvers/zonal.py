@@ -72,7 +72,7 @@ MIN_CELLS = 8
 SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or where ive underflows)
 LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to log-sum-exp
 FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
-SUMMATIONS = ("auto", "series", "direct")
+SUMMATIONS = ("auto", "fast", "direct")
 SERIES_FLOOR = 1e-6     # the Gegenbauer series is used while e^{-2β} >= this (E m >= e^{-2β} M)
 
 
@@ -161,7 +161,7 @@ class _Operator:
         self._work, self._zeros = np.empty((5, 2 * cells)), np.zeros(2 * cells)
         self.log_space_cells = 0
         self.summation = summation
-        if summation == "series":
+        if summation == "fast":
             self.series = gegenbauer.Series(model.beta, d, self.theta)
             self.degree = self.series.degree
             return
@@ -195,7 +195,7 @@ class _Operator:
 
     def _fields(self, m, slope):
         model = self.model
-        if self.summation == "series":      # E m >= e^{-2β} M >= 1e-6 M there (``resolve_summation``): no log space
+        if self.summation == "fast":      # E m >= e^{-2β} M >= 1e-6 M there (``resolve_summation``): no log space
             den, num, dnum = self.series.fields(m, slope)
         else:
             m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
@@ -204,7 +204,7 @@ class _Operator:
         if not model.normalised:
             scale = model.sign * np.exp(model.beta)
             return scale * num, (scale * dnum if slope else None), self.bound * m.sum()
-        if self.summation != "series":
+        if self.summation != "fast":
             den = self.table @ m_sum
         with np.errstate(invalid="ignore", divide="ignore"):
             u = num / den
@@ -241,7 +241,7 @@ class _Operator:
         beta = self.model.beta
         if beta == 0:
             return 0.5 * float(m @ self.cos) ** 2
-        quadratic = self.series.quadratic(m) if self.summation == "series" else m @ self.table @ m
+        quadratic = self.series.quadratic(m) if self.summation == "fast" else m @ self.table @ m
         return float(np.exp(beta + np.log(quadratic) - np.log(2.0 * beta)))
 
 
@@ -280,16 +280,16 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
 
 def resolve_summation(model, summation="auto"):
     """The field's summation: "direct" (the O(N²) kernel tables, with log-sum-exp rows for SA where E m is
-    tiny) or "series" (``gegenbauer``: O(N L), L the series degree); "auto" takes the series while
+    tiny) or "fast" (``gegenbauer``: O(N L), L the series degree); "auto" takes the series while
     e^{-2β} >= ``SERIES_FLOOR``, where E m >= e^{-2β} M keeps SA's quotients accurate to 1e-10 relative
     without log space (β <= 6.9)."""
     as_choice(summation, "summation", SUMMATIONS)
     fits = np.exp(-2.0 * model.beta) >= SERIES_FLOOR
-    if summation == "series" and not fits:
-        raise ValueError(f"summation='series' needs beta <= {-0.5 * np.log(SERIES_FLOOR):.3g} (E m can fall below "
+    if summation == "fast" and not fits:
+        raise ValueError(f"summation='fast' needs beta <= {-0.5 * np.log(SERIES_FLOOR):.3g} (E m can fall below "
                          f"the series' round-off otherwise); got beta = {model.beta:g}: use 'direct' or 'auto'")
     if summation == "auto":
-        return "series" if fits else "direct"
+        return "fast" if fits else "direct"
     return summation
 
 
@@ -356,7 +356,7 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
     max_dt, cfl : float, optional
         Largest controlled step (default ``step_cap(model, cells, flux)``) and the fraction of the positivity
         bound 1/rate a controlled step takes.
-    summation : {"auto", "series", "direct"}
+    summation : {"auto", "fast", "direct"}
         The field: the truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
         reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).  info["summation"]
         and info["degree"] say which ran.

@@ -112,7 +112,7 @@ def test_particles_batched_models_and_weights(monkeypatch, tmp_path, model):
     assert full.x.shape == (5, 3, 7, 3)
 
 
-@pytest.mark.parametrize("summation", ["fourier", "direct"])
+@pytest.mark.parametrize("summation", ["fast", "direct"])
 @pytest.mark.parametrize("dt, step", [(0.04, "fixed_step"), (None, "_positive_stages")], ids=["fixed", "controlled"])
 def test_circle_finite_volumes(monkeypatch, tmp_path, dt, step, summation):
     """Fixed steps, and steps from the positivity rate (one ``_positive_stages`` call per attempt)."""
