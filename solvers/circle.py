@@ -6,14 +6,16 @@ Z = Φ(θ) = ∫ e^{β cos(θ-θ')} ρ(θ') dθ' (SA) or 1 (USA), sign - for V =
 against arc length with unit mass.  Equivalently u = ±(1/β) ∂_θ Φ (USA), ±(1/β) ∂_θ log Φ (SA).
 
 Grid: N cells [ih, (i+1)h], h = 2π/N, centres θ_i = (i + 1/2) h, masses m_i = ρ_i h, M = Σ m_i.
-The fields of the grid measure Σ_j m_j δ_{θ_j} are exact circulant convolutions, evaluated by
-FFT with the kernels shifted by e^{-β} (so nothing overflows):
+The fields of the grid measure Σ_j m_j δ_{θ_j} are exact circulant convolutions of the kernels shifted
+by e^{-β} (so nothing overflows), evaluated by FFT (summation="direct", the reference path) or by the
+Fourier sum truncated where e^{-β} I_k(β) falls below round-off (summation="fast",
+``circle_kernels``: K = 22 modes at β = 3, 66 at β = 50) in one fused Numba pass per stage:
 
     Φ_i = e^β Φ~_i,  Φ~_i = M + β q_i,  q_i = Σ_j m_j expm1(β(cos(θ_i-θ_j) - 1))/β   (→ cos - 1 at β = 0),
     g_i = Σ_j m_j e^{β(cos(θ_i-θ_j) - 1)} sin(θ_j-θ_i),
     u_i = ±e^β g_i (USA),  ±g_i / Φ~_i (SA).
 
-The FFT's absolute error is below 1.4 ε log2(N) M (measured); where Φ~_i < τ M,
+The FFT's absolute error is below 1.4 ε log2(N) M (measured; the truncation adds at most 1e-16 M); where Φ~_i < τ M,
 τ = 4 ε log2(N) / 1e-10, the SA quantities of cell i are recomputed by direct log-sum-exp over the
 sources (``_log_space_sums``: blocks of √N sources whose largest possible term is below e^{-40}
 times a known term are skipped), so SA keeps relative accuracy 1e-10 where Φ is tiny, for any β.
@@ -24,7 +26,7 @@ Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h; one vocabulary of fl
 - flux="upwind2" (default): second-order cell-centred upwind.  Minmod states ρ^E_i = ρ_i + σ_i/2,
   ρ^W_i = ρ_i - σ_i/2, σ_i = minmod(ρ_{i+1} - ρ_i, ρ_i - ρ_{i-1}), and face velocities extrapolated
   from the centre with the exact derivative of the discrete field, u^E_i = u_i + (h/2) u'_i,
-  u^W_i = u_i - (h/2) u'_i (``_Operator.velocity_and_slope``), clipped to the speed bound:
+  u^W_i = u_i - (h/2) u'_i (``_Operator.centre``), clipped to the speed bound:
   F_{i+1/2} = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-.  Both face values are second order on
   smooth data, and the uniform density stays exactly at rest (u = u' = 0).  At a face of a cell that is part of a
   cluster narrower than about two cells (|ρ_{i+1} - 2ρ_i + ρ_{i-1}| > ``UNRESOLVED`` · max of the
@@ -43,10 +45,13 @@ Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h; one vocabulary of fl
 - flux="tpfa": the same two-point potential-difference flux without reconstruction (σ = 0),
   first order, energy monotone, pins one-cell clusters.
 
-SSP-RK3 in time.  Each forward-Euler stage keeps ρ ≥ 0 when dt · sup|u| ≤ CFL · h with
-CFL = 1 (upwind, tpfa), 1/2 (upwind2, muscl) and sup|u| = ``theory.speed_bound(model)`` (1 for SA); that is
-the default step and larger ones are refused.  Mass is conserved to round-off (each flux leaves
-one cell and enters its neighbour).
+SSP-RK3 in time.  A forward-Euler stage keeps ρ ≥ 0 when dt · rate ≤ 1, rate = max_i out_i/(h ρ_i) the
+actual outflow of the state (``circle_kernels.flux_pass``); by default every step is chosen from it,
+h_k = min(max_dt, 0.9/rate), every later stage checked, output times hit exactly (``stepping.integrate``
+with ``positivity=True``).  A given dt runs fixed steps, refused above the global bound
+dt · sup|u| ≤ CFL · h with CFL = 1 (upwind, tpfa), 1/2 (upwind2, muscl) and sup|u| =
+``theory.speed_bound(model)`` (1 for SA), which the rate never exceeds.  Mass is conserved to round-off
+(each flux leaves one cell and enters its neighbour).
 """
 from . import _numba_env  # noqa: F401
 
@@ -62,129 +67,29 @@ from meanfield.models import SA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
-from .diffusion import as_diffusion, circle_laplacian, circle_rate, combined_step
+from . import circle_kernels as kernels
+from .diffusion import as_diffusion, circle_rate, combined_step
 from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
-from .stepping import Checkpoint, integrate
+from . import stepping
+from .stepping import Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "cell_angles"]
+__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "cell_angles",
+           "resolve_summation"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
 CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
 DEFAULT_CELLS = 512
 MIN_CELLS = 8
-UNRESOLVED = 0.5      # upwind2 falls back to the first-order upwind flux at faces of such cells
+SUMMATIONS = ("auto", "fast", "direct")
+FOURIER_WORK = 1 << 18    # "auto" sums the field as a truncated Fourier series up to this many cells × modes
+TIME_STEP = 0.1           # default largest controlled step: TIME_STEP / speed_bound (or the global bound)
 RTOL = 1e-10          # relative accuracy kept for SA where Φ is tiny
 FFT_ERROR = 4.0       # |FFT convolution error| <= FFT_ERROR ε log2(N) M (measured: below 1.4)
 CUTOFF = 40.0         # direct sums drop terms below e^{-40} times the largest (N e^{-40} < 1e-12)
 PARALLEL_WORK = 1 << 22   # direct sums run multi-threaded above this many terms
 SEPARATE_ROWS = 8192      # from this many cells, inverse FFTs run one row at a time (faster)
 MAX_USA_BETA = float(np.log(np.finfo(float).max))    # e^β overflows beyond 709.78
-
-
-@njit(cache=True)
-def _upwind_divergence(rho, u, inv_h, out):
-    """out_i = -(F_{i+1/2} - F_{i-1/2})/h, F_{i+1/2} = ρ_i u_i^+ + ρ_{i+1} u_{i+1}^- (periodic)."""
-    n = rho.shape[0]
-    f_left = rho[n - 1] * max(u[n - 1], 0.0) + rho[0] * min(u[0], 0.0)
-    for i in range(n):
-        j = i + 1 if i + 1 < n else 0
-        f_right = rho[i] * max(u[i], 0.0) + rho[j] * min(u[j], 0.0)
-        out[i] = (f_left - f_right) * inv_h
-        f_left = f_right
-
-
-@njit(cache=True, inline="always")
-def _minmod(a, b):
-    if a * b <= 0.0:
-        return 0.0
-    return a if abs(a) < abs(b) else b
-
-
-@njit(cache=True)
-def _muscl_divergence(rho, pot, inv_h, limited, out):
-    """out_i = -(F_{i+1/2} - F_{i-1/2})/h with u_{i+1/2} = (P_{i+1} - P_i)/h and minmod states
-    ρ^E_i = ρ_i + σ_i/2 (left of the face), ρ^W_{i+1} = ρ_{i+1} - σ_{i+1}/2 (right); σ = 0 unless
-    ``limited`` (the first-order two-point flux)."""
-    n = rho.shape[0]
-    half_slope = np.zeros(n)
-    for i in range(n):
-        left = rho[i] - rho[i - 1]          # rho[-1] is the last cell: periodic
-        right = rho[i + 1 if i + 1 < n else 0] - rho[i]
-        if limited:
-            half_slope[i] = 0.5 * _minmod(left, right)
-    fluxes = np.empty(n)
-    for i in range(n):
-        j = i + 1 if i + 1 < n else 0
-        uf = (pot[j] - pot[i]) * inv_h
-        fluxes[i] = max(uf, 0.0) * (rho[i] + half_slope[i]) + min(uf, 0.0) * (rho[j] - half_slope[j])
-    for i in range(n):
-        out[i] = (fluxes[i - 1] - fluxes[i]) * inv_h
-
-
-@njit(cache=True, inline="always")
-def _unresolved(rho, i):
-    """Cell i is part of a cluster narrower than about two cells: |ρ_{i+1} - 2ρ_i + ρ_{i-1}| exceeds
-    ``UNRESOLVED`` times the largest of the three (a smooth profile of width w cells has ≈ 1/w²)."""
-    n = rho.shape[0]
-    a = rho[i - 1]
-    c = rho[i + 1 if i + 1 < n else 0]
-    return abs(a - 2.0 * rho[i] + c) > UNRESOLVED * max(a, rho[i], c)
-
-
-@njit(cache=True)
-def _upwind2_divergence(rho, u, slope, bound, h, out):
-    """out_i = -(F_{i+1/2} - F_{i-1/2})/h with minmod states ρ^E_i = ρ_i + σ_i/2, ρ^W_i = ρ_i - σ_i/2
-    and face velocities extrapolated from the cell centres along the field of the other cells,
-    u^E_i = u_i + (h/2) u'_i, u^W_i = u_i - (h/2) u'_i (clipped to [-bound, bound]):
-    F_{i+1/2} = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-."""
-    n = rho.shape[0]
-    half = np.empty(n)
-    east = np.empty(n)
-    west = np.empty(n)
-    for i in range(n):
-        half[i] = 0.5 * _minmod(rho[i] - rho[i - 1], rho[i + 1 if i + 1 < n else 0] - rho[i])
-        du = 0.5 * h * slope[i]
-        east[i] = max(min(u[i] + du, bound), -bound)
-        west[i] = max(min(u[i] - du, bound), -bound)
-    inv_h = 1.0 / h
-    fluxes = np.empty(n)
-    for i in range(n):
-        j = i + 1 if i + 1 < n else 0
-        if _unresolved(rho, i) or _unresolved(rho, j):   # a cluster one or two cells wide: DLV
-            fluxes[i] = rho[i] * max(u[i], 0.0) + rho[j] * min(u[j], 0.0)
-        else:
-            fluxes[i] = (rho[i] + half[i]) * max(east[i], 0.0) + (rho[j] - half[j]) * min(west[j], 0.0)
-    for i in range(n):
-        out[i] = (fluxes[i - 1] - fluxes[i]) * inv_h
-
-
-@njit(cache=True)
-def _softmax_velocity(g, q, mass, beta, floor, phi, u):
-    """Φ~_i = M + β q_i and u_i = g_i / Φ~_i; returns how many cells have Φ~_i < floor."""
-    tiny = 0
-    for i in range(g.shape[0]):
-        phi[i] = mass + beta * q[i]
-        u[i] = g[i] / phi[i] if phi[i] >= floor else 0.0
-        tiny += phi[i] < floor
-    return tiny
-
-
-@njit(cache=True)
-def _log_potential(q, mass, beta, sign, floor, phi, pot):
-    """Φ~_i = M + β q_i and P_i = ±log(Φ~_i/M)/β = ±log1p(β q_i/M)/β (±q_i/M at β = 0);
-    returns how many cells have Φ~_i < floor."""
-    tiny = 0
-    for i in range(q.shape[0]):
-        phi[i] = mass + beta * q[i]
-        if phi[i] < floor:
-            tiny += 1
-            pot[i] = 0.0
-        elif beta == 0.0:
-            pot[i] = sign * q[i] / mass
-        else:
-            pot[i] = sign * math.log1p(beta * q[i] / mass) / beta
-    return tiny
 
 
 @njit(cache=True, inline="always")
@@ -258,23 +163,13 @@ def cell_angles(cells=DEFAULT_CELLS):
     return (np.arange(cells) + 0.5) * (2 * np.pi / cells)
 
 
-def _divergence(op, rho):
-    """dρ/dt = -(F_{i+1/2} - F_{i-1/2})/h for the flux ``op.flux``, from the centre velocities and
-    slopes (upwind2), velocities (upwind) or potential (muscl, tpfa) that ``op`` evaluates."""
-    out = np.empty(op.cells)
-    if op.flux == "upwind2":
-        _upwind2_divergence(rho, *op.velocity_and_slope(rho), op.h, out)
-    elif op.flux == "upwind":
-        _upwind_divergence(rho, op.velocity(rho), 1.0 / op.h, out)
-    else:
-        _muscl_divergence(rho, op.potential(rho), 1.0 / op.h, op.flux == "muscl", out)
-    return out
-
-
 class _Operator:
-    """The semi-discrete right-hand side for one model, grid and flux, with its kernel spectra."""
+    """The centre velocities, slopes and potential of one head on one grid, with its kernel spectra.
 
-    def __init__(self, model, cells, flux):
+    summation "direct": the circulant sums by FFT (exact to round-off); "fast": the truncated Fourier
+    sum (``circle_kernels``) over the ``degree`` modes the kernel needs."""
+
+    def __init__(self, model, cells, flux, summation="direct"):
         self.model, self.cells, self.flux = model, cells, flux
         self.h = 2 * np.pi / cells
         beta = model.beta
@@ -288,23 +183,37 @@ class _Operator:
         g_hat = scale * self.h * scipy.fft.rfft(-np.exp(shift) * self.sin)
         # G' kernel e^{β(cos δ - 1)} (β sin²δ - cos δ): the θ-derivative of the G kernel
         dg_hat = scale * self.h * scipy.fft.rfft(np.exp(shift) * (beta * self.sin ** 2 - self.cos))
-        # the convolutions each flux needs, stacked for one batched inverse FFT
-        self.centre_spectra = np.array([g_hat, self.q_hat] if model.normalised else [g_hat])
-        self.slope_spectra = np.array([g_hat, self.q_hat, dg_hat] if model.normalised else [g_hat, dg_hat])
-        self.face_spectra = np.array([self.q_hat if model.normalised else scale * self.q_hat])
+        # the convolutions each flux needs (``circle_kernels.centre_velocities`` reads them in this order)
+        if flux == "upwind2":
+            spectra = [g_hat, self.q_hat, dg_hat] if model.normalised else [g_hat, dg_hat]
+        elif flux == "upwind":
+            spectra = [g_hat, self.q_hat] if model.normalised else [g_hat]
+        else:
+            spectra = [self.q_hat if model.normalised else scale * self.q_hat]
+        self.spectra = np.array(spectra)
         self.bound = speed_bound(model)
         self.tau = FFT_ERROR * np.finfo(float).eps * np.log2(cells) / RTOL
         self.width = max(8, int(np.sqrt(cells)))      # source blocks of the direct sums
         self.log_space_cells = 0
+        self.summation = summation
+        self.degree = kernels.degree(beta, cells) if summation == "fast" else cells // 2
+        if summation == "fast":
+            self.tables = kernels.fourier_tables(cells, self.degree)
+            k1 = self.degree + 1
+            self.fourier_spectra = np.stack([self.spectra[:, :k1].real, self.spectra[:, :k1].imag], axis=-1)
+            self._fold, self._small = np.empty((2, cells)), np.empty((4, k1))
 
-    def _convolve(self, rho, spectra):
-        """Circulant convolutions of the masses ρ h with the kernels (one per row of ``spectra``);
-        also M = Σ ρ_i h.  pocketfft's batched transform is slower than separate ones for long rows."""
+    def fields(self, rho):
+        """The convolutions of ρ h with the flux's kernels, (F, N), and the mass M = Σ ρ_i h."""
+        if self.summation == "fast":
+            out = np.empty((self.spectra.shape[0], self.cells))
+            kernels.fourier_fields(rho, self.fourier_spectra, *self.tables, self._fold, self._small, out)
+            return out, float(np.sum(rho)) * self.h
         r = scipy.fft.rfft(rho)
         mass = r[0].real * self.h
-        if spectra.ndim == 2 and self.cells >= SEPARATE_ROWS:
-            return [scipy.fft.irfft(r * s, n=self.cells) for s in spectra], mass
-        return scipy.fft.irfft(r * spectra, n=self.cells), mass
+        if self.cells >= SEPARATE_ROWS:    # pocketfft's batched transform is slower for long rows
+            return np.array([scipy.fft.irfft(r * s, n=self.cells) for s in self.spectra]), mass
+        return scipy.fft.irfft(r * self.spectra, n=self.cells), mass
 
     def _log_space(self, rho, bad):
         """Direct log Φ~ and SA velocity (sign applied) at the cells ``bad``."""
@@ -319,57 +228,44 @@ class _Operator:
         kernel(log_m, block_max, block_arg, self.width, self.cos, self.sin, self.model.beta, bad, log_phi, vel)
         return log_phi, self.model.sign * vel
 
+    def centre(self, rho, centre=None):
+        """Add this head's (u, u', P) at the cell centres to ``centre`` (3, N) (a new zero array if None);
+        return (centre, this head's speed bound).
+
+        upwind2: u and u' = du/dθ (the derivative of the grid measure's field, its own cell included);
+        USA u = ±e^β G, u' = ±e^β G'; SA u = ±G/Φ~, u' = ±G'/Φ~ - ±β u² (Φ~' = β G).  upwind: u.  muscl,
+        tpfa: the potential P with u_{i+1/2} = (P_{i+1} - P_i)/h.  Where SA's Φ~ is below the FFT's
+        accuracy, u (or P) comes from log space and u' = 0 there."""
+        model = self.model
+        fields, mass = self.fields(rho)
+        mine = np.zeros((3, self.cells))
+        code = kernels.FLUX_CODES[self.flux]
+        floor = self.tau * mass
+        if kernels.centre_velocities(fields, mass, model.beta, float(model.sign), model.normalised, code, floor,
+                                     False, mine[0], mine[1], mine[2]):
+            bad = np.flatnonzero(mass + model.beta * fields[0 if code >= 2 else 1] < floor)
+            log_phi, vel = self._log_space(rho, bad)
+            if code >= 2:
+                mine[2, bad] = (model.sign / model.beta) * (log_phi - np.log(mass))
+            else:
+                mine[0, bad] = vel
+        centre = mine if centre is None else centre + mine
+        return centre, self.bound * (1.0 if model.normalised else mass)
+
     def velocity(self, rho):
-        """u_i at the cell centres (the upwind flux's velocity)."""
-        fields, mass = self._convolve(rho, self.centre_spectra)
-        if not self.model.normalised:
-            return fields[0]
-        phi, u = np.empty(self.cells), np.empty(self.cells)
-        floor = self.tau * mass
-        if _softmax_velocity(fields[0], fields[1], mass, self.model.beta, floor, phi, u):
-            bad = np.flatnonzero(phi < floor)
-            u[bad] = self._log_space(rho, bad)[1]
-        return u
-
-    def velocity_and_slope(self, rho):
-        """(u_i, u'_i, bound): the centre velocities, their θ-derivatives (the derivative of the
-        grid measure's field, its own cell included) and the speed bound.
-
-        USA: u' = ±e^β G'_i.  SA: u = ±G/Φ~, u' = ±G'_i/Φ~_i - ±β u_i² (Φ~' = β G); where Φ~ is
-        below the FFT's accuracy (SA, large β) u comes from log space and u' = 0 there."""
-        fields, mass = self._convolve(rho, self.slope_spectra)
-        if not self.model.normalised:
-            return fields[0], fields[1], self.bound * mass
-        phi, u = np.empty(self.cells), np.empty(self.cells)
-        floor = self.tau * mass
-        tiny = _softmax_velocity(fields[0], fields[1], mass, self.model.beta, floor, phi, u)
-        slope = fields[2] / np.maximum(phi, floor) - (self.model.sign * self.model.beta) * u * u
-        if tiny:
-            bad = np.flatnonzero(phi < floor)
-            u[bad] = self._log_space(rho, bad)[1]
-            slope[bad] = 0.0
-        return u, slope, self.bound
+        """u_i at the cell centres."""
+        return self.centre(rho)[0][0]
 
     def potential(self, rho):
         """P_i with u_{i+1/2} = (P_{i+1} - P_i)/h (the MUSCL flux's potential)."""
-        fields, mass = self._convolve(rho, self.face_spectra)
-        if not self.model.normalised:
-            return fields[0]
-        beta, sign = self.model.beta, self.model.sign
-        phi, pot = np.empty(self.cells), np.empty(self.cells)
-        floor = self.tau * mass
-        if _log_potential(fields[0], mass, beta, sign, floor, phi, pot):
-            bad = np.flatnonzero(phi < floor)
-            pot[bad] = (sign / beta) * (self._log_space(rho, bad)[0] - np.log(mass))
-        return pot
-
-    def __call__(self, rho):
-        return _divergence(self, rho)
+        return self.centre(rho)[0][2]
 
     def energy(self, rho):
         """E_β = (1/2β) Σ_ij m_i m_j e^{β cos(θ_i-θ_j)} = e^β (M² + β Σ_i m_i q_i)/(2β);
         at β = 0 the limit (1/2)|Σ_i m_i x_i|² = (1/2)(M² + Σ_i m_i q_i)."""
-        q, mass = self._convolve(rho, self.q_hat)
+        r = scipy.fft.rfft(rho)
+        mass = r[0].real * self.h
+        q = scipy.fft.irfft(r * self.q_hat, n=self.cells)
         beta = self.model.beta
         mq = self.h * float(rho @ q)
         if beta == 0:
@@ -377,43 +273,98 @@ class _Operator:
         return float(np.exp(beta + np.log(mass * mass + beta * mq)) / (2 * beta))
 
 
-class _HeadSum:
-    """The right-hand side of a MultiHead model whose heads are all isotropic: the velocity is
-    the sum of the heads' fields, u = Σ_h u_h (and u' = Σ_h u'_h, the bound Σ_h bound_h, the
-    potential P = Σ_h P_h, since u_{i+1/2} = (P_{i+1} - P_i)/h is linear in P)."""
+class _Stage:
+    """The semi-discrete right-hand side of a model (one head, or a MultiHead of isotropic heads whose
+    velocities, slopes, potentials and speed bounds add) on one grid: ``stage(ρ)`` returns
+    (dρ/dt, rate), rate the forward-Euler positivity rate (``circle_kernels.flux_pass``).
 
-    def __init__(self, model, cells, flux):
-        self.model, self.cells, self.flux = model, cells, flux
+    summation "fast": one fused Numba call (``circle_kernels.fused_stage``), falling back to the
+    per-head path when an SA cell needs log space; "direct": the FFT fields head by head, then the
+    same flux pass."""
+
+    def __init__(self, model, cells, flux, summation="direct", diffusion=0.0):
+        self.model, self.cells, self.flux, self.diffusion = model, cells, flux, diffusion
         self.h = 2 * np.pi / cells
-        self.heads = [_Operator(head, cells, flux) for head in model.heads]
+        self.summation = summation
+        self.heads = [_Operator(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
+        self.code = kernels.FLUX_CODES[flux]
+        self._work = np.empty((5, cells))
+        if summation == "fast":
+            k1 = max(op.degree for op in self.heads) + 1
+            nf = max(op.spectra.shape[0] for op in self.heads)
+            self.spectra = np.zeros((len(self.heads), nf, k1, 2))
+            for k, op in enumerate(self.heads):
+                self.spectra[k, :op.spectra.shape[0], :op.degree + 1] = op.fourier_spectra
+            self.params = np.array([[op.model.beta, op.model.sign, op.model.normalised, op.tau, op.bound,
+                                     op.spectra.shape[0]] for op in self.heads], dtype=float)
+            self.tables = kernels.fourier_tables(cells, k1 - 1)
+            self._fields, self._centre = np.empty((nf, cells)), np.empty((3, cells))
+            self._fold, self._small = np.empty((2, cells)), np.empty((4, k1))
+
+    @property
+    def degree(self):
+        """The Fourier degree K of the field (N/2 for the exact FFT sums)."""
+        return max(op.degree for op in self.heads)
 
     @property
     def log_space_cells(self):
         return max(op.log_space_cells for op in self.heads)
 
-    def velocity(self, rho):
-        return sum(op.velocity(rho) for op in self.heads)
-
-    def velocity_and_slope(self, rho):
-        parts = [op.velocity_and_slope(rho) for op in self.heads]
-        return tuple(sum(p[k] for p in parts) for k in range(3))
-
-    def potential(self, rho):
-        return sum(op.potential(rho) for op in self.heads)
+    def centre(self, rho):
+        """(u, u', P) at the cell centres summed over the heads, and the summed speed bound."""
+        centre, bound = None, 0.0
+        for op in self.heads:
+            centre, speed = op.centre(rho, centre)
+            bound += speed
+        return centre, bound
 
     def __call__(self, rho):
-        return _divergence(self, rho)
+        out = np.empty(self.cells)
+        if self.summation == "fast":
+            rate, tiny = kernels.fused_stage(rho, self.params, self.spectra, *self.tables, self.h, self.code,
+                                             self.diffusion, self._fields, self._centre, self._fold, self._small,
+                                             self._work, out)
+            if not tiny:
+                return out, rate
+        centre, bound = self.centre(rho)
+        rate = kernels.flux_pass(rho, centre[0], centre[1], centre[2], bound, self.h, self.code, self.diffusion,
+                                 self._work, out)
+        return out, rate
 
     def energy(self, rho):
-        """Σ_h ±E_{β_h} where every head is USA (the field is then its Wasserstein gradient);
-        NaN otherwise (SA heads: no common gradient structure)."""
+        """E_β (one head); for a MultiHead Σ_h ±E_{β_h} when every head is USA (the field is then its
+        Wasserstein gradient), NaN otherwise (SA heads: no common gradient structure)."""
+        if not isinstance(self.model, MultiHead):
+            return self.heads[0].energy(rho)
         if any(h.normalised for h in self.model.heads):
             return np.nan
         return sum(h.sign * op.energy(rho) for h, op in zip(self.model.heads, self.heads))
 
 
-def _operator(model, cells, flux):
-    return (_HeadSum if isinstance(model, MultiHead) else _Operator)(model, cells, flux)
+def resolve_summation(model, cells, summation="auto"):
+    """The field's summation: "fast" (the truncated Fourier sum in the fused Numba stage) or "direct"
+    (the exact circulant sums by FFT, head by head); "auto" takes "fast" while its O(N K) work,
+    K = ``circle_kernels.degree``, is below ``FOURIER_WORK`` (measured crossover with the FFT path,
+    benchmarks/bench_density.py)."""
+    as_choice(summation, "summation", SUMMATIONS)
+    if summation != "auto":
+        return summation
+    degree = max(kernels.degree(head.beta, cells) for head in getattr(model, "heads", (model,)))
+    return "fast" if cells * (degree + 1) <= FOURIER_WORK else "direct"
+
+
+def _stage(model, cells, flux, summation="auto", diffusion=0.0):
+    return _Stage(model, cells, flux, resolve_summation(model, cells, summation), diffusion)
+
+
+def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
+    """The default largest step of the positivity-controlled solve: the larger of the global bound
+    ``max_step(model, cells, flux)`` (the old fixed step) and ``TIME_STEP`` / speed_bound(model).  It binds
+    only where the speeds, hence the positivity rate, are small (near the uniform state), where it keeps
+    λ dt <= 0.1 · λ/speed_bound for the linear growth rates λ (SA: λ <= 2/e ≈ 0.74 for every β, since
+    λ_l = l² I_l(β)/(β I_0(β)); USA: λ and speed_bound both grow like e^β/sqrt(β))."""
+    model = isotropic_model(model, multihead=True)
+    return max(max_step(model, cells, flux), float(TIME_STEP / speed_bound(model)))
 
 
 def isotropic_model(model, solver="circle", why="", multihead=False):
@@ -482,15 +433,17 @@ def velocity(model, rho):
     MultiHead (isotropic heads): the sum of the heads' velocities."""
     model = isotropic_model(model, multihead=True)
     rho = _cell_density(rho)
-    return _operator(model, rho.size, "upwind").velocity(rho)
+    return _stage(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
 
 
-def time_derivative(model, rho, flux=DEFAULT_FLUX):
-    """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,)."""
+def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False):
+    """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,); with ``rate``, also the
+    forward-Euler positivity rate max_i out_i/(h ρ_i) (``circle_kernels``)."""
     model = isotropic_model(model, multihead=True)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
-    return _operator(model, rho.size, flux)(rho)
+    dydt, r = _stage(model, rho.size, flux, summation)(rho)
+    return (dydt, r) if rate else dydt
 
 
 def energy(rho, beta):
@@ -500,26 +453,58 @@ def energy(rho, beta):
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False, diffusion=0.0):
+def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
+          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the
-    velocity is the sum of the heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
-    rho0: a callable of points (N, 2) ->
-    densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a function f of the angle
-    pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell densities; it is
-    normalised to unit mass (μ_0 is a probability measure).  cells: number of cells (default
-    512 for a callable; an array sets it).  flux: "upwind2" (default), "upwind", "muscl" or "tpfa"
-    (see the module docstring).  dt: the step, at most and by default ``max_step(model, cells, flux)`` (larger
-    steps break positivity and are refused).  ``checkpoint`` (a path) saves the state every
-    ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
-    diffusion: D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with
-    noise σ = sqrt(2D)), and the step bound becomes 1/(1/max_step + 2D/h²).
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the velocity is the sum of the
+        heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
+    rho0 : callable or array
+        A callable of points (N, 2) -> densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a
+        function f of the angle pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell
+        densities; normalised to unit mass (μ_0 is a probability measure).
+    t_eval : array
+        Output times, increasing; the steps end on each of them exactly.
+    cells : int, optional
+        Number of cells (default 512 for a callable; an array sets it).
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+        See the module docstring.
+    dt : float, optional
+        None (default): steps from the actual speeds, h_k = min(max_dt, cfl / rate(ρ_k)) with rate the
+        forward-Euler positivity rate max_i out_i/(h ρ_i) of the current state (+ 2D/h²), every SSP stage
+        checked and a step retried if a later stage needs a smaller one (``stepping.integrate`` with
+        ``positivity=True``).  A number: fixed steps of at most dt, refused above the global bound
+        ``max_step(model, cells, flux)`` (combined with the diffusion's 2D/h²).
+    max_dt : float, optional
+        Largest controlled step (default ``step_cap(model, cells, flux)``).
+    cfl : float
+        Fraction in (0, 1] of the positivity bound 1/rate a controlled step takes (default 0.9).
+    summation : {"auto", "fast", "direct"}
+        The field: the truncated Fourier sum in one fused Numba pass, or the exact FFT sums (the reference
+        path); "auto" picks by cost (``resolve_summation``).  info["summation"] and info["degree"] say which.
+    progress, checkpoint, checkpoint_every, resume
+        A progress bar; ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps and
+        ``resume=True`` continues it bit for bit.
+    diffusion : float
+        D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with noise σ = sqrt(2D)).
 
-    The solution's .points are the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,)
-    = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
-    counts and log_space_cells (most SA cells evaluated directly in one evaluation).
+    Returns
+    -------
+    DensitySolution
+        .points the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,) = Σ_i ρ_i h, .energy (m,)
+        the discrete E_β; .info holds flux, summation, degree, dt (fixed step or None), max_dt, cells,
+        nsteps, nfev, nrejected (and hmin, hmax of the controlled steps) and log_space_cells.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> sol = circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 1.0], cells=128, progress=False)
+    >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0)
+    True
     """
     model = isotropic_model(model, multihead=True)
     t_eval = as_time_grid(t_eval)
@@ -528,25 +513,26 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     cells = rho.size
     diffusion = as_diffusion(diffusion)
     bound = combined_step(max_step(model, cells, flux), diffusion, circle_rate(cells))
-    if dt is None:
-        dt = bound
-    elif as_positive(dt, "dt") > bound:
-        raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} with {cells} cells "
-                         f"and the {flux} flux; use dt <= {bound:.6g} (or leave dt=None)")
-    op = _operator(model, cells, flux)
+    stage = _stage(model, cells, flux, summation, diffusion)
     h = 2 * np.pi / cells
-    rhs = op if diffusion == 0 else (lambda r: op(r) + diffusion * circle_laplacian(r, h))
-    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells, diffusion=diffusion)
+    if dt is None:
+        max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
+        rhs, cap, controlled = stage, max_dt, True
+    else:
+        dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
+        rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
+    meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
+                diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                           progress=progress)
-    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells,
-                diffusion=diffusion)
-    energy = np.array([op.energy(r) for r in rhos])
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+                           progress=progress, positivity=controlled, cfl=cfl)
+    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,
+                diffusion=diffusion, summation=stage.summation, degree=stage.degree)
+    energy = np.array([stage.energy(r) for r in rhos])
     points = circle_points(cell_angles(cells))
     info.update(energy_dips=energy_dips(energy, getattr(model, "sign", 1.0)),
                 pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
                     model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
-    return DensitySolution(t=t_eval, points=circle_points(cell_angles(cells)), areas=np.full(cells, h), rho=rhos,
+    return DensitySolution(t=t_eval, points=points, areas=np.full(cells, h), rho=rhos,
                            mass=rhos.sum(axis=1) * h, energy=energy, model=model, info=info)

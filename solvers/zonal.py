@@ -43,24 +43,27 @@ flux through the poles:
 
 Both are evaluated by the circle's kernels on the mirror image (m, m reversed) over 2N cells of the
 full circle, whose velocity is odd and slope even about the poles: minmod slopes vanish in the two polar
-cells and the two polar fluxes cancel exactly.  SSP-RK3 in time; each Euler stage keeps m >= 0 when
-dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind), sup|u| <= ``speed_bound`` (1 for SA); that is
-the default and largest accepted step.  Mass is conserved to round-off.
+cells and the two polar fluxes cancel exactly.  SSP-RK3 in time, by default with steps from the
+positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circle.solve``); a given dt
+runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
+sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_time_grid
+from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
 from meanfield.theory import speed_bound
 
-from .circle import CFL, _upwind2_divergence, _upwind_divergence, isotropic_model
+from . import gegenbauer, stepping
+from .circle import CFL, TIME_STEP, isotropic_model
+from .circle_kernels import FLUX_CODES, flux_pass
 from .results import ZonalSolution
 from .stepping import Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "polar_grid", "cell_measures",
-           "cell_masses", "log_ring_mean"]
+__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "resolve_summation",
+           "polar_grid", "cell_measures", "cell_masses", "log_ring_mean"]
 
 FLUXES = ("upwind2", "upwind")
 DEFAULT_FLUX = "upwind2"
@@ -69,6 +72,8 @@ MIN_CELLS = 8
 SERIES_BELOW = 50.0     # log M_k(a) and R(a) by the series 0F1 for a < 50 (or where ive underflows)
 LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to log-sum-exp
 FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
+SUMMATIONS = ("auto", "fast", "direct")
+SERIES_FLOOR = 1e-6     # the Gegenbauer series is used while e^{-2β} >= this (E m >= e^{-2β} M)
 
 
 def _check_model(model):
@@ -147,12 +152,22 @@ def _check_cells(cells):
 class _Operator:
     """Kernel tables and the semi-discrete right-hand side for one model, dimension, grid and flux."""
 
-    def __init__(self, model, d, cells, flux=DEFAULT_FLUX):
+    def __init__(self, model, d, cells, flux=DEFAULT_FLUX, summation="direct"):
         self.model, self.d, self.cells, self.flux = model, d, cells, flux
         self.theta, _ = polar_grid(cells)
         self.h = np.pi / cells
+        self.cos = np.cos(self.theta)
+        self.bound = speed_bound(model)
+        self._work, self._zeros = np.empty((5, 2 * cells)), np.zeros(2 * cells)
+        self.log_space_cells = 0
+        self.summation = summation
+        if summation == "fast":
+            self.series = gegenbauer.Series(model.beta, d, self.theta)
+            self.degree = self.series.degree
+            return
+        self.degree = None
         beta = model.beta
-        c, s = np.cos(self.theta), np.sin(self.theta)
+        c, s = self.cos, np.sin(self.theta)
         nu = 0.5 * (d - 3)
         a = beta * np.outer(s, s)
         log_m, ratio = _log_ring_mean_and_ratio(nu, a)
@@ -167,9 +182,6 @@ class _Operator:
             ratio_slope = 1.0 - ratio ** 2 - (2.0 * nu + 1.0) * ratio_over_a          # R'(a)
             bracket_slope = -np.outer(c, c) - ratio * np.outer(s, s) + beta * ratio_slope * np.outer(c * c, s * s)
             self.moved_slope = self.table * (beta * self.bracket ** 2 + bracket_slope)   # ∂_θ(E∘G) = E∘(βG² + ∂_θG)
-        self.cos = c
-        self.bound = speed_bound(model)
-        self.log_space_cells = 0
 
     def velocity(self, m):
         """u_i, the polar-angle velocity at the cell centres of the ring measure Σ_j m_j."""
@@ -183,13 +195,17 @@ class _Operator:
 
     def _fields(self, m, slope):
         model = self.model
-        m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
-        num = self.moved @ m_sum
-        dnum = self.moved_slope @ m_sum if slope else None
+        if self.summation == "fast":      # E m >= e^{-2β} M >= 1e-6 M there (``resolve_summation``): no log space
+            den, num, dnum = self.series.fields(m, slope)
+        else:
+            m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
+            num = self.moved @ m_sum
+            dnum = self.moved_slope @ m_sum if slope else None
         if not model.normalised:
             scale = model.sign * np.exp(model.beta)
             return scale * num, (scale * dnum if slope else None), self.bound * m.sum()
-        den = self.table @ m_sum
+        if self.summation != "fast":
+            den = self.table @ m_sum
         with np.errstate(invalid="ignore", divide="ignore"):
             u = num / den
             du = dnum / den - model.beta * u * u if slope else None
@@ -205,26 +221,28 @@ class _Operator:
         return model.sign * u, (model.sign * du if slope else None), self.bound
 
     def __call__(self, m):
-        """dm/dt: the circle scheme on the mirror image (m, m reversed) over the full circle of 2N cells,
-        whose velocity is odd and slope even about the poles: the fluxes through both poles vanish exactly."""
+        """dm/dt and the positivity rate: the circle scheme on the mirror image (m, m reversed) over the full
+        circle of 2N cells, whose velocity is odd and slope even about the poles: the fluxes through both
+        poles vanish exactly."""
         n = self.cells
         out = np.empty(2 * n)
         both = np.concatenate((m, m[::-1]))
         if self.flux == "upwind2":
             u, du, bound = self.velocity_and_slope(m)
-            _upwind2_divergence(both, np.concatenate((u, -u[::-1])), np.concatenate((du, du[::-1])), bound,
-                                self.h, out)
+            du = np.concatenate((du, du[::-1]))
         else:
-            u = self.velocity(m)
-            _upwind_divergence(both, np.concatenate((u, -u[::-1])), 1.0 / self.h, out)
-        return out[:n]
+            u, du, bound = self.velocity(m), self._zeros, 0.0
+        rate = flux_pass(both, np.concatenate((u, -u[::-1])), du, du, bound, self.h, FLUX_CODES[self.flux], 0.0,
+                         self._work, out)
+        return out[:n], rate
 
     def energy(self, m):
         """E_β = (1/2β) Σ_ij m_i m_j K_ij = e^β m^T E m/(2β); at β = 0 the limit (1/2)(Σ_i m_i cos θ_i)²."""
         beta = self.model.beta
         if beta == 0:
             return 0.5 * float(m @ self.cos) ** 2
-        return float(np.exp(beta + np.log(m @ self.table @ m) - np.log(2.0 * beta)))
+        quadratic = self.series.quadratic(m) if self.summation == "fast" else m @ self.table @ m
+        return float(np.exp(beta + np.log(quadratic) - np.log(2.0 * beta)))
 
 
 def cell_masses(f0, d, cells=None):
@@ -260,6 +278,27 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     return float(CFL[flux] * (np.pi / _check_cells(cells)) / speed_bound(model))
 
 
+def resolve_summation(model, summation="auto"):
+    """The field's summation: "direct" (the O(N²) kernel tables, with log-sum-exp rows for SA where E m is
+    tiny) or "fast" (``gegenbauer``: O(N L), L the series degree); "auto" takes the series while
+    e^{-2β} >= ``SERIES_FLOOR``, where E m >= e^{-2β} M keeps SA's quotients accurate to 1e-10 relative
+    without log space (β <= 6.9)."""
+    as_choice(summation, "summation", SUMMATIONS)
+    fits = np.exp(-2.0 * model.beta) >= SERIES_FLOOR
+    if summation == "fast" and not fits:
+        raise ValueError(f"summation='fast' needs beta <= {-0.5 * np.log(SERIES_FLOOR):.3g} (E m can fall below "
+                         f"the series' round-off otherwise); got beta = {model.beta:g}: use 'direct' or 'auto'")
+    if summation == "auto":
+        return "fast" if fits else "direct"
+    return summation
+
+
+def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
+    """The default largest controlled step: max(``max_step``, ``circle.TIME_STEP`` / speed_bound(model)),
+    as ``circle.step_cap`` (it binds only where the speeds are small)."""
+    return max(max_step(model, cells, flux), TIME_STEP / speed_bound(_check_model(model)))
+
+
 def _check_masses(masses, name="masses"):
     m = as_density(masses, name)
     _check_cells(m.size)
@@ -280,7 +319,7 @@ def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     d = as_count(d, "d", minimum=2)
     as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size, flux)(m)
+    return _Operator(model, d, m.size, flux)(m)[0]
 
 
 def energy(masses, beta, d):
@@ -290,8 +329,8 @@ def energy(masses, beta, d):
     return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size, "upwind").energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
+def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
+          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -311,7 +350,16 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
         The circle solver's fluxes (see the module docstring): second-order "upwind2" (default) or the
         first-order cell-centred donor cell "upwind".
     dt : float, optional
-        SSP-RK3 step, at most and by default ``max_step(model, cells, flux)`` (larger steps break positivity).
+        None (default): SSP-RK3 steps from the actual speeds, h_k = min(max_dt, cfl / rate(m_k)), rate the
+        forward-Euler positivity rate max_i out_i/(h m_i) of the current state, as in ``circle.solve``.  A
+        number: fixed steps of at most dt, refused above ``max_step(model, cells, flux)``.
+    max_dt, cfl : float, optional
+        Largest controlled step (default ``step_cap(model, cells, flux)``) and the fraction of the positivity
+        bound 1/rate a controlled step takes.
+    summation : {"auto", "fast", "direct"}
+        The field: the truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
+        reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).  info["summation"]
+        and info["degree"] say which ran.
     progress, checkpoint, checkpoint_every, resume
         As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
         ``resume=True`` continues bit for bit.
@@ -321,7 +369,8 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     ZonalSolution
         .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
         .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
-        (flux, dt, max_dt, cells, steps, log_space_cells).
+        (flux, dt (None for controlled steps), max_dt, cells, nsteps, nfev, nrejected, hmin, hmax,
+        summation, degree, log_space_cells).
     """
     model = _check_model(model)
     t_eval = as_time_grid(t_eval)
@@ -329,14 +378,21 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
-    bound = max_step(model, cells, flux)
-    dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
-    op = _Operator(model, d, cells, flux)
-    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, cells=cells)
+    op = _Operator(model, d, cells, flux, resolve_summation(model, summation))
+    if dt is None:
+        max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
+        rhs, cap = op, max_dt
+    else:
+        max_dt = max_step(model, cells, flux)
+        dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
+        rhs, cap = (lambda m: op(m)[0]), dt
+    meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
+                summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    masses, info = integrate(op, m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                             progress=progress)
-    info.update(flux=flux, dt=dt, max_dt=bound, cells=cells, log_space_cells=op.log_space_cells)
+    masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+                             progress=progress, positivity=dt is None, cfl=cfl)
+    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells,
+                summation=op.summation, degree=op.degree)
     theta, edges = polar_grid(cells)
     return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
                          mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import circle, particles, small, sphere, stepping
+from meanfield.solvers import circle, particles, small, sphere, stepping, zonal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = np.linspace(0.0, 2.0, 5)
@@ -112,21 +112,35 @@ def test_particles_batched_models_and_weights(monkeypatch, tmp_path, model):
     assert full.x.shape == (5, 3, 7, 3)
 
 
-def test_circle_finite_volumes(monkeypatch, tmp_path):
+@pytest.mark.parametrize("summation", ["fast", "direct"])
+@pytest.mark.parametrize("dt, step", [(0.04, "fixed_step"), (None, "_positive_stages")], ids=["fixed", "controlled"])
+def test_circle_finite_volumes(monkeypatch, tmp_path, dt, step, summation):
+    """Fixed steps, and steps from the positivity rate (one ``_positive_stages`` call per attempt)."""
     def solve(**kw):
-        return circle.solve(mf.SA(4.0), lambda x: 1.0 + 0.3 * x[:, 0] + 0.2 * x[:, 1] ** 3, T, cells=64, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 15, 4)
-    assert full.info["nsteps"] > 15
+        return circle.solve(mf.SA(4.0), lambda x: 1.0 + 0.3 * x[:, 0] + 0.2 * x[:, 1] ** 3, T, cells=64, dt=dt,
+                            summation=summation, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 15, 4, step)
+    assert full.info["nsteps"] > 15 and full.info["summation"] == summation
+
+
+def test_zonal_controlled_steps(monkeypatch, tmp_path):
+    def solve(**kw):
+        return zonal.solve(mf.SA(4.0), lambda s: np.exp(2.0 * s), T, 4, cells=48, **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "masses", "mass", "energy"], 15, 4,
+                                  "_positive_stages")
+    assert full.info["nsteps"] > 15 and full.info["dt"] is None
 
 
 def test_sphere_finite_volumes(monkeypatch, tmp_path):
+    """The default controlled steps (one ``_positive_stages`` call per attempt)."""
     mesh = sphere.icosphere(1)
 
     def solve(**kw):
         return sphere.solve(mf.SA(2.0), lambda x: 1.0 + 0.5 * x[:, 2] + 0.2 * x[:, 0] * x[:, 1],
                             np.linspace(0.0, 3.0, 4), mesh=mesh, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 11, 4)
-    assert full.info["nsteps"] > 11
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 3, 2,
+                                  "_positive_stages")
+    assert full.info["nsteps"] > 3
 
 
 def test_resume_without_checkpoint_runs_from_the_start(tmp_path):

@@ -71,7 +71,11 @@ def test_diffusion_keeps_mass_and_positivity_and_is_in_the_step_bound():
     sol = circle.solve(mf.SA(6.0), lambda x: np.exp(4 * x[:, 0]), np.linspace(0, 3, 4), cells=128, diffusion=0.05)
     assert np.all(sol.rho >= 0) and np.allclose(sol.mass, 1, atol=1e-13)
     h = 2 * np.pi / 128
-    assert sol.info["max_dt"] == pytest.approx(1 / (1 / circle.max_step(mf.SA(6.0), 128) + 0.1 / h ** 2))
+    # controlled steps: the positivity rate includes the diffusion's 2D/h², so no step exceeds 0.9 h²/(2D)
+    assert sol.info["hmax"] <= 0.9 * h ** 2 / 0.1 * (1 + 1e-12)
+    bound = 1 / (1 / circle.max_step(mf.SA(6.0), 128) + 0.1 / h ** 2)      # the fixed steps' bound
+    fixed = circle.solve(mf.SA(6.0), lambda x: np.exp(4 * x[:, 0]), [0, 0.2], cells=128, diffusion=0.05, dt=bound)
+    assert fixed.info["max_dt"] == pytest.approx(bound) and np.all(fixed.rho >= 0)
     with pytest.raises(ValueError, match="positivity bound"):
         circle.solve(mf.SA(6.0), lambda x: 1 + 0 * x[:, 0], [0, 1], cells=128, diffusion=0.05,
                      dt=circle.max_step(mf.SA(6.0), 128))

@@ -1,0 +1,252 @@
+"""Numba kernels of the circle's finite-volume stage: the field by a truncated Fourier sum, the centre
+velocities, and one fused pass for reconstruction, face velocities, fluxes, divergence and the
+positivity rate.
+
+Truncated Fourier sum.  On the grid of N cells (index angles φ_i = 2πi/N) the circulant convolution
+of the cell densities ρ with a kernel κ whose discrete spectrum is κ̂_k is
+
+    (κ * ρ)_i = (1/N) Σ_{k=0}^{N-1} κ̂_k ρ̂_k e^{ikφ_i},   ρ̂_k = Σ_j ρ_j e^{-ikφ_j} = a_k - i b_k.
+
+The kernels of the attention field (e^{β(cos δ - 1)} times 1, sin δ, β sin² δ - cos δ) have Fourier
+coefficients e^{-β} I_k(β) times a polynomial in k of degree <= 2, so modes beyond K ≈ a few dozen
+are below round-off: ``degree`` chooses the smallest K whose dropped modes bound the absolute error by
+``TRUNCATION`` times the mass (the FFT's own round-off is ~1e-16 log2 N times the mass).  The sum runs
+over the K + 1 kept modes only, folded about φ = 0: with s_i = ρ_i + ρ_{N-i}, d_i = ρ_i - ρ_{N-i},
+
+    a_k = Σ_{i <= N/2} s_i cos kφ_i,    b_k = Σ_{i <= N/2} d_i sin kφ_i,
+    (κ * ρ)_{i, N-i} = E_i ± O_i,  E_i = Σ_k α_k cos kφ_i,  O_i = Σ_k γ_k sin kφ_i,
+
+α_k = w_k Re(κ̂_k ρ̂_k), γ_k = -w_k Im(κ̂_k ρ̂_k), w_k = 2/N (1/N for k = 0 and k = N/2): O(N K) work
+on a table of cos kφ_i, sin kφ_i (i <= N/2), all in one call.  With K = N/2 the sum is the exact DFT.
+
+Positivity rate.  A forward-Euler stage ρ_i - (dt/h)(out_i - in_i) keeps ρ_i >= 0 when
+dt · out_i / (h ρ_i) <= 1, out_i the flux leaving cell i through its two faces; the pass returns
+rate = max_i out_i / (h ρ_i) (+ 2D/h² with diffusion D, whose stage loses 2Dρ_i/h²).  For the
+reconstructed fluxes out_i <= 2 ρ_i max|u| and for the first-order ones out_i = ρ_i |u_i|, so the rate
+never exceeds the global bound the fixed step uses, and it is the actual one.
+"""
+from . import _numba_env  # noqa: F401
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy.special import ive
+
+TRUNCATION = 1e-16      # dropped Fourier modes bound the field's absolute error by this times the mass
+UNRESOLVED = 0.5        # upwind2 falls back to the first-order upwind flux at faces of such cells
+FLUX_CODES = {"upwind2": 0, "upwind": 1, "muscl": 2, "tpfa": 3}
+_FAST = {"contract", "nsz"}    # FMA only: no reassociation, so cached and fresh code agree to the bit
+
+
+def degree(beta, cells, tolerance=TRUNCATION):
+    """Smallest K with 4 Σ_{k>K} (k²/β) e^{-β} I_k(β) <= tolerance, capped at N/2 (then the sum is the DFT).
+
+    The field kernels expm1(β(cos δ - 1))/β, e^{β(cos δ - 1)} sin δ and its δ-derivative have Fourier
+    coefficients of modulus e^{-β} I_k(β) times 1/β, k/β and k²/β (up to the sign and the USA scale e^β,
+    which multiplies the velocity too); a dropped mode of the sampled kernel is at most twice the continuous
+    one (aliasing from |k| >= N/2), and ±k count twice, so the absolute error of every field is at most
+    ``tolerance`` times the mass.  At β = 0 the kernels are cos δ - 1, -sin δ, -cos δ: K = 1.
+
+    Examples
+    --------
+    >>> degree(3.0, 4096), degree(50.0, 4096), degree(3.0, 16)
+    (22, 66, 8)
+    """
+    half = cells // 2
+    if beta == 0:
+        return min(1, half)
+    k = np.arange(1, half + 1, dtype=float)
+    terms = 4.0 * k * k * ive(k, beta) / beta
+    tail = np.cumsum(terms[::-1])[::-1]           # tail[j] = Σ_{k >= j+1} terms
+    above = np.flatnonzero(tail > tolerance)
+    return int(min(half, above[-1] + 1 if above.size else 0))
+
+
+def fourier_tables(cells, K):
+    """cos kφ_i and sin kφ_i for k = 0..K (rows) and i = 0..N/2 (columns), φ_i = 2πi/N, from the exact
+    residues ki mod N."""
+    phase = (np.outer(np.arange(K + 1), np.arange(cells // 2 + 1)) % cells) * (2 * np.pi / cells)
+    return np.cos(phase), np.sin(phase)
+
+
+@njit(cache=True)
+def _analyse(rho, cos_t, sin_t, fold, ab):
+    """ab[0, k] = a_k, ab[1, k] = b_k (module docstring) for the K + 1 rows of the tables (BLAS gemv)."""
+    n = rho.shape[0]
+    m = cos_t.shape[1]
+    for i in range(m):
+        if i == 0 or 2 * i == n:
+            fold[0, i] = rho[i]
+            fold[1, i] = 0.0
+        else:
+            fold[0, i] = rho[i] + rho[n - i]
+            fold[1, i] = rho[i] - rho[n - i]
+    np.dot(cos_t, fold[0, :m], ab[0])
+    np.dot(sin_t, fold[1, :m], ab[1])
+
+
+@njit(cache=True)
+def _synthesise(ab, spectra, cos_t, sin_t, coef, fold, out):
+    """out[f] = (κ_f * ρ) for the kernels' spectra (F, K+1, 2) (real, imaginary parts), from ab (BLAS gemv)."""
+    n = out.shape[1]
+    m = cos_t.shape[1]
+    for f in range(spectra.shape[0]):
+        for k in range(cos_t.shape[0]):
+            w = 1.0 / n if (k == 0 or 2 * k == n) else 2.0 / n
+            x = spectra[f, k, 0]
+            y = spectra[f, k, 1]
+            coef[0, k] = w * (x * ab[0, k] + y * ab[1, k])
+            coef[1, k] = -w * (y * ab[0, k] - x * ab[1, k])
+        np.dot(coef[0], cos_t, fold[0, :m])
+        np.dot(coef[1], sin_t, fold[1, :m])
+        row = out[f]
+        for i in range(m):
+            row[i] = fold[0, i] + fold[1, i]
+            if i > 0 and 2 * i != n:
+                row[n - i] = fold[0, i] - fold[1, i]
+
+
+@njit(cache=True)
+def fourier_fields(rho, spectra, cos_t, sin_t, fold, small, out):
+    """out[f] = (κ_f * ρ)_i, i = 0..N-1, for the kernels whose first K + 1 DFT coefficients are
+    spectra[f] (F, K+1, 2) (the truncated sum of the module docstring).  Scratch: fold (2, >= N/2 + 1),
+    small (4, K + 1)."""
+    _analyse(rho, cos_t, sin_t, fold, small[:2])
+    _synthesise(small[:2], spectra, cos_t, sin_t, small[2:], fold, out)
+
+
+@njit(cache=True)
+def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumulate, u, slope, pot):
+    """Add (``accumulate``) or write one head's centre quantities from its convolved fields.
+
+    upwind2: u, u' (fields G, [Q,] G'); upwind: u (fields G[, Q]); muscl, tpfa: the potential P
+    (field Q).  SA: Φ~ = M + β Q, u = G/Φ~, u' = G'/Φ~ - ±β u², P = ±log1p(βQ/M)/β (±Q/M at β = 0);
+    USA: the fields are already u, u' and P (their spectra carry the scale ±e^β).  Cells with
+    Φ~ < floor get 0 (the caller recomputes them in log space); returns how many there are."""
+    n = fields.shape[1]
+    tiny = 0
+    target = pot if flux >= 2 else u
+    for i in range(n):
+        du = 0.0
+        if not normalised:
+            value = fields[0, i]
+            if flux == 0:
+                du = fields[1, i]
+        else:
+            q = fields[0 if flux >= 2 else 1, i]
+            phi = mass + beta * q
+            if phi < floor:
+                tiny += 1
+                value = 0.0
+            elif flux >= 2:
+                value = sign * q / mass if beta == 0.0 else sign * math.log1p(beta * q / mass) / beta
+            else:
+                value = fields[0, i] / phi
+                if flux == 0:
+                    du = fields[2, i] / phi - sign * beta * value * value
+        if accumulate:
+            target[i] += value
+            slope[i] += du
+        else:
+            target[i] = value
+            slope[i] = du
+    return tiny
+
+
+@njit(cache=True)
+def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
+    """out_i = -(F_{i+1/2} - F_{i-1/2})/h (+ D (ρ_{i+1} - 2ρ_i + ρ_{i-1})/h²) on the periodic grid, and
+    the positivity rate max_i out_i/(h ρ_i) (+ 2D/h²) (module docstring).  ``flux`` (``FLUX_CODES``):
+
+    0 upwind2  F = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-, minmod states ρ^{E,W}_i = ρ_i ± σ_i/2, face
+               velocities u_i ± (h/2) u'_i clipped to [-bound, bound]; the first-order flux at the faces
+               of cells of a cluster narrower than about two cells, |ρ_{i+1} - 2ρ_i + ρ_{i-1}| >
+               ``UNRESOLVED`` · max of the three (a smooth profile w cells wide has ≈ 1/w² of it);
+    1 upwind   F = ρ_i u_i^+ + ρ_{i+1} u_{i+1}^-;
+    2 muscl    F = u^+ (ρ_i + σ_i/2) + u^- (ρ_{i+1} - σ_{i+1}/2), u = (P_{i+1} - P_i)/h;
+    3 tpfa     the same with σ = 0.
+    work: (5, N) scratch."""
+    n = rho.shape[0]
+    inv_h = 1.0 / h
+    east = work[0]       # reconstructed outgoing flux density through the east face (upwind2), or ρ^E
+    west = work[1]       # ... through the west face, or ρ^W
+    coarse = work[2]     # 1 where the cell is unresolved (upwind2)
+    fluxes = work[3]
+    outflow = work[4]
+    for i in range(n):
+        left = rho[i - 1] if i > 0 else rho[n - 1]
+        right = rho[i + 1] if i + 1 < n else rho[0]
+        outflow[i] = 0.0
+        if flux == 1 or flux == 3:
+            continue
+        half = 0.0
+        dl = rho[i] - left
+        dr = right - rho[i]
+        if dl * dr > 0.0:
+            half = 0.5 * (dl if abs(dl) < abs(dr) else dr)
+        if flux == 2:
+            east[i] = rho[i] + half
+            west[i] = rho[i] - half
+            continue
+        du = 0.5 * h * slope[i]
+        east[i] = (rho[i] + half) * max(min(u[i] + du, bound), 0.0)
+        west[i] = (rho[i] - half) * min(max(u[i] - du, -bound), 0.0)
+        coarse[i] = abs(left - 2.0 * rho[i] + right) > UNRESOLVED * max(left, rho[i], right)
+    for i in range(n):
+        j = i + 1 if i + 1 < n else 0
+        if flux == 1 or (flux == 0 and (coarse[i] != 0.0 or coarse[j] != 0.0)):
+            f_out = rho[i] * max(u[i], 0.0)
+            f_in = rho[j] * min(u[j], 0.0)
+        elif flux == 0:
+            f_out = east[i]
+            f_in = west[j]
+        else:
+            uf = (pot[j] - pot[i]) * inv_h
+            if flux == 2:
+                f_out = max(uf, 0.0) * east[i]
+                f_in = min(uf, 0.0) * west[j]
+            else:
+                f_out = max(uf, 0.0) * rho[i]
+                f_in = min(uf, 0.0) * rho[j]
+        fluxes[i] = f_out + f_in
+        outflow[i] += f_out
+        outflow[j] -= f_in
+    rate = 0.0
+    for i in range(n):
+        out[i] = (fluxes[i - 1 if i > 0 else n - 1] - fluxes[i]) * inv_h
+        if outflow[i] > 0.0:
+            rate = max(rate, outflow[i] / rho[i]) if rho[i] > 0.0 else np.inf
+    if diffusion > 0.0:
+        scale = diffusion * inv_h * inv_h
+        for i in range(n):
+            right = rho[i + 1] if i + 1 < n else rho[0]
+            out[i] += scale * (right - 2.0 * rho[i] + (rho[i - 1] if i > 0 else rho[n - 1]))
+    return rate * inv_h + 2.0 * diffusion * inv_h * inv_h
+
+
+@njit(cache=True)
+def fused_stage(rho, heads, spectra, cos_t, sin_t, h, flux, diffusion, fields, centre, fold, small, work, out):
+    """One right-hand side: the truncated Fourier fields of every head, their centre velocities summed,
+    and ``flux_pass``.  heads[h] = (β, sign, normalised, floor factor, speed bound, number of fields);
+    spectra (H, F, K+1, 2); fields (F, N); centre (3, N) = u, u', P; scratch fold (2, N), small
+    (4, K+1), work (3, N).  Returns (rate, tiny): tiny > 0 when some SA cell has Φ~ below its floor
+    (the caller then evaluates in log space; out and rate are not written)."""
+    n = rho.shape[0]
+    mass = 0.0
+    for i in range(n):
+        mass += rho[i]
+    mass *= h
+    bound = 0.0
+    tiny = 0
+    for head in range(heads.shape[0]):
+        beta = heads[head, 0]
+        normalised = heads[head, 2] > 0.0
+        nf = int(heads[head, 5])
+        fourier_fields(rho, spectra[head, :nf], cos_t, sin_t, fold, small, fields)
+        tiny += centre_velocities(fields, mass, beta, heads[head, 1], normalised, flux, heads[head, 3] * mass,
+                                  head > 0, centre[0], centre[1], centre[2])
+        bound += heads[head, 4] * (1.0 if normalised else mass)
+    if tiny:
+        return 0.0, tiny
+    return flux_pass(rho, centre[0], centre[1], centre[2], bound, h, flux, diffusion, work, out), 0
