@@ -71,7 +71,7 @@ from . import circle_kernels as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
 from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from . import stepping
-from .stepping import Checkpoint, integrate, positivity_step
+from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "cell_angles",
            "resolve_summation"]
@@ -83,7 +83,6 @@ DEFAULT_CELLS = 512
 MIN_CELLS = 8
 SUMMATIONS = ("auto", "fast", "direct")
 FOURIER_WORK = 1 << 18    # "auto" sums the field as a truncated Fourier series up to this many cells × modes
-TIME_STEP = 0.1           # default largest controlled step: TIME_STEP / speed_bound (or the global bound)
 RTOL = 1e-10          # relative accuracy kept for SA where Φ is tiny
 FFT_ERROR = 4.0       # |FFT convolution error| <= FFT_ERROR ε log2(N) M (measured: below 1.4)
 CUTOFF = 40.0         # direct sums drop terms below e^{-40} times the largest (N e^{-40} < 1e-12)
@@ -359,7 +358,7 @@ def _stage(model, cells, flux, summation="auto", diffusion=0.0):
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     """The default largest step of the positivity-controlled solve: the larger of the global bound
-    ``max_step(model, cells, flux)`` (the old fixed step) and ``TIME_STEP`` / speed_bound(model).  It binds
+    ``max_step(model, cells, flux)`` (the old fixed step) and ``stepping.TIME_STEP`` / speed_bound(model).  It binds
     only where the speeds, hence the positivity rate, are small (near the uniform state), where it keeps
     λ dt <= 0.1 · λ/speed_bound for the linear growth rates λ (SA: λ <= 2/e ≈ 0.74 for every β, since
     λ_l = l² I_l(β)/(β I_0(β)); USA: λ and speed_bound both grow like e^β/sqrt(β))."""

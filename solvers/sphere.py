@@ -71,10 +71,10 @@ from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
-from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
+from .stepping import CFL as STEP_CFL, TIME_STEP, Checkpoint, digest, integrate
 
-__all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "balanced_field", "icosphere",
-           "fibonacci", "voronoi_mesh", "Mesh"]
+__all__ = ["solve", "time_derivative", "max_step", "step_cap", "cell_field", "cell_potential", "balanced_field",
+           "field_method", "icosphere", "fibonacci", "voronoi_mesh", "Mesh"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -471,6 +471,14 @@ def max_step(model, mesh=None, flux=DEFAULT_FLUX):
     return float(CFL[flux] / (speed_bound(model) * np.max(mesh.perimeters / mesh.areas)))
 
 
+def step_cap(model, mesh=None, flux=DEFAULT_FLUX):
+    """The largest controlled step: max(``max_step``, ``stepping.TIME_STEP`` / speed_bound(model)), as
+    ``circle.step_cap``; it binds only where the speeds, hence the outflows, are small (near the
+    uniform state), where it keeps λ dt ≤ 0.1 λ / speed_bound for the linear growth rates λ."""
+    model = _check_model(model)
+    return max(max_step(model, mesh, flux), float(TIME_STEP / speed_bound(model)))
+
+
 def _initial_density(rho0, mesh):
     if callable(rho0):
         values = as_float_array(rho0(mesh.points.copy()), "rho0(points)")
@@ -527,8 +535,9 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (module docstring).
     dt : float, optional.  None (default): steps controlled by the actual face speeds
         (``stepping.integrate(positivity=True)``): each step is ``cfl`` times the largest step for which
-        every cell keeps ρ ≥ 0 given the mass that leaves it, at most ``max_step(model, mesh, flux)``
-        (the bound for the largest possible speed on every face), and every SSP stage is checked.  A
+        every cell keeps ρ ≥ 0 given the mass that leaves it, at most ``step_cap(model, mesh, flux)``,
+        and every SSP stage is checked (``max_step`` is the bound for the largest possible speed on
+        every face).  A
         number: that fixed step, at most ``max_step`` (larger values are refused).
     cfl : float in (0, 1], the fraction of the positivity bound taken by a controlled step.
     summation : "auto" | "fast" | "direct": the field from the kernel sums (``field_method``: a
@@ -576,7 +585,8 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=np.inf if controlled else dt, checkpoint=ckpt,
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
+                           checkpoint=ckpt,
                            resume=resume, progress=progress, positivity=controlled, cfl=cfl)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"

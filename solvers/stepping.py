@@ -42,6 +42,7 @@ MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a 
 COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
 POSITIVE = ("euler", "ssprk3")   # the schemes whose stages are forward-Euler steps
 CFL = 0.9                        # default fraction of the positivity bound taken by a controlled step
+TIME_STEP = 0.1                  # density solvers: largest controlled step TIME_STEP / speed_bound (or global bound)
 
 # Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
 _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])

@@ -57,10 +57,10 @@ from meanfield.models import SA
 from meanfield.theory import speed_bound
 
 from . import gegenbauer, stepping
-from .circle import CFL, TIME_STEP, isotropic_model
+from .circle import CFL, isotropic_model
 from .circle_kernels import FLUX_CODES, flux_pass
 from .results import ZonalSolution
-from .stepping import Checkpoint, integrate, positivity_step
+from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "resolve_summation",
            "polar_grid", "cell_measures", "cell_masses", "log_ring_mean"]
@@ -294,7 +294,7 @@ def resolve_summation(model, summation="auto"):
 
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
-    """The default largest controlled step: max(``max_step``, ``circle.TIME_STEP`` / speed_bound(model)),
+    """The default largest controlled step: max(``max_step``, ``stepping.TIME_STEP`` / speed_bound(model)),
     as ``circle.step_cap`` (it binds only where the speeds are small)."""
     return max(max_step(model, cells, flux), TIME_STEP / speed_bound(_check_model(model)))
 
