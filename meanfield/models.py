@@ -3,7 +3,11 @@
 SA  (softmax):      dx_i/dt = P_{x_i} sum_j e^{β<Qx_i,Kx_j>} V x_j / sum_k e^{β<Qx_i,Kx_k>}
 USA (unnormalised): dx_i/dt = P_{x_i} (1/n) sum_j e^{β<Qx_i,Kx_j>} V x_j
 
-with P_x = I - x x^T.  Q, K, V are d×d matrices or scalars (multiples of the identity, so
+with P_x = I - x x^T.  ``causal=True`` masks the attention (Karagodin–Polyanskiy–Rigollet,
+arXiv:2411.04990): token i attends to the tokens j <= i only (the order of the points), the sums
+run over j, k <= i, and USA divides by i instead of n (docs/causal.md says why).
+
+Q, K, V are d×d matrices or scalars (multiples of the identity, so
 ``V=-1`` is the repulsive model in every dimension); ``None`` means the identity.  Any of
 β, Q, K, V may also be a callable of t (weights that depend on the layer); ``model.at(t)`` is
 then the constant model at time t.
@@ -44,8 +48,12 @@ class _Attention:
     K: object = None
     V: object = None
     normalised: bool = field(init=False, default=True)
+    causal: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be True or False; got {self.causal!r}")
+        object.__setattr__(self, "causal", bool(self.causal))
         if not callable(self.beta):
             object.__setattr__(self, "beta", as_beta(self.beta))
         for name in "QKV":
@@ -67,7 +75,7 @@ class _Attention:
             value = getattr(self, n)
             values[n] = value(t) if callable(value) else value
         try:
-            return type(self)(**values)
+            return type(self)(**values, causal=self.causal)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{self.name} weights at t = {t:g}: {exc}") from None
 
@@ -127,12 +135,15 @@ class _Attention:
         return replace(self, beta=beta)
 
     def to_dict(self):
-        """Plain description (for .npz files and reports); a callable weight is named, not stored."""
+        """Plain description (for .npz files and reports); a callable weight is named, not stored.
+        "causal" appears only for causal models (the descriptions of the others are unchanged)."""
         out = {"model": self.name, "beta": _describe(self.beta)}
         for n in "QKV":
             m = getattr(self, n)
             out[n] = None if m is None else _describe(m) if callable(m) or isinstance(m, float) \
                 else np.asarray(m).tolist()
+        if self.causal:
+            out["causal"] = True
         return out
 
     def __eq__(self, other):
@@ -144,7 +155,8 @@ class _Attention:
     def __repr__(self):
         extra = "".join(f", {n}={_describe(getattr(self, n))!r}" for n in "QKV" if getattr(self, n) is not None)
         beta = self.beta if callable(self.beta) else f"{self.beta:g}"
-        return f"{self.name}(beta={_describe(beta)}{extra})"
+        causal = ", causal=True" if self.causal else ""
+        return f"{self.name}(beta={_describe(beta)}{extra}{causal})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -287,7 +299,7 @@ class MultiHead:
 
 def model_from_dict(spec):
     """Inverse of ``model.to_dict()``: "model" ("SA", "USA" or "MultiHead") and, for SA/USA,
-    "beta" and optionally Q, K, V (models with callable weights cannot be rebuilt)."""
+    "beta" and optionally Q, K, V and "causal" (models with callable weights cannot be rebuilt)."""
     if not isinstance(spec, dict):
         raise TypeError(f"spec must be a dict such as model.to_dict(); got {type(spec).__name__}")
     if spec.get("model") == "MultiHead":
@@ -300,9 +312,10 @@ def model_from_dict(spec):
         raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA', 'USA' or 'MultiHead'")
     if "beta" not in spec:
         raise ValueError("spec has no 'beta'; a model description must give the inverse temperature")
-    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V"})
+    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V", "causal"})
     if unknown:
-        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V")
+        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V, "
+                         f"causal")
     if any(isinstance(spec.get(n), str) for n in ("beta", "Q", "K", "V")):
         raise ValueError(f"{spec['model']} with time-dependent weights ({spec}) cannot be rebuilt from its "
                          f"description; pass the model again")
@@ -310,12 +323,13 @@ def model_from_dict(spec):
     for n in "QKV":
         m = spec.get(n)
         mats[n] = None if m is None else np.asarray(m, dtype=float) if np.ndim(m) else float(m)
-    return cls(beta=spec["beta"], **mats)
+    return cls(beta=spec["beta"], **mats, causal=spec.get("causal", False))
 
 
-def as_model(model, *, multihead=False, time_dependent=False, name="model"):
+def as_model(model, *, multihead=False, time_dependent=False, causal=False, name="model"):
     """``model`` checked to be SA/USA (or MultiHead where ``multihead``); a model whose weights
-    depend on t only where ``time_dependent`` (the particle solver) — elsewhere a clear error."""
+    depend on t only where ``time_dependent`` (the particle solver), a causal model (or head)
+    only where ``causal`` (the particle solver and ``solvers.causal``) — elsewhere a clear error."""
     kinds = (_Attention, MultiHead) if multihead else (_Attention,)
     if not isinstance(model, kinds):
         allowed = "meanfield.SA(...), meanfield.USA(...)" + (" or meanfield.MultiHead(...)" if multihead else "")
@@ -326,5 +340,8 @@ def as_model(model, *, multihead=False, time_dependent=False, name="model"):
     if model.is_time_dependent and not time_dependent:
         raise ValueError(f"{name} {model!r} has weights that depend on t; only meanfield.solvers.particles "
                          f"supports them (use model.at(t) for the model at one time)")
+    if not causal and any(h.causal for h in getattr(model, "heads", (model,))):
+        raise ValueError(f"{name} {model!r} is causal (token i attends to j <= i); only meanfield.solvers.particles "
+                         f"and meanfield.solvers.causal (the density on [0, 1] x S^1) support causal attention")
     return model
 
