@@ -24,8 +24,9 @@ All fields come from one batch of FFTs: the rows' θ-spectra, a cumulative sum o
 spectrum of P_k, by linearity), products with the kernel spectra of the grid measure
 Σ_j P_{k,j} h δ_{θ_j} (the circle solver's exact circulant convolutions, shifted by e^{-β}):
 
-    g = Σ_j m_j e^{β(cos δ - 1)} sin δ,  q = Σ_j m_j expm1(β(cos δ - 1))/β,  g' = Σ_j m_j e^{β(cos δ-1)}(β sin²δ - cos δ)
-    (δ = θ_j - θ_i),   SA: u = ±g/(1 + βq),  u' = ±g'/(1 + βq) - ±β u²;   USA: u = ±e^β g,  u' = ±e^β g'
+    g = Σ_j m_j e^{β(cos δ - 1)} sin δ,   q = Σ_j m_j expm1(β(cos δ - 1))/β,
+    g' = Σ_j m_j e^{β(cos δ - 1)} (β sin²δ - cos δ)     (δ = θ_j - θ_i, m_j = P_{k,j} h),
+    SA: u = ±g/(1 + βq),  u' = ±g'/(1 + βq) - ±β u²;    USA: u = ±e^β g,  u' = ±e^β g'
 
 and inverse FFTs: O(S N log N) per evaluation, never the O(S² N²) double sum.
 
@@ -122,7 +123,7 @@ def prefix_average(rho):
     Examples
     --------
     >>> prefix_average(np.array([[1.0, 3.0], [3.0, 1.0]]))[1]
-    array([2.33333333, 1.66666667])
+    array([1.66666667, 2.33333333])
     """
     rho = as_float_array(rho, "rho")
     return (np.cumsum(rho, axis=0) - 0.5 * rho) / (np.arange(rho.shape[0]) + 0.5)[:, None]
