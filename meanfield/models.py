@@ -25,7 +25,7 @@ from scipy.special import erfc
 
 from .checks import as_beta, as_float_array
 
-__all__ = ["SA", "USA", "MultiHead", "FeedForward", "model_from_dict", "as_model"]
+__all__ = ["SA", "USA", "Hardmax", "MultiHead", "FeedForward", "model_from_dict", "as_model"]
 
 
 def _as_matrix(value, name):
@@ -177,6 +177,47 @@ class USA(_Attention):
         object.__setattr__(self, "normalised", False)
 
 
+@dataclass(frozen=True, eq=False, repr=False, init=False)
+class Hardmax(_Attention):
+    """The β → ∞ limit of SA (paper §9.3, ``e:maineq``): each token moves towards the mean of the
+    tokens it attends to most,
+
+        dx_i/dt = P_{x_i} (1/|C_i|) Σ_{j∈C_i} V x_j,   C_i = argmax_j <Q x_i, K x_j>  (j <= i if causal).
+
+    Ties: j ∈ C_i when <Q x_i, K x_j> >= max_k <Q x_i, K x_k> - ``tie`` (default 1e-12, absolute), and
+    the tied tokens share the weight equally, which is the β → ∞ limit of the softmax weights at an
+    exact tie.  With Q^T K = I every token attends to itself only and nothing moves.  Integrated by
+    ``meanfield.solvers.hardmax.solve`` (event-aware steps: the field jumps where C_i changes).
+    ``beta`` is fixed at inf."""
+    tie: float = 1e-12
+
+    def __init__(self, Q=None, K=None, V=None, *, tie=1e-12, causal=False):
+        for name, value in (("beta", 1.0), ("Q", Q), ("K", K), ("V", V), ("tie", tie), ("causal", causal)):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "beta", np.inf)
+        object.__setattr__(self, "normalised", True)
+        if not isinstance(self.tie, (int, float)) or not 0 <= self.tie < 1e-3:
+            raise ValueError(f"tie must be a number in [0, 1e-3); got {self.tie!r}")
+        if self.is_time_dependent:
+            raise ValueError("Hardmax weights must be constant matrices or scalars")
+
+    def to_dict(self):
+        out = super().to_dict()
+        out.pop("beta")
+        out["tie"] = float(self.tie)
+        return out
+
+    def __repr__(self):
+        extra = [f"{n}={_describe(getattr(self, n))!r}" for n in "QKV" if getattr(self, n) is not None]
+        extra += [f"tie={self.tie:g}"] if self.tie != 1e-12 else []
+        extra += ["causal=True"] if self.causal else []
+        return f"Hardmax({', '.join(extra)})"
+
+
 ACTIVATIONS = ("relu", "gelu", "tanh")
 
 
@@ -307,6 +348,10 @@ def model_from_dict(spec):
         return MultiHead([model_from_dict(h) for h in spec["heads"]],
                          None if ff is None else FeedForward(ff["W"], ff["A"], ff["b"], ff["activation"]))
     name = spec.get("model")
+    if name == "Hardmax":
+        return Hardmax(**{n: None if spec.get(n) is None else np.asarray(spec[n], dtype=float) if np.ndim(spec[n])
+                          else float(spec[n]) for n in "QKV"}, tie=spec.get("tie", 1e-12),
+                       causal=spec.get("causal", False))
     cls = {"SA": SA, "USA": USA}.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA', 'USA' or 'MultiHead'")
@@ -331,6 +376,8 @@ def as_model(model, *, multihead=False, time_dependent=False, causal=False, name
     depend on t only where ``time_dependent`` (the particle solver), a causal model (or head)
     only where ``causal`` (the particle solver and ``solvers.causal``) — elsewhere a clear error."""
     kinds = (_Attention, MultiHead) if multihead else (_Attention,)
+    if isinstance(model, Hardmax):
+        raise TypeError(f"{name}: Hardmax (β = ∞) has its own integrator, meanfield.solvers.hardmax.solve")
     if not isinstance(model, kinds):
         allowed = "meanfield.SA(...), meanfield.USA(...)" + (" or meanfield.MultiHead(...)" if multihead else "")
         if isinstance(model, MultiHead):
