@@ -22,7 +22,8 @@ from .density_estimation import kde
 
 __version__ = "0.1.0"
 
-__all__ = ["SA", "USA", "Hardmax", "MultiHead", "FeedForward", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
+__all__ = ["SA", "USA", "Hardmax", "MultiHead", "FeedForward", "velocity", "energy", "log_energy", "uniform_sphere",
+           "normalise",
            "tangent_projection", "circle_points", "circle_angles", "random_rotation",
            "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode",
            "wasserstein", "sample_density", "perturbed_uniform", "discretise", "kde", "particles", "circle", "sphere"]
