@@ -82,7 +82,8 @@ def main(argv=None):
             sim_a.append(a)
             sim_cos.append(cos)
         a_closed, cos_closed = (np.asarray(v) for v in equiangular_layer(RHO, gamma * np.log(sizes), sizes))
-        err = float(max(np.max(np.abs(np.array(sim_a) / a_closed - 1)), np.max(np.abs(np.array(sim_cos) / cos_closed - 1))))
+        err = float(max(np.max(np.abs(np.array(sim_a) / a_closed - 1)),
+                        np.max(np.abs(np.array(sim_cos) / cos_closed - 1))))
         exp.check(f"{label}: simulated layer = closed form (relative)", err <= 1e-12, max_relative_error=err)
         exp.check(f"{label}: every output pair has one cosine (dense runs)", spread <= 1e-12, spread=spread)
         distance = np.abs(np.array(sim_a) - L)
