@@ -14,10 +14,11 @@ So each smooth piece keeps the scheme's order and the switching times are locate
 (a switch and switch-back within one step is not seen: dt bounds what can be missed).  A
 trajectory that slides along a switching surface (Filippov sliding: the fields on both sides push
 into it, as happens when two tokens compete for a third's attention) would need ever smaller
-steps: after ``MAX_CUTS`` located switches within one step of size dt the rest of the step is
-taken with the sets frozen at its start, so the trajectory chatters about the surface with
-amplitude O(dt) — the classical approximation of the Filippov solution, first order in dt there.
-info["chattering"] counts such steps (0: every switch located).  Dense n × n sets: for systems of
+steps: after ``MAX_CUTS`` located switches within one step of size dt the rest of the step, and
+the following steps until one ends without a switch, are taken with the sets frozen at each
+step's start, so the trajectory chatters about the surface with amplitude O(dt) — the classical
+approximation of the Filippov solution, first order in dt there.  info["chattering"] counts such
+steps (0: every switch located).  Dense n × n sets: for systems of
 up to a few thousand tokens.
 """
 import numpy as np
@@ -120,7 +121,7 @@ def solve(model, x0, t_eval, dt=0.01, method="rk4"):
     scheme = as_choice(method, "method", ("rk4", "euler"))
     V = model.interaction(x.shape[-1])[1]
     out = [x.copy()]
-    t, switches, min_gap, steps, chattering = t_eval[0], [], np.inf, 0, 0
+    t, switches, min_gap, steps, chattering, sliding = t_eval[0], [], np.inf, 0, 0, False
     for target in t_eval[1:]:
         while t < target:
             end = min(t + dt, target)
@@ -131,8 +132,11 @@ def solve(model, x0, t_eval, dt=0.01, method="rk4"):
                 min_gap = min(min_gap, gap.min())
                 y = _step(W, V, x, h, scheme)
                 steps += 1
-                if cuts >= MAX_CUTS or np.array_equal(attention_weights(model, y)[0] > 0, W > 0):
-                    chattering += cuts >= MAX_CUTS
+                unchanged = np.array_equal(attention_weights(model, y)[0] > 0, W > 0)
+                if unchanged or sliding or cuts >= MAX_CUTS:
+                    # a step that still switches after MAX_CUTS located switches, or while sliding, chatters
+                    sliding = not unchanged and (sliding or cuts >= MAX_CUTS)
+                    chattering += sliding
                     x, t = y, end
                     break
                 lo, hi = 0.0, h
