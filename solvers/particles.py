@@ -183,7 +183,8 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
     if not isinstance(model, MultiHead):
         return attention_field(model, x, weights, summation=summation, stats=stats, dtype=dtype)[0]
     out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
-                              spectral.supports(h, x.shape[-1]) else "direct", stats=stats, dtype=dtype)[0]
+                              (spectral.supports(h, x.shape[-1]) and not h.causal) else "direct", stats=stats,
+                              dtype=dtype)[0]
               for h in model.heads)
     if model.feedforward is not None:
         f = model.feedforward.field(x)

@@ -195,5 +195,5 @@ class CausalDensitySolution(_Saveable):
     theta: np.ndarray
     rho: np.ndarray
     mass: np.ndarray
-    model: object = None
     info: dict = field(default_factory=dict)
+    model: object = None
