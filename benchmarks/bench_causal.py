@@ -11,7 +11,7 @@ to quote, not the seconds).
 PDE: ``solvers.causal.solve`` for SA β = 4, V = I, from a smooth density, 256 slices × 512 cells,
 T = 20 at the default (positivity) step; wall time, steps and the time per step.
 
-    python benchmarks/bench_causal.py [--quick] [--rounds 3]
+    python benchmarks/bench_causal.py [--quick] [--rounds 3] [--part particles|pde]
 """
 import argparse
 import json
@@ -56,6 +56,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--part", choices=("particles", "pde", "all"), default="all")
     parser.add_argument("--contender", nargs=4, metavar=("KIND", "N", "D", "REPEAT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.contender:
@@ -64,12 +65,25 @@ def main(argv=None):
         return 0
     n = 2000 if args.quick else 10 ** 4
     repeat = 3
+    if args.part != "pde":
+        particle_table(n, repeat, args.rounds)
+    if args.part != "particles":
+        slices, cells, T = (64, 128, 2.0) if args.quick else (256, 512, 20.0)
+        res = pde(slices, cells, T)
+        print(f"Causal PDE, SA beta = 4, {slices} x {cells} cells, T = {T:g}: {res['seconds']:.1f} s wall, "
+              f"{res['steps']} SSP-RK3 steps ({1e3 * res['per_step']:.1f} ms per step); per-slice mass error "
+              f"{res['mass_error']:.1e}, min density {res['min_density']:.2e}")
+    return 0
+
+
+def particle_table(n, repeat, rounds):
+    """Causal against full attention, d = 2 and 3: each contender in its own process, in turn."""
     print(f"Particles, SA beta = 4, n = {n}: median seconds (field evaluation, RK4 step), each in its own process")
     print(f"{'d':>3}{'round':>7}{'full eval':>11}{'causal eval':>13}{'ratio':>7}{'full step':>11}{'causal step':>13}"
           f"{'ratio':>7}")
     for d in (2, 3):
         ratios = []
-        for r in range(args.rounds):
+        for r in range(rounds):
             out = {}
             for kind in ("full", "causal"):
                 run = subprocess.run([sys.executable, __file__, "--contender", kind, str(n), str(d), str(repeat)],
@@ -81,12 +95,6 @@ def main(argv=None):
                   f"{out['full'][1]:>11.4f}{out['causal'][1]:>13.4f}{ratio[1]:>7.2f}")
         med = np.median(np.array(ratios), axis=0)
         print(f"d = {d}: median ratio causal/full: evaluation {med[0]:.2f}, RK4 step {med[1]:.2f}")
-    slices, cells, T = (64, 128, 2.0) if args.quick else (256, 512, 20.0)
-    res = pde(slices, cells, T)
-    print(f"Causal PDE, SA beta = 4, {slices} x {cells} cells, T = {T:g}: {res['seconds']:.1f} s wall, "
-          f"{res['steps']} SSP-RK3 steps ({1e3 * res['per_step']:.1f} ms per step); per-slice mass error "
-          f"{res['mass_error']:.1e}, min density {res['min_density']:.2e}")
-    return 0
 
 
 if __name__ == "__main__":
