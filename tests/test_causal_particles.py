@@ -138,3 +138,10 @@ def test_model_description_round_trip_and_validation():
     assert model.with_beta(3.0).causal and mf.SA(lambda t: 1 + t, causal=True).at(1.0) == mf.SA(2.0, causal=True)
     with pytest.raises(TypeError, match="causal"):
         mf.SA(1.0, causal="yes")
+
+
+def test_single_precision_products_keep_the_mask():
+    model = mf.SA(3.0, causal=True)
+    x = mf.uniform_sphere(200, 4, seed=9)
+    v = particles.velocity(model, x, dtype=np.float32)
+    assert relative(v, reference.attention_field(model, x)) < 1e-5
