@@ -42,7 +42,7 @@ def main(argv=None):
     exp = Experiment("causal", __doc__.splitlines()[0], argv)
 
     # token 1 and one cluster: random Q, K, V = I on S^2
-    # one of 6 seeds at n = 64 sits in a two-cluster metastable state from t ≈ 100 to past 400
+    # one of 6 seeds at n = 64 sits in a two-cluster metastable state from t ≈ 100 to t ≈ 450
     seeds, n_small, T_small = exp.size((3, 32, 60.0), (6, 64, 1000.0))
     t_small = np.linspace(0, T_small, 31)
     counts, drift_one = [], 0.0
