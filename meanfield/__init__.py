@@ -11,7 +11,7 @@ from .solvers import _numba_env  # noqa: F401  (sets up the Numba cache before a
 from .energy import energy, log_energy
 from .geometry import (circle_angles, circle_points, geodesic_distance, normalise, random_rotation,
                        tangent_projection, uniform_sphere)
-from .models import SA, USA, FeedForward, MultiHead, model_from_dict
+from .models import SA, USA, FeedForward, Hardmax, MultiHead, model_from_dict
 from .solvers import circle, particles, sphere
 from .solvers.particles import velocity
 from .theory import growth_rate, most_unstable_mode
@@ -22,7 +22,8 @@ from .density_estimation import kde
 
 __version__ = "0.1.0"
 
-__all__ = ["SA", "USA", "MultiHead", "FeedForward", "velocity", "energy", "log_energy", "uniform_sphere", "normalise",
+__all__ = ["SA", "USA", "Hardmax", "MultiHead", "FeedForward", "velocity", "energy", "log_energy", "uniform_sphere",
+           "normalise",
            "tangent_projection", "circle_points", "circle_angles", "random_rotation",
            "geodesic_distance", "model_from_dict", "growth_rate", "most_unstable_mode",
            "wasserstein", "sample_density", "perturbed_uniform", "discretise", "kde", "particles", "circle", "sphere"]

@@ -3,7 +3,11 @@
 SA  (softmax):      dx_i/dt = P_{x_i} sum_j e^{β<Qx_i,Kx_j>} V x_j / sum_k e^{β<Qx_i,Kx_k>}
 USA (unnormalised): dx_i/dt = P_{x_i} (1/n) sum_j e^{β<Qx_i,Kx_j>} V x_j
 
-with P_x = I - x x^T.  Q, K, V are d×d matrices or scalars (multiples of the identity, so
+with P_x = I - x x^T.  ``causal=True`` masks the attention (Karagodin–Polyanskiy–Rigollet,
+arXiv:2411.04990): token i attends to the tokens j <= i only (the order of the points), the sums
+run over j, k <= i, and USA divides by i instead of n (docs/causal.md says why).
+
+Q, K, V are d×d matrices or scalars (multiples of the identity, so
 ``V=-1`` is the repulsive model in every dimension); ``None`` means the identity.  Any of
 β, Q, K, V may also be a callable of t (weights that depend on the layer); ``model.at(t)`` is
 then the constant model at time t.
@@ -21,7 +25,7 @@ from scipy.special import erfc
 
 from .checks import as_beta, as_float_array
 
-__all__ = ["SA", "USA", "MultiHead", "FeedForward", "model_from_dict", "as_model"]
+__all__ = ["SA", "USA", "Hardmax", "MultiHead", "FeedForward", "model_from_dict", "as_model"]
 
 
 def _as_matrix(value, name):
@@ -44,8 +48,12 @@ class _Attention:
     K: object = None
     V: object = None
     normalised: bool = field(init=False, default=True)
+    causal: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be True or False; got {self.causal!r}")
+        object.__setattr__(self, "causal", bool(self.causal))
         if not callable(self.beta):
             object.__setattr__(self, "beta", as_beta(self.beta))
         for name in "QKV":
@@ -67,7 +75,7 @@ class _Attention:
             value = getattr(self, n)
             values[n] = value(t) if callable(value) else value
         try:
-            return type(self)(**values)
+            return type(self)(**values, causal=self.causal)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{self.name} weights at t = {t:g}: {exc}") from None
 
@@ -127,12 +135,15 @@ class _Attention:
         return replace(self, beta=beta)
 
     def to_dict(self):
-        """Plain description (for .npz files and reports); a callable weight is named, not stored."""
+        """Plain description (for .npz files and reports); a callable weight is named, not stored.
+        "causal" appears only for causal models (the descriptions of the others are unchanged)."""
         out = {"model": self.name, "beta": _describe(self.beta)}
         for n in "QKV":
             m = getattr(self, n)
             out[n] = None if m is None else _describe(m) if callable(m) or isinstance(m, float) \
                 else np.asarray(m).tolist()
+        if self.causal:
+            out["causal"] = True
         return out
 
     def __eq__(self, other):
@@ -144,7 +155,8 @@ class _Attention:
     def __repr__(self):
         extra = "".join(f", {n}={_describe(getattr(self, n))!r}" for n in "QKV" if getattr(self, n) is not None)
         beta = self.beta if callable(self.beta) else f"{self.beta:g}"
-        return f"{self.name}(beta={_describe(beta)}{extra})"
+        causal = ", causal=True" if self.causal else ""
+        return f"{self.name}(beta={_describe(beta)}{extra}{causal})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -163,6 +175,47 @@ class USA(_Attention):
     def __post_init__(self):
         super().__post_init__()
         object.__setattr__(self, "normalised", False)
+
+
+@dataclass(frozen=True, eq=False, repr=False, init=False)
+class Hardmax(_Attention):
+    """The β → ∞ limit of SA (paper §9.3, ``e:maineq``): each token moves towards the mean of the
+    tokens it attends to most,
+
+        dx_i/dt = P_{x_i} (1/|C_i|) Σ_{j∈C_i} V x_j,   C_i = argmax_j <Q x_i, K x_j>  (j <= i if causal).
+
+    Ties: j ∈ C_i when <Q x_i, K x_j> >= max_k <Q x_i, K x_k> - ``tie`` (default 1e-12, absolute), and
+    the tied tokens share the weight equally, which is the β → ∞ limit of the softmax weights at an
+    exact tie.  With Q^T K = I every token attends to itself only and nothing moves.  Integrated by
+    ``meanfield.solvers.hardmax.solve`` (event-aware steps: the field jumps where C_i changes).
+    ``beta`` is fixed at inf."""
+    tie: float = 1e-12
+
+    def __init__(self, Q=None, K=None, V=None, *, tie=1e-12, causal=False):
+        for name, value in (("beta", 1.0), ("Q", Q), ("K", K), ("V", V), ("tie", tie), ("causal", causal)):
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "beta", np.inf)
+        object.__setattr__(self, "normalised", True)
+        if not isinstance(self.tie, (int, float)) or not 0 <= self.tie < 1e-3:
+            raise ValueError(f"tie must be a number in [0, 1e-3); got {self.tie!r}")
+        if self.is_time_dependent:
+            raise ValueError("Hardmax weights must be constant matrices or scalars")
+
+    def to_dict(self):
+        out = super().to_dict()
+        out.pop("beta")
+        out["tie"] = float(self.tie)
+        return out
+
+    def __repr__(self):
+        extra = [f"{n}={_describe(getattr(self, n))!r}" for n in "QKV" if getattr(self, n) is not None]
+        extra += [f"tie={self.tie:g}"] if self.tie != 1e-12 else []
+        extra += ["causal=True"] if self.causal else []
+        return f"Hardmax({', '.join(extra)})"
 
 
 ACTIVATIONS = ("relu", "gelu", "tanh")
@@ -287,7 +340,7 @@ class MultiHead:
 
 def model_from_dict(spec):
     """Inverse of ``model.to_dict()``: "model" ("SA", "USA" or "MultiHead") and, for SA/USA,
-    "beta" and optionally Q, K, V (models with callable weights cannot be rebuilt)."""
+    "beta" and optionally Q, K, V and "causal" (models with callable weights cannot be rebuilt)."""
     if not isinstance(spec, dict):
         raise TypeError(f"spec must be a dict such as model.to_dict(); got {type(spec).__name__}")
     if spec.get("model") == "MultiHead":
@@ -295,14 +348,19 @@ def model_from_dict(spec):
         return MultiHead([model_from_dict(h) for h in spec["heads"]],
                          None if ff is None else FeedForward(ff["W"], ff["A"], ff["b"], ff["activation"]))
     name = spec.get("model")
+    if name == "Hardmax":
+        return Hardmax(**{n: None if spec.get(n) is None else np.asarray(spec[n], dtype=float) if np.ndim(spec[n])
+                          else float(spec[n]) for n in "QKV"}, tie=spec.get("tie", 1e-12),
+                       causal=spec.get("causal", False))
     cls = {"SA": SA, "USA": USA}.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown model {spec.get('model')!r}; choose 'SA', 'USA' or 'MultiHead'")
     if "beta" not in spec:
         raise ValueError("spec has no 'beta'; a model description must give the inverse temperature")
-    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V"})
+    unknown = sorted(set(spec) - {"model", "beta", "Q", "K", "V", "causal"})
     if unknown:
-        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V")
+        raise ValueError(f"spec has unknown key(s) {', '.join(map(repr, unknown))}; known: model, beta, Q, K, V, "
+                         f"causal")
     if any(isinstance(spec.get(n), str) for n in ("beta", "Q", "K", "V")):
         raise ValueError(f"{spec['model']} with time-dependent weights ({spec}) cannot be rebuilt from its "
                          f"description; pass the model again")
@@ -310,13 +368,16 @@ def model_from_dict(spec):
     for n in "QKV":
         m = spec.get(n)
         mats[n] = None if m is None else np.asarray(m, dtype=float) if np.ndim(m) else float(m)
-    return cls(beta=spec["beta"], **mats)
+    return cls(beta=spec["beta"], **mats, causal=spec.get("causal", False))
 
 
-def as_model(model, *, multihead=False, time_dependent=False, name="model"):
+def as_model(model, *, multihead=False, time_dependent=False, causal=False, name="model"):
     """``model`` checked to be SA/USA (or MultiHead where ``multihead``); a model whose weights
-    depend on t only where ``time_dependent`` (the particle solver) — elsewhere a clear error."""
+    depend on t only where ``time_dependent`` (the particle solver), a causal model (or head)
+    only where ``causal`` (the particle solver and ``solvers.causal``) — elsewhere a clear error."""
     kinds = (_Attention, MultiHead) if multihead else (_Attention,)
+    if isinstance(model, Hardmax):
+        raise TypeError(f"{name}: Hardmax (β = ∞) has its own integrator, meanfield.solvers.hardmax.solve")
     if not isinstance(model, kinds):
         allowed = "meanfield.SA(...), meanfield.USA(...)" + (" or meanfield.MultiHead(...)" if multihead else "")
         if isinstance(model, MultiHead):
@@ -326,5 +387,8 @@ def as_model(model, *, multihead=False, time_dependent=False, name="model"):
     if model.is_time_dependent and not time_dependent:
         raise ValueError(f"{name} {model!r} has weights that depend on t; only meanfield.solvers.particles "
                          f"supports them (use model.at(t) for the model at one time)")
+    if not causal and any(h.causal for h in getattr(model, "heads", (model,))):
+        raise ValueError(f"{name} {model!r} is causal (token i attends to j <= i); only meanfield.solvers.particles "
+                         f"and meanfield.solvers.causal (the density on [0, 1] x S^1) support causal attention")
     return model
 

@@ -11,13 +11,13 @@ so a perturbation along a degree-l harmonic of the uniform density grows at rate
 """
 import numpy as np
 from scipy.integrate import quad, solve_ivp
-from scipy.special import gammaln, ive, logsumexp
+from scipy.special import expit, gammaln, ive, logsumexp
 
 from .checks import as_beta, as_count, as_float_array, as_time_grid
 from .models import as_model
 
 __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "equiangular_rhs",
-           "equiangular_curve", "clustering_time"]
+           "equiangular_curve", "clustering_time", "equiangular_layer", "long_context_limit"]
 
 
 LOG_MAX = float(np.log(np.finfo(float).max))
@@ -253,3 +253,71 @@ def clustering_time(model, n, delta=1e-3):
     ends = [a for a in ends if a < 1.0 - delta] + [1.0 - delta]
     return float(sum(quad(lambda g: 1.0 / rhs(0.0, g), a, b, epsabs=0.0, epsrel=1e-12, limit=200)[0]
                      for a, b in zip(ends[:-1], ends[1:])))
+
+
+def equiangular_layer(rho, beta, n):
+    """One softmax attention layer (V = I) followed by normalisation, on n tokens whose pairwise
+    inner products all equal ρ (Rigollet, arXiv:2512.01868; paper.md §6.3): token i's output
+    y_i = Σ_j A_ij x_j with A_ii = a, A_ij = b (j ≠ i),
+
+        a = e^β / Z,  b = e^{βρ} / Z,  Z = e^β + (n-1) e^{βρ},
+        cos(y_i, y_k) = (ρ + (1-ρ)(2ab + (n-2)b²)) / (ρ + (1-ρ)(a² + (n-1)b²))
+
+    (Gram matrix ρ 11^T + (1-ρ) I and rows of A summing to 1).  a = expit(β(1-ρ) - log(n-1)) and
+    b = (1-a)/(n-1), so nothing overflows for any β, n.
+
+    Parameters
+    ----------
+    rho : float or array, in (-1/(n-1), 1)
+    beta : float or array, >= 0
+    n : int or array of ints >= 2 (broadcast together)
+
+    Returns
+    -------
+    (a, cosine) : arrays (the diagonal attention weight and the output cosine)
+
+    Examples
+    --------
+    >>> a, c = equiangular_layer(0.5, 0.0, 2)
+    >>> float(a), float(c)
+    (0.5, 1.0)
+    """
+    rho, beta, n = (np.asarray(v, dtype=float) for v in (rho, beta, n))
+    if np.any(n < 2) or np.any(beta < 0) or np.any(rho >= 1) or np.any(rho <= -1.0 / (n - 1)):
+        raise ValueError("equiangular_layer needs n >= 2, beta >= 0 and -1/(n-1) < rho < 1")
+    a = expit(beta * (1.0 - rho) - np.log(n - 1.0))
+    b = expit(np.log(n - 1.0) - beta * (1.0 - rho)) / (n - 1.0)
+    cosine = (rho + (1 - rho) * (2 * a * b + (n - 2) * b * b)) / (rho + (1 - rho) * (a * a + (n - 1) * b * b))
+    return a, cosine
+
+
+def long_context_limit(rho, gamma):
+    """The n → ∞ limit of ``equiangular_layer`` at β_n = γ log n (arXiv:2512.01868, attributed to
+    Chen et al. 2025): with c = γ(1-ρ), a = 1/(1 + (n-1) n^{-c}) → L and the output cosine →
+    ρ/(ρ + (1-ρ) L²), where
+
+        L = 0 (c < 1: every token averages the others, cosine → 1: collapse),
+        L = 1/2 (c = 1),   L = 1 (c > 1: each token keeps itself, cosine → ρ: identity).
+
+    Approach: a ~ n^{c-1} (c < 1), 1 - a ~ n^{1-c} (c > 1), a - 1/2 ~ 1/(4n) (c = 1).
+
+    Parameters
+    ----------
+    rho : float in (0, 1)
+    gamma : float >= 0
+
+    Returns
+    -------
+    (L, cosine) : floats
+
+    Examples
+    --------
+    >>> long_context_limit(0.5, 2.0)
+    (0.5, 0.8)
+    """
+    rho, gamma = float(rho), float(gamma)
+    if not 0 < rho < 1 or gamma < 0:
+        raise ValueError(f"long_context_limit needs 0 < rho < 1 and gamma >= 0; got rho = {rho}, gamma = {gamma}")
+    c = gamma * (1 - rho)
+    L = 0.0 if c < 1 else 0.5 if c == 1 else 1.0
+    return L, rho / (rho + (1 - rho) * L * L)

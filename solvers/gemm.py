@@ -13,6 +13,10 @@ Targets are cut into tiles of R rows and sources into blocks of C (``tiles``), b
     online log-sum-exp over the block   (element-wise along the R targets: vectorises)
     G  <- G e^{M_old - M_new} + E Y_k   (R × d, BLAS dgemm with E = the block's w_j e^{s - M})
 
+With the causal mask (targets and sources the same tokens) a target tile runs only through the
+blocks with j0 <= its last target (about half the work) and drops the sources j > i of the block
+it straddles; USA then divides by the prefix weight W_i = sum_{j<=i} w_j.
+
 Every product has R C d <= ``small.BLAS_MAX_WORK``, which OpenBLAS runs on the calling thread,
 so the jobs never start threads of their own.  Memory: O((n + m) d) for the padded copies
 plus O(R C) per thread.  The tiling depends on d only and no loop is reassociated, so equal
@@ -26,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import _FAST, exp_nonpositive
-from .small import BLAS_MAX_WORK, weighted_exponentials
+from .small import BLAS_MAX_WORK, NO_MASK, first_target, weighted_exponentials
 
 MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
 ROWS = 32        # largest target tile
@@ -56,14 +60,16 @@ def _padded(a, size, dtype=np.float64):
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
-def _tiled_sums(U, Y, W, normalised, G, log_phi):
+def _tiled_sums(U, Y, W, normalised, causal, G, log_phi):
     """U (B, T, R, d) target tiles, Y (B, K, C, d) source blocks with weights W (B, K, C):
-    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i.
+    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i;
+    ``causal``: sums over sources j <= target i only.
     U and Y may be float32 (single-precision products); the sums are float64 in any case."""
     B, T, R, d = U.shape
     K, C = Y.shape[1], Y.shape[2]
     for job in prange(B * T):
         b = job // T
+        i0 = (job - b * T) * R
         u = U[b, job - b * T]
         g = G[b, job - b * T]
         ST = np.empty((C, R), U.dtype)
@@ -75,21 +81,23 @@ def _tiled_sums(U, Y, W, normalised, G, log_phi):
         for t in range(R):
             for c in range(d):
                 g[t, c] = 0.0
-        for k in range(K):
+        blocks = min(K, (i0 + R - 1) // C + 1) if causal else K
+        for k in range(blocks):
             y = Y[b, k]
             w = W[b, k]
+            shift = k * C - i0 if causal else NO_MASK
             np.dot(y, u.T, ST)                       # S^T[j, t] = <y_j, u_t>
             for t in range(R):
                 top[t] = mx[t]
             for j in range(C):
                 if w[j] > 0.0:
-                    for t in range(R):
+                    for t in range(first_target(j, shift, R), R):
                         top[t] = max(top[t], ST[j, t])
             for t in range(R):
                 scale[t] = exp_nonpositive(mx[t] - top[t]) if top[t] > mx[t] else 1.0
                 z[t] *= scale[t]
                 mx[t] = top[t]
-            weighted_exponentials(ST, w, mx, z)
+            weighted_exponentials(ST, w, mx, z, shift)
             np.dot(ST.T, y, E)                       # E[t, c] = sum_j e_jt y_jc
             for t in range(R):
                 s = scale[t]
@@ -102,15 +110,19 @@ def _tiled_sums(U, Y, W, normalised, G, log_phi):
             log_phi[b, job - b * T, t] = mx[t] + math.log(z[t])
 
 
-def softmax_sums(U, y, w, normalised, dtype=np.float64):
+def softmax_sums(U, y, w, normalised, dtype=np.float64, causal=False):
     """(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
     G_i = sum_j w_j e^{<u_i, y_j>} y_j / Φ_i (``normalised``) or without the division, and
     log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above; the
-    products in ``dtype`` (float64 or float32), the sums and the results in float64."""
+    products in ``dtype`` (float64 or float32), the sums and the results in float64.
+    ``causal`` (n = m): the sums over j <= i only, and G_i / W_i, W_i = sum_{j<=i} w_j, unnormalised."""
     B, n, d = U.shape
     R, C = tiles(d, n, y.shape[1])
     Up = _padded(U, R, dtype)
     G = np.empty(Up.shape)
     log_phi = np.empty(Up.shape[:3])
-    _tiled_sums(Up, _padded(y, C, dtype), _padded(w, C), normalised, G, log_phi)
-    return G.reshape(B, -1, d)[:, :n], log_phi.reshape(B, -1)[:, :n]
+    _tiled_sums(Up, _padded(y, C, dtype), _padded(w, C), normalised, causal, G, log_phi)
+    G = G.reshape(B, -1, d)[:, :n]
+    if causal and not normalised:
+        G = G / np.cumsum(w, axis=1)[:, :, None]
+    return G, log_phi.reshape(B, -1)[:, :n]

@@ -15,6 +15,11 @@ Memory is O(GROUP TILE d + TILE BLOCK) per thread, never n×m.  Dot products are
 blocked (2×2 and 4×2) and the exponential is a vectorisable Cody–Waite + degree-13 Taylor
 evaluation (error <= 2.3e-16 relative on [-708, 0]; terms below e^{-708} relative to the
 largest are flushed to ~1e-308).
+
+With the causal mask (targets = sources) a group of tiles runs only through the blocks that
+start at or before its last target, and row t of a tile starting at i0 keeps the first
+i0 + t - j0 + 1 sources of the block at j0 (j <= i); the USA division by the prefix weight
+W_i = sum_{j<=i} w_j is the caller's (``particles._direct``).
 """
 from . import _numba_env  # noqa: F401
 
@@ -154,13 +159,15 @@ def _scores(U, y, yT, j0, nb, S):
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
-def _softmax_update(S, w, j0, nb, mx, z, G):
+def _softmax_update(S, w, j0, nb, i0, causal, mx, z, G):
     """Online log-sum-exp: raise the running maxima M_t to the block's, rescale (z, G) by
-    e^{M_old - M_new}, then overwrite S by w_k e^{s - M} and add it to z."""
+    e^{M_old - M_new}, then overwrite S by w_k e^{s - M} and add it to z; ``causal``: row t
+    (target i0 + t) keeps the sources j0 + k <= i0 + t, the others' S is set to 0."""
     T, d = G.shape
     for t in range(T):
+        reach = min(nb, max(0, i0 + t - j0 + 1)) if causal else nb
         top = -np.inf
-        for k in range(nb):
+        for k in range(reach):
             if w[j0 + k] > 0.0:
                 top = max(top, S[t, k])
         if top > mx[t]:
@@ -171,10 +178,12 @@ def _softmax_update(S, w, j0, nb, mx, z, G):
             mx[t] = top
         m_t = mx[t]
         acc = 0.0
-        for k in range(nb):
+        for k in range(reach):
             e = w[j0 + k] * exp_nonpositive(min(S[t, k] - m_t, 0.0))
             S[t, k] = e
             acc += e
+        for k in range(reach, nb):
+            S[t, k] = 0.0
         z[t] += acc
 
 
@@ -244,9 +253,10 @@ def _finish(x, i0, G, z, mx, V, normalised, general_V, out, log_phi):
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
-def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, out, log_phi):
+def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, causal, out, log_phi):
     """Batched field: x (B, n, d) targets, sources y (B, m, d) and yT = y transposed (B, d, m),
     weights w (B, m) >= 0.  Writes X into ``out`` (B, n, d) and log Φ into ``log_phi`` (B, n).
+    ``causal`` (n = m): target i sums over the sources j <= i only (USA: not yet divided by W_i).
     """
     B, n, d = x.shape
     m = y.shape[1]
@@ -263,20 +273,22 @@ def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, o
         z = np.zeros((tiles, TILE))
         for g in range(tiles):
             _queries(x[b], (first + g) * TILE, A, beta, general_A, U[g])
-        for j0 in range(0, m, BLOCK):
+        end = min(m, (first + tiles) * TILE) if causal else m
+        for j0 in range(0, end, BLOCK):
             nb = min(BLOCK, m - j0)
             for g in range(tiles):
                 _scores(U[g], y[b], yT[b], j0, nb, S)
-                _softmax_update(S, w[b], j0, nb, mx[g], z[g], G[g])
+                _softmax_update(S, w[b], j0, nb, (first + g) * TILE, causal, mx[g], z[g], G[g])
                 _accumulate(S, yT[b], j0, nb, G[g])
         for g in range(tiles):
             _finish(x[b], (first + g) * TILE, G[g], z[g], mx[g], V, normalised, general_V, out[b], log_phi[b])
 
 
 @njit(parallel=True, cache=True)
-def circle_angle_field(theta, src, w, beta, sign, normalised, out):
+def circle_angle_field(theta, src, w, beta, sign, normalised, causal, out):
     """dθ_i/dt = sign · sum_j w_j e^{β cos(θ_i-θ_j)} sin(θ_j-θ_i) / (Z_i or 1), batched
-    (B, n) targets and (B, m) sources; Z_i = sum_j w_j e^{β cos(θ_i-θ_j)}."""
+    (B, n) targets and (B, m) sources; Z_i = sum_j w_j e^{β cos(θ_i-θ_j)}.  ``causal`` (n = m):
+    the sums over j <= i, and USA divided by W_i = sum_{j<=i} w_j."""
     B, n = theta.shape
     m = src.shape[1]
     for idx in prange(B * n):
@@ -285,12 +297,16 @@ def circle_angle_field(theta, src, w, beta, sign, normalised, out):
         ti = theta[b, i]
         z = 0.0
         g = 0.0
-        for j in range(m):
+        prefix = 0.0
+        for j in range(min(m, i + 1) if causal else m):
             delta = src[b, j] - ti
             e = w[b, j] * math.exp(beta * (math.cos(delta) - 1.0))
             z += e
             g += e * math.sin(delta)
+            prefix += w[b, j]
         if normalised:
             out[b, i] = sign * g / z
+        elif causal:
+            out[b, i] = sign * g * math.exp(beta) / prefix
         else:
             out[b, i] = sign * g * math.exp(beta)

@@ -12,6 +12,11 @@ tokens, with the fixed steps fused into the engine) or "fast" (``spectral``: Fou
 O((n + m) K) on S^1 and
 O((n + m) L²) on S^2 for Q^T K = I, V = ±I, with an a-posteriori error bound and direct
 recomputation of the targets where it fails); "auto" picks the cheaper valid one.
+
+Causal models (``SA(..., causal=True)``: token i attends to j <= i, USA divided by the prefix
+weight sum_{j<=i} w_j) run on every direct engine (the mask is applied inside ``small``, ``gemm``
+and ``kernels``); the fast summation has no causal form and refuses them.  Their energies are
+NaN: the causal dynamics is not a gradient flow (info["energy"] says so).
 """
 from . import _numba_env  # noqa: F401
 
@@ -49,6 +54,11 @@ def resolve_summation(model, d, n, m, summation="auto"):
     as_choice(summation, "summation", SUMMATIONS)
     if summation == "direct":
         return "direct"
+    if model.causal:
+        if summation == "fast":
+            raise ValueError(f"summation='fast' has no causal mask (its Fourier / Funk–Hecke sums run over all "
+                             f"tokens); {model!r} needs summation='direct' or 'auto'")
+        return "direct"
     valid = spectral.supports(model, d)
     if summation == "fast":
         if not valid:
@@ -77,7 +87,7 @@ def _small_arguments(model, d):
     A, V = _operators(model, d)
     general_A, general_V = model.attention_scalar is None, model.value_scalar is None
     return (model.beta, np.ascontiguousarray(A.T), float(A[0, 0]), V, float(V[0, 0]), model.normalised,
-            general_A, general_V)
+            general_A, general_V, model.causal)
 
 
 def uses_small(n, m, how):
@@ -93,6 +103,9 @@ def _direct(model, x, y, w, dtype=np.float64):
     ``_precision`` admits only for d <= gemm.MAX_D) skip the float64 ``small.field``."""
     B, n, d = x.shape
     w = np.ascontiguousarray(w)
+    if model.causal and y.shape[1] != n:
+        raise ValueError(f"causal attention pairs target i with the sources j <= i: it needs as many sources as "
+                         f"targets; got {n} targets and {y.shape[1]} sources")
     if y is x and n <= small.SMALL_N and dtype == np.float64:
         out, log_phi = np.empty(x.shape), np.empty(x.shape[:2])
         with kernels.threads_for(kernels.direct_seconds(B, n, n, d)):
@@ -102,11 +115,20 @@ def _direct(model, x, y, w, dtype=np.float64):
     y = np.ascontiguousarray(y)
     if gemm.supports(d):
         return _direct_gemm(model, x, y, w, A, V, dtype)
+    return _direct_kernels(model, x, y, w, A, V)
+
+
+def _direct_kernels(model, x, y, w, A, V):
+    """``_direct`` by ``kernels.attention_field`` (any d; the engine for d > gemm.MAX_D)."""
+    B, n, d = x.shape
     out, log_phi = np.empty(x.shape), np.empty(x.shape[:2])
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         kernels.attention_field(np.ascontiguousarray(x), y, np.ascontiguousarray(np.swapaxes(y, 1, 2)),
                                 w, A, V, model.beta, model.normalised,
-                                model.attention_scalar is None, model.value_scalar is None, out, log_phi)
+                                model.attention_scalar is None, model.value_scalar is None, model.causal, out,
+                                log_phi)
+    if model.causal and not model.normalised:
+        out /= np.cumsum(w, axis=1)[:, :, None]
     return out, log_phi
 
 
@@ -116,7 +138,7 @@ def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
     U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
     B, n, d = x.shape
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
-        G, log_phi = gemm.softmax_sums(U, y, w, model.normalised, dtype)
+        G, log_phi = gemm.softmax_sums(U, y, w, model.normalised, dtype, causal=model.causal)
     v = G @ V.T if model.value_scalar is None else V[0, 0] * G
     return v - np.sum(v * x, axis=-1, keepdims=True) * x, log_phi
 
@@ -161,7 +183,8 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
     if not isinstance(model, MultiHead):
         return attention_field(model, x, weights, summation=summation, stats=stats, dtype=dtype)[0]
     out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
-                              spectral.supports(h, x.shape[-1]) else "direct", stats=stats, dtype=dtype)[0]
+                              (spectral.supports(h, x.shape[-1]) and not h.causal) else "direct", stats=stats,
+                              dtype=dtype)[0]
               for h in model.heads)
     if model.feedforward is not None:
         f = model.feedforward.field(x)
@@ -175,15 +198,22 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
     ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
     direct summation, d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
     the result is float64 in both cases."""
-    model = as_model(model, multihead=True, time_dependent=True).at(t)
+    model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     dtype = _precision(dtype, x.shape[-1], summation)
     for head in getattr(model, "heads", (model,)):
         _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
                           "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
-    w = as_batch_weights(weights, x)
+    w = _causal_weights(model, as_batch_weights(weights, x))
     return field(model, _batched(x), w, summation=summation, dtype=dtype).reshape(x.shape)
+
+
+def _causal_weights(model, w):
+    """w, refused for a causal model when a first token has weight 0 (it would attend to nothing)."""
+    if w is not None and any(h.causal for h in getattr(model, "heads", (model,))) and np.any(w[:, 0] <= 0):
+        raise ValueError("causal attention needs weights with w_1 > 0: token 1 attends only to itself")
+    return w
 
 
 def _precision(dtype, d, summation):
@@ -233,7 +263,7 @@ def max_step(model, d, method="rk4"):
     float
         The bound on ``dt`` that ``solve`` and ``solve_angles`` enforce.
     """
-    model = as_model(model)
+    model = as_model(model, causal=True)
     d = as_count(d, "d", minimum=2)
     scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
     _check_exponent(model, d)
@@ -278,7 +308,7 @@ def block_dt(model, d):
 
 
 def _integration_setup(model, t_eval, method, dt):
-    model = as_model(model, multihead=True, time_dependent=True)
+    model = as_model(model, multihead=True, time_dependent=True, causal=True)
     t_eval = as_time_grid(t_eval)
     as_choice(method, "method", tuple(METHODS))
     scheme = METHODS[method]
@@ -398,7 +428,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         how = summation
     else:
         how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
-    w = as_batch_weights(weights, x0)
+    w = _causal_weights(model, as_batch_weights(weights, x0))
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None:
         dt = block_dt(first, x0.shape[-1])
@@ -438,14 +468,27 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         en = xs[:, :B].reshape((t_eval.size,) + x0.shape[:-2]) if energy else None
         observed = xs[:, B if energy else 0:].reshape((t_eval.size,) + log["shape"])
         last = info.pop("state").reshape(x0.shape)
+        if energy and _energy_note(model):
+            info["energy"] = _energy_note(model)
         return ParticleSolution(t=t_eval, x=None, energy=en, model=model, info=info, observed=observed,
                                 last=last, weights=stored)
     xs = xs.reshape((t_eval.size,) + x0.shape)
     en = _trajectory_energy(model, xs, w, how) if energy else None
     if energy and np.all(np.isnan(en)):
-        info["energy"] = ("NaN: E_beta is the dynamics' energy only for isotropic heads (Q^T K = I, V = ±I) "
-                          "with constant weights and no feed-forward term")
+        info["energy"] = _energy_note(model)
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
+
+
+def _energy_note(model):
+    """Why ``_trajectory_energy`` is NaN for ``model`` (None where it is E_β)."""
+    heads = getattr(model, "heads", (model,))
+    if any(h.causal for h in heads):
+        return ("NaN: causal attention is not a gradient flow (Karagodin–Polyanskiy–Rigollet, arXiv:2411.04990): "
+                "token i feels tokens j <= i only, so no interaction energy E_beta decreases or increases along it")
+    if model.is_time_dependent or not model.is_isotropic or (len(heads) > 1 and any(h.normalised for h in heads)):
+        return ("NaN: E_beta is the dynamics' energy only for isotropic heads (Q^T K = I, V = ±I) "
+                "with constant weights and no feed-forward term")
+    return None
 
 
 def log_energies(beta, x, weights=None, summation="auto"):
@@ -470,11 +513,10 @@ def _trajectory_energy(model, xs, w, summation):
     (E_β; its sign flips for V = -I), or heads that are all isotropic USA, where the field is
     the Wasserstein gradient of Σ_h ±E_{β_h}.  NaN elsewhere: general Q, K, V, time-dependent
     weights, feed-forward terms, and SA heads with several β (each head is a gradient flow for
-    its own reweighted metric, and their sum for none); ``solve`` says so in info["energy"]."""
+    its own reweighted metric, and their sum for none) and causal heads (no gradient structure);
+    ``solve`` says why in info["energy"]."""
     heads = getattr(model, "heads", (model,))
-    usable = not model.is_time_dependent and model.is_isotropic and (
-        len(heads) == 1 or not any(h.normalised for h in heads))
-    if not usable:
+    if _energy_note(model):
         return np.full(xs.shape[:-2], np.nan)
     flat = xs.reshape((-1,) + xs.shape[-2:])
     wf = None if w is None else np.repeat(w[None], xs.shape[0], axis=0).reshape(-1, xs.shape[-2])
@@ -487,7 +529,7 @@ def angle_velocity(model, theta, summation="auto"):
     """dθ_i/dt on the circle, θ (n,) or (B, n): (1/Z_i) sum_j e^{β cos(θ_i-θ_j)} sin(θ_j-θ_i)
     (Z_i the softmax sum for SA, n for USA; times -1 for V = -I).  "direct" sums in angles;
     "fast" is <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``."""
-    model = as_model(model)
+    model = as_model(model, causal=True)
     theta = as_float_array(theta, "theta")
     if theta.ndim not in (1, 2) or theta.size == 0:
         raise ValueError(f"theta must be a non-empty array of shape (n,) or (B, n); got {theta.shape}")
@@ -500,7 +542,7 @@ def angle_velocity(model, theta, summation="auto"):
     out = np.empty(th.shape)
     with kernels.threads_for(4 * kernels.direct_seconds(th.shape[0], th.shape[1], th.shape[1], 2)):
         kernels.circle_angle_field(th, th, _uniform_weights(th.shape), model.beta, model.sign,
-                                   model.normalised, out)
+                                   model.normalised, model.causal, out)
     return out.reshape(theta.shape)
 
 
@@ -522,4 +564,6 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     info.update(method=method, dt=dt, summation=how)
     xs = circle_points(ths)
     en = _trajectory_energy(model, xs, None, how)
+    if _energy_note(model):
+        info["energy"] = _energy_note(model)
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, theta=ths)

@@ -205,3 +205,18 @@ class ZonalSolution(_Saveable):
         """<m, e> = Σ_i m_i cos θ_i, the component of the mean along the axis (the mean is <m, e> e)."""
         theta, w = self.measure(k)
         return float(w @ np.cos(theta))
+
+
+@dataclass(eq=False, repr=False)
+class CausalDensitySolution(_Saveable):
+    """The causal mean-field density on [0, 1] × S^1 (``meanfield.solvers.causal``).
+
+    Fields: t (m,), s (S,) slice centres, theta (N,) cell centres, rho (m, S, N) cell densities
+    (each slice a probability density in θ), mass (m, S) per slice, model, info."""
+    t: np.ndarray
+    s: np.ndarray
+    theta: np.ndarray
+    rho: np.ndarray
+    mass: np.ndarray
+    info: dict = field(default_factory=dict)
+    model: object = None

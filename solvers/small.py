@@ -8,6 +8,9 @@ For one system of n tokens x_1..x_n with weights w_j >= 0 and scores s_ij = β <
     X_i   = P_{x_i} V G_i / z_i   (SA)     or     P_{x_i} V G_i e^{M_i}   (USA)
     log Φ_i = M_i + log z_i
 
+With the causal mask (``causal``) every sum over j runs over j <= i only (e_ij = 0 for j > i) and
+USA divides by the prefix weight W_i = sum_{j<=i} w_j (1/i for w_j = 1/n).
+
 computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system is held
 transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory:
 scores S^T = x U^T with U = β x A, the shifts, exponentials and sums z elementwise over targets,
@@ -95,24 +98,39 @@ def _unit_columns(yT, xT, norm):
             xT[c, i] = yT[c, i] * norm[i]
 
 
+NO_MASK = -(1 << 62)   # the ``shift`` of unmasked attention: every source reaches every target
+
+
+@njit(cache=True, inline="always")
+def first_target(j, shift, n):
+    """The first target i that source row j reaches, i >= j + shift (clipped to [0, n]): the causal
+    mask j_global <= i_global with shift = j0 - i0 (block offsets), nothing masked for NO_MASK."""
+    return min(max(j + shift, 0), n)
+
+
 @njit(cache=True, inline="always", fastmath=_FAST)
-def weighted_exponentials(ST, w, m, z):
-    """ST[j, i] <- e_ji = w_j e^{min(ST[j, i] - m_i, 0)} and z_i += sum_j e_ji (element-wise along i)."""
+def weighted_exponentials(ST, w, m, z, shift):
+    """ST[j, i] <- e_ji = w_j e^{min(ST[j, i] - m_i, 0)} and z_i += sum_j e_ji (element-wise along i);
+    e_ji = 0 for the masked targets i < ``first_target(j, shift, n)``."""
     J, n = ST.shape
     for j in range(J):
         wj = w[j]
-        for i in range(n):
+        lo = first_target(j, shift, n)
+        for i in range(lo):
+            ST[j, i] = 0.0
+        for i in range(lo, n):
             e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
             ST[j, i] = e
             z[i] += e
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
-def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT, m, z,
+def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, z,
            outT, log_phi):
     """X^T (into outT (d, n)) and log Φ of one system given as xT (d, n) and x = xT^T (n, d).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
+    ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
     Scratch: UT, GT (d, n), ST (n, n), m, z (n,)."""
     d, n = xT.shape
     if general_A:
@@ -127,19 +145,23 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
     for i in range(n):
         m[i] = -np.inf
         z[i] = 0.0
+    shift = 0 if causal else NO_MASK
     for j in range(n):
+        for i in range(n):
+            ST[j, i] *= scale
         if w[j] > 0.0:
-            for i in range(n):
-                ST[j, i] *= scale
+            for i in range(first_target(j, shift, n), n):
                 m[i] = max(m[i], ST[j, i])
-        else:
-            for i in range(n):
-                ST[j, i] *= scale
-    weighted_exponentials(ST, w, m, z)
+    weighted_exponentials(ST, w, m, z, shift)
     _product(xT, ST, GT)                   # G^T = x^T E^T
+    prefix = 0.0
     for i in range(n):
         log_phi[i] = m[i] + math.log(z[i])
-        z[i] = 1.0 / z[i] if normalised else math.exp(m[i])
+        prefix += w[i]
+        if normalised:
+            z[i] = 1.0 / z[i]
+        else:
+            z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
     if general_V:
         _product(V, GT, outT)
         for c in range(d):
@@ -170,18 +192,18 @@ def _scratch(n, d):
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
-def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, out, log_phi):
+def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out, log_phi):
     """X and log Φ of each system of x (B, n, d) with weights w (B, n), into out (B, n, d) and
     log_phi (B, n).  A_T = A^T (d, d) and V (d, d) are read only when general_A / general_V;
-    otherwise A = a I and V = v_scale I."""
+    otherwise A = a I and V = v_scale I; ``causal`` masks j > i."""
     B, n, d = x.shape
     for b in prange(B):
         UT, GT, ST, m, z = _scratch(n, d)
         xT = np.empty((d, n))
         oT = np.empty((d, n))
         _transpose(x[b], xT)
-        _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT, m, z,
-               oT, log_phi[b])
+        _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+               z, oT, log_phi[b])
         _transpose(oT, out[b])
 
 
@@ -195,7 +217,7 @@ def _stage(yT, h, kT, sT):
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
-def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, out):
+def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
     """``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
     x (B, n, d), each followed by renormalisation; the result goes into out (B, n, d).
 
@@ -214,8 +236,8 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
         for _ in range(count):
             _unit_columns(yT, xT, m)
             _transpose(xT, xs)
-            _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT, m, z,
-                   kT, lp)
+            _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                   z, kT, lp)
             if rk4:
                 for c in range(d):
                     for i in range(n):
@@ -224,8 +246,8 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
                     _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
                     _unit_columns(sT, xT, m)
                     _transpose(xT, xs)
-                    _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, UT, ST, GT,
-                           m, z, kT, lp)
+                    _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                           ST, GT, m, z, kT, lp)
                     two = 2.0 if s < 2 else 1.0
                     for c in range(d):
                         for i in range(n):

@@ -81,6 +81,18 @@ def test_particles_fixed_step(monkeypatch, tmp_path, method, stop_after, every, 
     assert full.info["nsteps"] == 40 and full.info["engine"] == engine
 
 
+@pytest.mark.parametrize("engine, step", [("kernels", "fixed_step"), ("small", "advance")])
+def test_particles_causal(monkeypatch, tmp_path, engine, step):
+    """Causal attention (the mask inside both engines) resumes bit for bit."""
+    x0 = mf.uniform_sphere(10, 3, seed=3)
+
+    def solve(**kw):
+        return particles.solve(mf.SA(3.0, Q=np.diag([1.0, 2.0, 0.5]), causal=True), x0, T, dt=0.05, engine=engine,
+                               **kw)
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x"], 23, 7, step)
+    assert full.info["engine"] == engine and np.all(np.isnan(full.energy))
+
+
 def test_particles_blas_tiled_engine(monkeypatch, tmp_path):
     """n > small.SMALL_N and d = 16: the field is summed by ``gemm`` (BLAS tiles)."""
     x0 = mf.uniform_sphere(small.SMALL_N + 12, 16, seed=4)

@@ -28,7 +28,7 @@ def kernels_direct(model, x, y, w):
     out, log_phi = np.empty(x.shape), np.empty(x.shape[:2])
     kernels.attention_field(x, y, np.ascontiguousarray(np.swapaxes(y, 1, 2)), w, A, V, model.beta,
                             model.normalised, model.attention_scalar is None, model.value_scalar is None,
-                            out, log_phi)
+                            model.causal, out, log_phi)
     return out, log_phi
 
 
