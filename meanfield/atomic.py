@@ -21,15 +21,29 @@ import shutil
 import tempfile
 import time
 
-__all__ = ["write_file", "replace_folder", "check_folder", "is_complete", "MARKER"]
+__all__ = ["write_file", "umask", "replace_folder", "check_folder", "is_complete", "MARKER"]
 
 MARKER = "complete.json"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def write_file(path, write):
-    """Atomically replace ``path`` by what ``write(fh)`` writes.
+def umask():
+    """The process's file-creation mask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def write_file(path, write, prefix=".tmp-", suffix=None):
+    """Atomically replace ``path`` by what ``write(fh)`` writes: a temporary file in the same
+    folder, fsync, ``os.replace`` — a reader (or a crash, or a full disk) leaves the old file or
+    the new one, never a truncated one.  The file gets the mode ``open`` would give it
+    (0o666 less the umask), not ``mkstemp``'s 0o600.
 
     Parameters
     ----------
@@ -37,20 +51,41 @@ def write_file(path, write):
         The file to create or replace.
     write : callable
         ``write(fh)`` writes the content into the binary file object ``fh``.
+    prefix, suffix : str, optional
+        Of the temporary file's name (default ``.tmp-`` and ``path``'s extension), so that the
+        leftovers of a killed writer can be found.
+
+    Raises
+    ------
+    OSError
+        With the same errno, naming ``path`` and the reason (read-only or full disk, no permission).
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
+    >>> write_file(path, lambda fh: fh.write(b"hello"))
+    >>> open(path).read()
+    'hello'
     """
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-",
-                               suffix=os.path.splitext(path)[1])
+    suffix = os.path.splitext(path)[1] if suffix is None else suffix
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix, suffix=suffix)
         with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o666 & ~umask())
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+        tmp = None
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 def _sha256(path):
@@ -188,6 +223,7 @@ def replace_folder(folder, write, name="folder"):
     parent, base = os.path.split(folder)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.new-")
     try:
+        os.chmod(tmp, 0o777 & ~umask())        # as os.mkdir would make it, not mkdtemp's 0o700
         write(tmp)
         files = {}
         for rel in _listing(tmp):

@@ -53,6 +53,7 @@ import numpy as np
 
 from .atomic import write_file
 from .checks import as_count, as_positive
+from .npzfile import NPZ_ERRORS
 
 __all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "CorruptTask", "TaskTimeout",
            "particle_clusters", "main"]
@@ -268,7 +269,7 @@ def _read_task(path, expect=None):
             meta = json.loads(str(data["_task"]))
             outputs = {name: data[name] for name in data.files if name != "_task"}
         fields_ok = isinstance(meta, dict) and {"key", "func", "params", "seed", "seconds"} <= set(meta)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except NPZ_ERRORS as exc:
         raise CorruptTask(f"task file {path} is unreadable ({type(exc).__name__}: {exc})") from None
     if not fields_ok:
         raise CorruptTask(f"task file {path} lacks its task description")

@@ -415,10 +415,11 @@ def _operator(model, cells, flux):
     return (_HeadSum if isinstance(model, MultiHead) else _Operator)(model, cells, flux)
 
 
-def isotropic_model(model, solver="circle", why="", multihead=False):
+def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np.inf, limit=""):
     """``model`` checked for the density solvers: SA or USA with Q^T K = I and V = ±I (``why``
-    says why the ``solver`` needs it), and USA weights e^β within double precision; where
-    ``multihead``, also a MultiHead all of whose heads are such (and no feed-forward term)."""
+    says why the ``solver`` needs it), USA weights e^β within double precision and β <= ``max_beta``
+    (the largest the ``solver`` represents, ``limit`` says why); where ``multihead``, also a
+    MultiHead all of whose heads are such (and no feed-forward term)."""
     model = as_model(model, multihead=multihead)
     if not model.is_isotropic:
         raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}"
@@ -428,6 +429,9 @@ def isotropic_model(model, solver="circle", why="", multihead=False):
         if not head.normalised and head.beta > MAX_USA_BETA:
             raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
                              f"{MAX_USA_BETA:.2f}; got beta = {head.beta:g} (use SA, or rescale time)")
+        if head.beta > max_beta:
+            raise ValueError(f"beta = {head.beta:g} is beyond what the {solver} solver represents: it needs "
+                             f"beta <= {max_beta:.6g}{limit}")
     return model
 
 

@@ -47,6 +47,8 @@ cells and the two polar fluxes cancel exactly.  SSP-RK3 in time; each Euler stag
 dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind), sup|u| <= ``speed_bound`` (1 for SA); that is
 the default and largest accepted step.  Mass is conserved to round-off.
 """
+import functools
+
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
@@ -71,8 +73,29 @@ LOG_SPACE_BELOW = 1e-100  # SA rows with E m below this (times the mass) go to l
 FLUSH = 1e-150          # table entries and masses below this enter the sums as 0 (no subnormal arithmetic)
 
 
-def _check_model(model):
-    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)")
+BESSEL_LIMIT = 2.0 ** 30  # scipy's ive (AMOS) returns NaN for arguments a >= 2^30
+
+
+@functools.cache
+def max_beta(d):
+    """The largest β whose kernel tables K_ij = k(θ_i, θ_j) are finite on S^{d-1}: the tables need
+    log M_{d-1}(a) for every a = β sin θ sin θ' in [0, β], so β stays below 2^30 (the Bessel
+    functions' argument limit) and, in high dimension, below the first a where neither ive nor the
+    series 0F1 represents log M (about 40 √d for d >= 10^4: d = 10^6 allows β <= 3.7e4).
+
+    Example: ``max_beta(3)`` is 2^30 (1.07e9) up to the scan's resolution."""
+    a = np.geomspace(1e-3, BESSEL_LIMIT * (1 - 1e-9), 3000)
+    with np.errstate(all="ignore"):
+        log_m, ratio = _log_ring_mean_and_ratio(0.5 * (d - 3), a)
+    bad = np.flatnonzero(~(np.isfinite(log_m) & np.isfinite(ratio)))
+    return float(a[bad[0] - 1] if bad.size else a[-1])
+
+
+def _check_model(model, d=None):
+    """The model checked as for the circle solver, and its β within ``max_beta(d)`` (when d is given)."""
+    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)",
+                           max_beta=np.inf if d is None else max_beta(d),
+                           limit=f" in dimension d = {d} (its kernel tables overflow beyond)")
 
 def polar_grid(cells=DEFAULT_CELLS):
     """(centres, edges) of N equal cells of [0, π]: θ_i = (i + 1/2) π/N, edges i π/N."""
@@ -268,16 +291,16 @@ def _check_masses(masses, name="masses"):
 
 def velocity(model, masses, d):
     """Polar-angle velocity u_i at the cell centres of the ring measure Σ_j m_j (masses (N,), not renormalised)."""
-    model = _check_model(model)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     m = _check_masses(masses)
     return _Operator(model, d, m.size, "upwind").velocity(m)
 
 
 def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     """dm/dt of the semi-discrete scheme for cell masses ``masses`` (N,) on S^{d-1}."""
-    model = _check_model(model)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
     return _Operator(model, d, m.size, flux)(m)
@@ -287,7 +310,8 @@ def energy(masses, beta, d):
     """E_β of the ring measure Σ_i m_i (equal to ``meanfield.energy`` of tokens spread uniformly over the
     rings, in the limit of many tokens per ring); at β = 0 the limit (1/2)|mean|²."""
     m = _check_masses(masses)
-    return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size, "upwind").energy(m)
+    d = as_count(d, "d", minimum=2)
+    return _Operator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind").energy(m)
 
 
 def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
@@ -323,9 +347,9 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
         .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
         (flux, dt, max_dt, cells, steps, log_space_cells).
     """
-    model = _check_model(model)
     t_eval = as_time_grid(t_eval)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
