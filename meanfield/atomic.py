@@ -50,7 +50,8 @@ def write_file(path, write, prefix=".tmp-", suffix=None):
     path : str or os.PathLike
         The file to create or replace.
     write : callable
-        ``write(fh)`` writes the content into the binary file object ``fh``.
+        ``write(fh)`` writes the content into the binary file object ``fh`` (or into the file
+        named ``fh.name``, for writers that open a path themselves).
     prefix, suffix : str, optional
         Of the temporary file's name (default ``.tmp-`` and ``path``'s extension), so that the
         leftovers of a killed writer can be found.
@@ -73,7 +74,8 @@ def write_file(path, write, prefix=".tmp-", suffix=None):
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix, suffix=suffix)
-        with os.fdopen(fd, "wb") as fh:
+        os.close(fd)
+        with open(tmp, "wb") as fh:         # fh.name: the temporary path, for writers that want a name
             os.fchmod(fh.fileno(), 0o666 & ~umask())
             write(fh)
             fh.flush()

@@ -52,8 +52,9 @@ def resolve_summation(model, d, n, m, summation="auto"):
     valid = spectral.supports(model, d)
     if summation == "fast":
         if not valid:
-            raise ValueError(f"summation='fast' needs Q^T K = I, V = ±I and points on S^1 or S^2 (d = 2 or 3); "
-                             f"got {model!r} with d = {d}; use summation='auto' or 'direct'")
+            raise ValueError(f"summation='fast' needs Q^T K = I, V = ±I, points on S^1 or S^2 (d = 2 or 3) and "
+                             f"beta <= {spectral.MAX_BETA:.4g}; got {model!r} with d = {d}; use summation='auto' "
+                             f"or 'direct'")
         return "fast"
     if not valid:
         return "direct"

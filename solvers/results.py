@@ -55,13 +55,15 @@ class _Saveable:
         return export.from_xarray(cls, dataset)
 
     def to_netcdf(self, path):
-        """Write the result to a netCDF file (``to_xarray().to_netcdf(path)``)."""
+        """Write the result to a netCDF file (``to_xarray().to_netcdf(path)``, atomically, with a SHA-256
+        of the content that ``from_netcdf`` checks)."""
         export.to_netcdf(self, path)
 
     @classmethod
-    def from_netcdf(cls, path):
-        """Read a result written by ``to_netcdf``."""
-        return export.from_netcdf(cls, path)
+    def from_netcdf(cls, path, verify=True):
+        """Read a result written by ``to_netcdf``; a file whose content does not match its stored
+        SHA-256 is refused (ValueError naming it) unless ``verify=False``."""
+        return export.from_netcdf(cls, path, verify)
 
 
 @dataclass(eq=False, repr=False)

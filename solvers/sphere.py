@@ -51,10 +51,10 @@ from numba import njit, prange
 from scipy.special import logsumexp
 
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
 from . import particles, reconstruction, spectral
+from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
@@ -120,13 +120,11 @@ def _gather(flux, edges, cell_ptr, cell_edges, areas, out):
 
 
 def _check_model(model):
-    model = as_model(model, multihead=True)
-    if not model.is_isotropic:
-        raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I (for every head, without "
-                         f"feed-forward term); got {model!r} (use particles.solve for general Q, K, V)")
-    for head in _heads(model):
-        particles.max_step(head, 3)     # refuses USA weights e^beta beyond double precision
-    return model
+    """The circle solver's check (Q^T K = I, V = ±I, USA weights within double precision), and β within
+    the spectral sums' range: the balance correction needs them."""
+    return isotropic_model(model, "sphere", multihead=True, max_beta=spectral.MAX_BETA,
+                           limit=" (its balance correction uses the spectral sums, whose round-off 3 beta eps "
+                                 "exceeds their tolerance beyond)")
 
 
 def _heads(model):
