@@ -7,7 +7,8 @@
   ``folder`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, with the
   old folder restored on the next call if a crash falls between them).  A kill at any moment
   leaves ``folder`` as the complete old report or the complete new one, never a mix;
-  leftovers of interrupted writes are removed by the next call.
+  leftovers of interrupted writes are removed by the next call.  Two writers of one folder take
+  turns (a lock on the parent folder), and the folder and marker get the modes of the umask.
 - ``check_folder(folder)`` refuses, before any work, a target that is a file, is not writable,
   or is a non-empty folder that is not one of ours (no marker): replacing it would lose data.
 """
@@ -221,6 +222,34 @@ def replace_folder(folder, write, name="folder"):
         The absolute path of ``folder``, now holding what ``write`` wrote and the marker.
     """
     folder = check_folder(folder, name)
+    with _parent_locked(os.path.dirname(folder)):
+        try:
+            _swap_in(folder, write)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {name} {folder}: {exc.strerror or exc}") from exc
+    return folder
+
+
+@contextlib.contextmanager
+def _parent_locked(parent):
+    """An exclusive lock (fcntl.flock on the parent folder itself: no lock file is left behind)
+    while a folder is replaced, so that two writers of one target take turns instead of deleting
+    each other's temporary folders; no lock where fcntl does not exist (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
+
+
+def _swap_in(folder, write):
+    """``replace_folder``'s work, under the lock."""
     _recover(folder)
     parent, base = os.path.split(folder)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.new-")
@@ -250,4 +279,3 @@ def replace_folder(folder, write, name="folder"):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return folder

@@ -267,12 +267,13 @@ def refined_quantiles(rho, flow, n, rounds=3, split=64, jump=0.05, grid=1 << 18)
 
 
 def _flowed(flow, x, w):
-    """flow(x, w), checked to be one point of the same sphere per row of x."""
-    y = np.asarray(flow(x, w), dtype=float)
-    if y.shape != x.shape:
+    """flow(x, w), checked to be one finite unit vector of the same sphere per row of x (a flow
+    that returns NaN or points off the sphere is named, not passed on as atoms)."""
+    y = flow(x, w)
+    if np.shape(y) != x.shape:
         raise ValueError(f"flow(x, w) must return the {x.shape[0]} points at the final time, shape {x.shape}; "
-                         f"got {y.shape}")
-    return y
+                         f"got {np.shape(y)}")
+    return as_points(y, "flow(x, w)", d=x.shape[1])
 
 
 def _check_jump(jump):
