@@ -56,6 +56,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
 from meanfield.models import SA, MultiHead, as_model
@@ -504,7 +505,7 @@ def energy(rho, beta):
 
 
 def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False, diffusion=0.0):
+          checkpoint_every=100, resume=False, diffusion=0.0, budget=BUDGET):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the
@@ -519,6 +520,8 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     ``checkpoint_every`` steps; ``resume=True`` continues an existing checkpoint bit for bit.
     diffusion: D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with
     noise σ = sqrt(2D)), and the step bound becomes 1/(1/max_step + 2D/h²).
+    budget: seconds (default one hour; None: no limit): a run whose step count times the measured
+    cost of a step exceeds it is refused before it starts (``meanfield.budget``).
 
     The solution's .points are the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,)
     = Σ_i ρ_i h, .energy (m,) the discrete E_β; .info holds flux, dt, max_dt, cells, the step
@@ -539,6 +542,8 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, progre
     op = _operator(model, cells, flux)
     h = 2 * np.pi / cells
     rhs = op if diffusion == 0 else (lambda r: op(r) + diffusion * circle_laplacian(r, h))
+    check_fixed_steps(as_budget(budget), t_eval, dt, lambda: rhs(rho), 3,
+                      f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}")
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, cells=cells, diffusion=diffusion)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,

@@ -50,6 +50,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
 
@@ -370,7 +371,7 @@ def _energy(model, rho, mesh, summation):
 
 
 def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summation="auto", energy=True,
-          progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
+          progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0, budget=BUDGET):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     model: SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (the velocity is the
@@ -384,6 +385,8 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summati
     summation: "auto" | "direct" | "fast" for Φ (``particles.attention_field``).
     ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; ``resume=True``
     continues an existing checkpoint bit for bit.
+    budget: seconds (default one hour; None: no limit): a run whose step count times the measured
+    cost of a step exceeds it is refused before it starts (``meanfield.budget``).
     diffusion: D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law
     of particles with noise σ = sqrt(2D)); the step bound includes it.
     """
@@ -410,6 +413,8 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summati
         out = _derivative(model, r, mesh, flux, summation)
         return out if laplacian is None else out + diffusion * (laplacian @ r)
 
+    check_fixed_steps(as_budget(budget), t_eval, dt, lambda: rhs(rho), 3,
+                      f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}")
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
                            progress=progress)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None

@@ -52,6 +52,7 @@ import functools
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
@@ -315,7 +316,7 @@ def energy(masses, beta, d):
 
 
 def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
+          checkpoint_every=100, resume=False, budget=BUDGET):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -336,9 +337,9 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
         first-order cell-centred donor cell "upwind".
     dt : float, optional
         SSP-RK3 step, at most and by default ``max_step(model, cells, flux)`` (larger steps break positivity).
-    progress, checkpoint, checkpoint_every, resume
-        As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
-        ``resume=True`` continues bit for bit.
+    progress, checkpoint, checkpoint_every, resume, budget
+        As for ``circle.solve``: a progress bar, periodic checkpoints that a rerun with
+        ``resume=True`` continues bit for bit, and the work budget in seconds (None: no limit).
 
     Returns
     -------
@@ -356,6 +357,8 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, progr
     bound = max_step(model, cells, flux)
     dt = positivity_step(dt, bound, f"{model!r} with {cells} cells")
     op = _Operator(model, d, cells, flux)
+    check_fixed_steps(as_budget(budget), t_eval, dt, lambda: op(m0), 3,
+                      f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}")
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, cells=cells)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(op, m0, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
