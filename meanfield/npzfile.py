@@ -2,8 +2,9 @@
 
 ``NPZ_ERRORS`` are the exceptions that reading a damaged ``.npz`` raises — an unreadable file
 (``OSError``), a truncated or garbled archive (``zipfile.BadZipFile``, ``EOFError``), a flipped
-byte in a compressed member (``zlib.error``), a damaged array header (``ValueError``) or a missing
-member (``KeyError``) —, so that every reader catches all of them and names the file.
+byte in a compressed member (``zlib.error``), a flipped flag bit (``NotImplementedError``:
+"compressed patched data"), a damaged array header (``ValueError``) or a missing member
+(``KeyError``) —, so that every reader catches all of them and names the file.
 """
 import os
 import zipfile
@@ -11,7 +12,7 @@ import zlib
 
 __all__ = ["NPZ_ERRORS", "npz_path"]
 
-NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error)
 
 
 def npz_path(path):
