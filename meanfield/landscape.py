@@ -53,7 +53,12 @@ def energy(theta, beta):
     n = theta.size
     if beta == 0:
         return float(c.sum() / (2 * n * n))
-    return float(_times_exp_beta(np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n), beta, "E_beta"))
+    with np.errstate(over="ignore"):
+        scaled = np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n)
+    if not np.isfinite(scaled):             # E_β ~ 1/(2β) for subnormal β
+        raise ValueError(f"E_beta exceeds the largest double at beta = {beta:g} (it grows like 1/(2 beta) as beta "
+                         f"-> 0); use beta = 0 (the limit's finite part) or a larger beta")
+    return float(_times_exp_beta(scaled, beta, "E_beta"))
 
 
 def _times_exp_beta(scaled, beta, what):
