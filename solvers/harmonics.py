@@ -260,3 +260,81 @@ def sphere_synthesis(x, A, S):
     """S[i, c] = sum_{m <= l} q_lm(x_i2) (Re(e_i^m) A[m, l, 2c] + Im(e_i^m) A[m, l, 2c+1])."""
     diag, a, b = legendre_tables(A.shape[0] - 1)
     _sphere_synthesis(x, A, diag, a, b, S)
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def _sphere_basis(x, diag, a, b, T):
+    L = diag.size - 1
+    for i in prange(x.shape[0]):
+        z = x[i, 2]
+        er = 1.0
+        ei = 0.0
+        qmm = 1.0
+        col = 0
+        for m in range(L + 1):
+            if m > 0:
+                re = er * x[i, 0] - ei * x[i, 1]
+                im = er * x[i, 1] + ei * x[i, 0]
+                small = abs(re) + abs(im) < TINY
+                er = 0.0 if small else re
+                ei = 0.0 if small else im
+                qmm *= diag[m]
+            q1 = 0.0
+            q2 = 0.0
+            for l in range(m, L + 1):
+                if l == m:
+                    q0 = qmm
+                elif l == m + 1:
+                    q0 = a[m, l] * z * q1
+                else:
+                    q0 = a[m, l] * (z * q1 - b[m, l] * q2)
+                if m == 0:
+                    T[i, col] = q0
+                    col += 1
+                else:
+                    T[i, col] = q0 * er
+                    T[i, col + 1] = q0 * ei
+                    col += 2
+                q2 = q1
+                q1 = q0
+
+
+def sphere_basis(x, L):
+    """The real basis of the sphere transforms at the points x (n, 3), as a table.
+
+    Column b of T is q_lm(z) Re(e^m) or q_lm(z) Im(e^m) (e = x_0 + i x_1; Im only for m > 0), so
+    that (2l+1) P_l(<x, y>) = Σ_{b of degree l} ε_m T_b(x) T_b(y) and a zonal kernel sum is
+    S = T diag(ε_m κ_l) T^T W: two matrix products (BLAS) in place of the transforms.
+
+    Parameters
+    ----------
+    x : (n, 3) unit vectors.
+    L : int, the largest degree.
+
+    Returns
+    -------
+    T : (n, (L+1)^2) float64, the basis at the points; ``basis_indices(L)`` gives the l and m of
+        each column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]])
+    >>> T = sphere_basis(x, 3)
+    >>> l, m = basis_indices(3)
+    >>> P3 = lambda t: (5 * t**3 - 3 * t) / 2
+    >>> bool(np.isclose(np.sum(np.where(m == 0, 1, 2) * (l == 3) * T[0] * T[1]), 7 * P3(x[0] @ x[1])))
+    True
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    diag, a, b = legendre_tables(L)
+    T = np.empty((x.shape[0], (L + 1) ** 2))
+    _sphere_basis(x, diag, a, b, T)
+    return T
+
+
+def basis_indices(L):
+    """(degrees, orders): l and m of each column of ``sphere_basis(x, L)``, ((L+1)^2,) each."""
+    degrees = np.concatenate([np.arange(L + 1)] + [np.repeat(np.arange(m, L + 1), 2) for m in range(1, L + 1)])
+    orders = np.concatenate([np.zeros(L + 1, dtype=np.int64)] + [np.full(2 * (L + 1 - m), m) for m in range(1, L + 1)])
+    return degrees, orders

@@ -94,6 +94,17 @@ def kernel_coefficients(beta, d):
     return out
 
 
+@lru_cache(maxsize=64)
+def table_weights(beta):
+    """ε_m κ_l for the columns of ``harmonics.sphere_basis`` at the truncation degree L of β on S^2,
+    so that Σ_j W_jc e^{β(<x_i, y_j> - 1)} = (T_x diag(ε_m κ_l) T_y^T W)_ic."""
+    kappa = kernel_coefficients(beta, 3)
+    degrees, orders = harmonics.basis_indices(kappa.size - 1)
+    out = np.where(orders == 0, 1.0, 2.0) * kappa[degrees]
+    out.setflags(write=False)
+    return out
+
+
 def degree(beta, d):
     """Truncation degree K (S^1) or L (S^2)."""
     return kernel_coefficients(beta, d).size - 1

@@ -44,6 +44,7 @@ one cell and enters its neighbour).
 """
 from . import _numba_env  # noqa: F401
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -54,12 +55,12 @@ from meanfield.budget import BUDGET, as_budget, check_fixed_steps
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
 
-from . import particles, reconstruction, spectral
+from . import harmonics, particles, reconstruction, spectral
 from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
-from .stepping import Checkpoint, digest, integrate
+from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "time_derivative", "max_step", "cell_field", "cell_potential", "balanced_field", "icosphere",
            "fibonacci", "voronoi_mesh", "Mesh"]
@@ -68,56 +69,127 @@ FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
 CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
 DEFAULT_LEVEL = 4
+TABLE_BYTES = 1 << 28      # harmonic tables up to 256 MiB are kept per mesh; larger ones use the transforms
 _QUADRATIC = ((0, 0), (1, 1), (2, 2), (0, 1), (0, 2), (1, 2))   # the six entries of y y^T
 
 
-@njit(parallel=True, cache=True)
-def _divergence(rho, vel, pot, upwind, edges, lengths, distances, normals, cell_ptr, cell_edges,
-                areas, flux, out):
-    """out_i = -(1/|C_i|) Σ_faces ±F_e: face fluxes F_e (prange over faces), then a gather over
-    each cell's faces (prange over cells), so no two threads write the same entry."""
-    for e in prange(edges.shape[0]):
-        i = edges[e, 0]
-        j = edges[e, 1]
-        if upwind:
-            ui = vel[i, 0] * normals[e, 0, 0] + vel[i, 1] * normals[e, 0, 1] + vel[i, 2] * normals[e, 0, 2]
-            uj = vel[j, 0] * normals[e, 1, 0] + vel[j, 1] * normals[e, 1, 1] + vel[j, 2] * normals[e, 1, 2]
-        else:
-            ui = (pot[j] - pot[i]) / distances[e]
-            uj = ui
-        flux[e] = lengths[e] * (rho[i] * max(ui, 0.0) - rho[j] * max(-uj, 0.0))
-    _gather(flux, edges, cell_ptr, cell_edges, areas, out)
-
-
 @njit(cache=True)
-def _reconstructed_divergence(rho, face_rho, slots, unresolved, u_east, u_west, u_i, u_j, edges, lengths,
-                              cell_ptr, cell_edges, areas, flux, out):
-    """out_i = -(1/|C_i|) Σ_faces ±F_e with F_e = |f_e| (ρ^f_i (u^E_e)^+ + ρ^f_j (u^W_e)^-) from the
-    face values ρ^f, or the first-order upwind flux |f_e| (ρ_i u_i^+ - ρ_j u_j^-) where either cell
-    is ``unresolved``."""
+def _fluxes(rho, face_rho, slots, unresolved, first_order, u, edges, lengths, cell_ptr, cell_edges, areas,
+            buf, out):
+    """out_i = -(1/|C_i|) Σ_faces ±F_e and the positivity rate max_i (outflow_i / m_i).
+
+    F_e = |f_e| (ρ^f_i (u^E_e)^+ + ρ^f_j (u^W_e)^-) from the face values ρ^f, or the first-order
+    upwind flux |f_e| (ρ_i (u_i)^+ + ρ_j (u_j)^-) where ``first_order`` or where either cell is
+    ``unresolved``; u holds the rows (u_i, u_j, u^E, u^W) per face.  A forward-Euler stage of size
+    h keeps every ρ_i ≥ 0 when h · rate ≤ 1 (each cell loses at most the mass that leaves it)."""
     for e in range(edges.shape[0]):
         i = edges[e, 0]
         j = edges[e, 1]
-        if unresolved[i] or unresolved[j]:
-            flux[e] = lengths[e] * (rho[i] * max(u_i[e], 0.0) + rho[j] * min(u_j[e], 0.0))
+        if first_order or unresolved[i] or unresolved[j]:
+            leave_i = rho[i] * max(u[0, e], 0.0)
+            leave_j = -rho[j] * min(u[1, e], 0.0)
         else:
-            flux[e] = lengths[e] * (face_rho[slots[e, 0]] * max(u_east[e], 0.0)
-                                    + face_rho[slots[e, 1]] * min(u_west[e], 0.0))
-    _gather(flux, edges, cell_ptr, cell_edges, areas, out)
-
-
-@njit(cache=True)
-def _gather(flux, edges, cell_ptr, cell_edges, areas, out):
-    """out_i = -(1/|C_i|) Σ_{faces e of i} ±F_e (+ if i is the first cell of e)."""
+            leave_i = face_rho[slots[e, 0]] * max(u[2, e], 0.0)
+            leave_j = -face_rho[slots[e, 1]] * min(u[3, e], 0.0)
+        buf[e, 0] = lengths[e] * leave_i
+        buf[e, 1] = lengths[e] * leave_j
+    rate = 0.0
     for i in range(out.shape[0]):
         acc = 0.0
+        leave = 0.0
         for k in range(cell_ptr[i], cell_ptr[i + 1]):
             e = cell_edges[k]
             if edges[e, 0] == i:
-                acc += flux[e]
+                acc += buf[e, 0] - buf[e, 1]
+                leave += buf[e, 0]
             else:
-                acc -= flux[e]
+                acc -= buf[e, 0] - buf[e, 1]
+                leave += buf[e, 1]
         out[i] = -acc / areas[i]
+        if leave > 0.0:
+            rate = max(rate, leave / (rho[i] * areas[i]))
+    return rate
+
+
+@njit(cache=True)
+def _balance(S, U, scale_u, points, beta, sign, normalised, floor, limit, balanced, direct, vel, trusted):
+    """The field X of ``balanced_field`` from the kernel sums S (N, 10), in place: vel (N, 3),
+    trusted (N,) (Φ~ - floor > limit), and S[:, 1:] balanced (λ U subtracted, U = scale_u times the
+    unit uniform sums) when ``balanced``;
+    with ``direct``, vel holds the directly summed X[m] on entry and only the correction -λ X^U is
+    added."""
+    half = math.exp(beta / 2)
+    for i in range(S.shape[0]):
+        trusted[i] = S[i, 0] - floor > limit
+        lam = scale_u * min(1.0, S[i, 0] / (scale_u * U[i, 0])) if trusted[i] and balanced else 0.0
+        g0 = -lam * U[i, 1] + (0.0 if direct else S[i, 1])
+        g1 = -lam * U[i, 2] + (0.0 if direct else S[i, 2])
+        g2 = -lam * U[i, 3] + (0.0 if direct else S[i, 3])
+        radial = g0 * points[i, 0] + g1 * points[i, 1] + g2 * points[i, 2]
+        g0 -= radial * points[i, 0]
+        g1 -= radial * points[i, 1]
+        g2 -= radial * points[i, 2]
+        scale = sign * ((1.0 / S[i, 0] if trusted[i] else 1.0) if normalised else half * half)
+        base = 1.0 if direct else 0.0
+        vel[i, 0] = base * vel[i, 0] + scale * g0
+        vel[i, 1] = base * vel[i, 1] + scale * g1
+        vel[i, 2] = base * vel[i, 2] + scale * g2
+        if balanced:
+            for c in range(1, 10):
+                S[i, c] -= lam * U[i, c]
+
+
+@njit(cache=True, inline="always")
+def _slope(S, i, x, t, beta, sign, normalised):
+    """f'(0) = <∇_t X, t> along the geodesic from the generator x in the unit tangent direction t:
+    with A = β t^T H t - <x, G> (Φ' = β <G, t>, <G, x''> = -<G, x>), f' = ±A e^β (USA, shifted sums)
+    and ±(A/Φ~ - β <G~, t>²/Φ~²) (SA); H's six entries in ``_QUADRATIC`` order."""
+    tHt = (S[i, 4] * t[0] * t[0] + S[i, 5] * t[1] * t[1] + S[i, 6] * t[2] * t[2]
+           + 2.0 * (S[i, 7] * t[0] * t[1] + S[i, 8] * t[0] * t[2] + S[i, 9] * t[1] * t[2]))
+    A = beta * tHt - (S[i, 1] * x[0] + S[i, 2] * x[1] + S[i, 3] * x[2])
+    if not normalised:
+        half = math.exp(beta / 2)
+        return sign * A * half * half
+    gt = (S[i, 1] * t[0] + S[i, 2] * t[1] + S[i, 3] * t[2]) / S[i, 0]
+    return sign * (A / S[i, 0] - beta * gt * gt)
+
+
+@njit(parallel=True, cache=True)
+def _face_speeds(vel, S, trusted, points, edges, normals, distances, beta, sign, normalised, extrapolate,
+                 bound, u):
+    """Add one head's normal speeds to u (4, E): at the generators u_i = <X_i, n_ij>, u_j = <X_j, n_ij>,
+    and, with ``extrapolate``, at the face u^E = u_i + (d/2) f'_i, u^W = u_j - (d/2) f'_j (the slope
+    only where trusted), clipped to ±bound."""
+    for e in prange(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        n0 = normals[e, 0]
+        n1 = normals[e, 1]
+        ui = vel[i, 0] * n0[0] + vel[i, 1] * n0[1] + vel[i, 2] * n0[2]
+        uj = vel[j, 0] * n1[0] + vel[j, 1] * n1[1] + vel[j, 2] * n1[2]
+        ue = ui
+        uw = uj
+        if extrapolate:
+            half = 0.5 * distances[e]
+            if trusted[i]:
+                ue = ui + half * _slope(S, i, points[i], n0, beta, sign, normalised)
+            if trusted[j]:
+                uw = uj - half * _slope(S, j, points[j], n1, beta, sign, normalised)
+            ue = min(max(ue, -bound), bound)
+            uw = min(max(uw, -bound), bound)
+        u[0, e] += ui
+        u[1, e] += uj
+        u[2, e] += ue
+        u[3, e] += uw
+
+
+@njit(cache=True)
+def _potential_speeds(pot, edges, distances, u):
+    """u_i = u_j = u^E = u^W = (P_j - P_i) / d_ij: the two-point (tpfa, muscl) face speeds."""
+    for e in range(edges.shape[0]):
+        v = (pot[edges[e, 1]] - pot[edges[e, 0]]) / distances[e]
+        for r in range(4):
+            u[r, e] = v
 
 
 def _check_model(model):
@@ -167,6 +239,64 @@ def cell_potential(model, rho, mesh, log_phi):
     return model.sign * pot
 
 
+def field_method(mesh, beta):
+    """How the kernel sums of a cell measure are evaluated on ``mesh`` at inverse temperature β.
+
+    "table": the real spherical-harmonic basis of degree L (``spectral.degree``: the Funk–Hecke tail
+    of e^{β(<x,y>-1)} below 1e-17) is tabulated once per mesh at the generators, T (N, (L+1)^2), and
+    S = T diag(ε_m κ_l) T^T W is two BLAS products per stage; chosen while T fits in
+    ``TABLE_BYTES``.  "transform": the same sums by the Numba transforms of
+    ``meanfield.solvers.harmonics`` (no table; used for larger N (L+1)^2).
+
+    Parameters
+    ----------
+    mesh : Mesh
+    beta : float
+
+    Returns
+    -------
+    str : "table" or "transform".
+
+    Examples
+    --------
+    >>> from meanfield.solvers import sphere
+    >>> sphere.field_method(sphere.icosphere(5), 3.0)
+    'table'
+    """
+    L = spectral.degree(beta, 3)
+    return "table" if mesh.size * (L + 1) ** 2 * 8 <= TABLE_BYTES else "transform"
+
+
+@lru_cache(maxsize=4)
+def _basis(mesh, L):
+    """The harmonic table of ``mesh`` up to degree L (``harmonics.sphere_basis``), cached per mesh."""
+    T = harmonics.sphere_basis(mesh.points, L)
+    T.setflags(write=False)
+    return T
+
+
+@lru_cache(maxsize=16)
+def _moments(mesh):
+    """(N, 10): (1, c_j, the six entries of c_j c_j^T in ``_QUADRATIC`` order) at the generators."""
+    y = mesh.points
+    out = np.column_stack([np.ones(mesh.size), y] + [y[:, a] * y[:, b] for a, b in _QUADRATIC])
+    out.setflags(write=False)
+    return out
+
+
+def _kernel_sums(mesh, beta, masses, W=None, out=None):
+    """S (N, 10): Σ_j m_j e^{β(<c_i,c_j> - 1)} (1, c_j, the six entries of c_j c_j^T), i.e. Φ~, G~ and
+    H~ = Σ m_j e^{...} c_j c_j^T shifted by e^{-β}, by the method of ``field_method``; W and out are
+    optional (N, 10) work arrays."""
+    W = np.multiply(_moments(mesh), masses[:, None], out=W)
+    if field_method(mesh, beta) == "transform":
+        return spectral.kernel_sum(beta, mesh.points, mesh.points, W)
+    T = _basis(mesh, spectral.degree(beta, 3))
+    coef = T.T @ W
+    coef *= spectral.table_weights(beta)[:, None]
+    return np.matmul(T, coef, out=out)
+
+
 @lru_cache(maxsize=32)
 def _uniform_sums(mesh, beta):
     """The kernel sums of the cell measure of the uniform density with unit total density weight,
@@ -176,33 +306,42 @@ def _uniform_sums(mesh, beta):
     return out
 
 
-def _kernel_sums(mesh, beta, masses):
-    """S (N, 10): Σ_j m_j e^{β(<c_i,c_j> - 1)} (1, c_j, the six entries of c_j c_j^T)
-    (``spectral.kernel_sum``: Φ~, G~ and H~ = Σ m_j e^{...} c_j c_j^T shifted by e^{-β})."""
-    y = mesh.points
-    W = np.column_stack([masses, masses[:, None] * y] + [masses * y[:, a] * y[:, b] for a, b in _QUADRATIC])
-    return spectral.kernel_sum(beta, y, y, W)
-
-
-def _quadratic_form(H, t):
-    """t^T H t for H given by its six entries (_QUADRATIC order), rows of t (E, 3)."""
-    return sum((1.0 if a == b else 2.0) * H[:, k] * t[:, a] * t[:, b] for k, (a, b) in enumerate(_QUADRATIC))
+def _head_field(head, rho, mesh, summation, balanced, masses, S, vel, trusted, W=None):
+    """One head's cell velocities into vel (N, 3), balanced sums into S and ``trusted`` (see
+    ``balanced_field``; ``balanced=False``: the point-mass field X[m] itself); returns S."""
+    mass = float(masses.sum())
+    S = _kernel_sums(mesh, head.beta, masses, W, S)
+    floor = spectral.roundoff(head.beta, 3) * mass
+    direct = summation == "direct"
+    if direct:
+        vel[:] = cell_field(head, rho, mesh, summation)[0]
+    _balance(S, _uniform_sums(mesh, head.beta), mass / (4 * np.pi), mesh.points,
+             head.beta, head.sign, head.normalised, floor, (1.0 + np.sqrt(3.0)) * floor / spectral.RTOL,
+             balanced, direct, vel, trusted)
+    if not direct:
+        redo = np.flatnonzero(~trusted)
+        if redo.size:
+            vel[redo] = particles.attention_field(head, mesh.points[redo][None], masses[None],
+                                                  sources=mesh.points[None], summation="direct")[0][0]
+    return S
 
 
 def balanced_field(model, rho, mesh, summation="auto"):
-    """(X, D, trusted): well-balanced cell velocities X (N, 3) and the pieces D = (Φ~, G~, H~) of their
-    derivatives, with the field of the discrete uniform state removed.
+    """Well-balanced cell velocities X (N, 3) and the pieces S = (Φ~, G~, H~) of their derivatives,
+    with the field of the discrete uniform state removed.
 
     With S[m] the shifted kernel sums (``_kernel_sums``), U = (M/4π) S[|C|] the sums of the uniform
     density of the same mass M, and λ_i = min(1, Φ~_i/Φ~^U_i):
 
-        G~ = G~[m] - λ G~^U,   H~ = H~[m] - λ H~^U,   X = ±P G~ / Φ~ (SA),  ±e^β P G~ (USA),
+    .. math::
 
-    i.e. X = X[m] - λ X^U with X[m] the point-mass field (``cell_field``; computed from these sums
-    except where they are not trusted, or everywhere with summation="direct").  The continuous uniform density has X = 0
-    and zero derivatives, so this only removes the O(h²) quadrature error of the cell-centre atoms
-    (λ = 1 at the uniform state: it is then a steady state to round-off, for SA and USA at any β);
-    λ < 1 fades the correction where Φ is below its uniform value, so that it never dominates a
+        G̃ = G̃[m] - λ G̃^U,   H̃ = H̃[m] - λ H̃^U,   X = ±P G̃ / Φ̃ (SA),  ±e^β P G̃ (USA),
+
+    i.e. X = X[m] - λ X^U with X[m] the point-mass field (computed from these sums except where they
+    are not trusted, or everywhere with summation="direct").  The continuous uniform density has
+    X = 0 and zero derivatives, so this only removes the O(h²) quadrature error of the cell-centre
+    atoms (λ = 1 at the uniform state: it is then a steady state to round-off, for SA and USA at any
+    β); λ < 1 fades the correction where Φ is below its uniform value, so that it never dominates a
     small Φ.  ``trusted`` is False where the spectral sums are below their error bound (SA, large β,
     far from the mass): there λ = 0 and the derivative is not used.
 
@@ -212,68 +351,27 @@ def balanced_field(model, rho, mesh, summation="auto"):
     rho : (N,) cell densities.
     mesh : Mesh.
     summation : "auto", "fast" or "direct": how X[m] is evaluated ("direct": Numba log-sum-exp for
-        every cell; otherwise from the spectral sums, with direct recomputation where not trusted).
+        every cell; otherwise from the kernel sums, with direct recomputation where not trusted).
 
     Returns
     -------
     X : (N, 3) balanced cell velocities.
     S : (N, 10) balanced shifted sums (Φ~, G~, the six entries of H~ in ``_QUADRATIC`` order).
     trusted : (N,) bool.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> X, S, trusted = sphere.balanced_field(mf.SA(2.0), np.full(mesh.size, 1 / (4 * np.pi)), mesh)
+    >>> bool(np.abs(X).max() < 1e-13)     # the uniform state is at rest
+    True
     """
-    masses = rho * mesh.areas
-    mass = masses.sum()
-    S = _kernel_sums(mesh, model.beta, masses)
-    U = (mass / (4 * np.pi)) * _uniform_sums(mesh, model.beta)
-    floor = spectral.roundoff(model.beta, 3) * mass
-    trusted = S[:, 0] - floor > (1.0 + np.sqrt(3.0)) * floor / spectral.RTOL
-    lam = np.where(trusted, np.minimum(1.0, S[:, 0] / U[:, 0]), 0.0)
-    if summation == "direct":
-        vel, _ = cell_field(model, rho, mesh, summation)
-        G = -lam[:, None] * U[:, 1:4]          # only the correction
-    else:                                       # X[m] from the same sums; direct where not trusted
-        G = S[:, 1:4] - lam[:, None] * U[:, 1:4]
-    G = G - np.sum(G * mesh.points, axis=1, keepdims=True) * mesh.points
-    if model.normalised:
-        G = G / np.where(trusted, S[:, 0], 1.0)[:, None]
-    else:
-        G = G * np.exp(model.beta / 2) * np.exp(model.beta / 2)
-    if summation == "direct":
-        vel = vel + model.sign * G
-    else:
-        vel = model.sign * G
-        redo = np.flatnonzero(~trusted)
-        if redo.size:
-            vel[redo] = particles.attention_field(model, mesh.points[redo][None], masses[None],
-                                                  sources=mesh.points[None], summation="direct")[0][0]
-    S[:, 1:] -= lam[:, None] * U[:, 1:]
+    vel = np.empty((mesh.size, 3))
+    trusted = np.empty(mesh.size, dtype=np.bool_)
+    S = _head_field(model, rho, mesh, summation, True, rho * mesh.areas, None, vel, trusted)
     return vel, S, trusted
-
-
-def _slopes(model, S, points, t):
-    """f'(0) = <∇_t X, t> along the geodesics from the generators ``points`` (one row per face side) in
-    the unit tangent directions t: with A = β t^T H t - <x, G> (Φ' = β <G, t>, <G, x''> = -<G, x>),
-    f' = ±A e^β (USA, shifted sums) and ±(A/Φ~ - β <G~, t>²/Φ~²) (SA)."""
-    G = S[:, 1:4]
-    A = model.beta * _quadratic_form(S[:, 4:], t) - np.sum(G * points, axis=1)
-    if not model.normalised:
-        return model.sign * A * np.exp(model.beta / 2) * np.exp(model.beta / 2)
-    gt = np.sum(G * t, axis=1) / S[:, 0]
-    return model.sign * (A / S[:, 0] - model.beta * gt * gt)
-
-
-def _face_velocities(model, rho, mesh, summation):
-    """One head's normal velocities at the generators, u_i = <X_i, n_ij>, u_j = <X_j, n_ij>, and
-    extrapolated to the face, u^E, u^W (clipped to the head's speed bound), for every face."""
-    i, j = mesh.edges[:, 0], mesh.edges[:, 1]
-    n0, n1 = mesh.normals[:, 0], mesh.normals[:, 1]
-    vel, S, trusted = balanced_field(model, rho, mesh, summation)
-    u_i = np.sum(vel[i] * n0, axis=1)
-    u_j = np.sum(vel[j] * n1, axis=1)
-    half = 0.5 * mesh.distances
-    slope_i = np.where(trusted[i], _slopes(model, S[i], mesh.points[i], n0), 0.0)
-    slope_j = np.where(trusted[j], _slopes(model, S[j], mesh.points[j], n1), 0.0)
-    bound = speed_bound(model) * (1.0 if model.normalised else float(rho @ mesh.areas))
-    return u_i, u_j, np.clip(u_i + half * slope_i, -bound, bound), np.clip(u_j - half * slope_j, -bound, bound)
 
 
 def _cell_potential(model, rho, mesh, summation):
@@ -281,40 +379,57 @@ def _cell_potential(model, rho, mesh, summation):
     return sum(cell_potential(head, rho, mesh, cell_field(head, rho, mesh, summation)[1]) for head in _heads(model))
 
 
-def _second_order(model, rho, mesh, flux, summation):
-    """dρ/dt for the reconstructed fluxes "upwind2" and "muscl" (module docstring)."""
-    weights, offsets, slots = reconstruction.geometry(mesh)
-    face_rho = np.empty(offsets.shape[0])
-    unresolved = np.empty(mesh.size, dtype=np.bool_)
-    reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, weights, offsets, face_rho, unresolved)
-    i, j = mesh.edges[:, 0], mesh.edges[:, 1]
-    if flux == "muscl":
-        pot = _cell_potential(model, rho, mesh, summation)
-        u_east = u_west = u_i = u_j = (pot[j] - pot[i]) / mesh.distances
-        unresolved[:] = False
-    else:
-        parts = [_face_velocities(head, rho, mesh, summation) for head in _heads(model)]
-        u_i, u_j, u_east, u_west = (sum(p[k] for p in parts) for k in range(4))
-    out = np.empty_like(rho)
-    _reconstructed_divergence(rho, face_rho, slots, unresolved, u_east, u_west, u_i, u_j, mesh.edges,
-                              mesh.lengths, mesh.cell_ptr, mesh.cell_edges, mesh.areas,
-                              np.empty(mesh.edges.shape[0]), out)
-    return out
+class _Stage:
+    """The semi-discrete right-hand side of one solve: rho -> (dρ/dt, positivity rate), with the work
+    arrays of every stage allocated once (the stage allocates only its result).
 
+    Per stage: the kernel sums of each head (``_kernel_sums``: two BLAS products with the harmonic
+    table), then Numba passes for the field (``_balance``), the reconstruction
+    (``reconstruction.face_values``), the face speeds (``_face_speeds``) and the fluxes, divergence
+    and rate (``_fluxes``)."""
 
-def _derivative(model, rho, mesh, flux, summation):
-    if flux in ("upwind2", "muscl"):
-        return _second_order(model, rho, mesh, flux, summation)
-    upwind = flux == "upwind"
-    if upwind:                          # the potential is not used
-        vel = sum(cell_field(head, rho, mesh, summation)[0] for head in _heads(model))
-        pot = np.zeros_like(rho)
-    else:                               # the velocity is not used
-        vel, pot = np.zeros((rho.size, 3)), _cell_potential(model, rho, mesh, summation)
-    out = np.empty_like(rho)
-    _divergence(rho, vel, pot, upwind, mesh.edges, mesh.lengths, mesh.distances, mesh.normals,
-                mesh.cell_ptr, mesh.cell_edges, mesh.areas, np.empty(mesh.edges.shape[0]), out)
-    return out
+    def __init__(self, model, mesh, flux, summation, diffusion=0.0):
+        n, e = mesh.size, mesh.edges.shape[0]
+        self.model, self.mesh, self.flux, self.summation = model, mesh, flux, summation
+        self.masses, self.W, self.S = np.empty(n), np.empty((n, 10)), np.empty((n, 10))
+        self.vel, self.trusted = np.empty((n, 3)), np.empty(n, dtype=np.bool_)
+        self.u, self.buf, self.out = np.empty((4, e)), np.empty((e, 2)), np.empty(n)
+        self.unresolved = np.zeros(n, dtype=np.bool_)
+        self.second = flux in ("upwind2", "muscl")
+        if self.second:
+            self.weights, self.offsets, self.slots = reconstruction.geometry(mesh)
+        else:
+            self.weights = self.offsets = np.empty((0, 3))
+            self.slots = np.empty((0, 2), dtype=np.int64)
+        self.face_rho = np.empty(self.offsets.shape[0])
+        self.diffusion = diffusion
+        self.laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
+        self.diffusion_rate = diffusion * mesh_rate(mesh) if diffusion > 0 else 0.0
+
+    def __call__(self, rho):
+        mesh, u = self.mesh, self.u
+        if self.second:
+            reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, self.weights, self.offsets,
+                                       self.face_rho, self.unresolved)
+        if self.flux in ("tpfa", "muscl"):
+            _potential_speeds(_cell_potential(self.model, rho, mesh, self.summation), mesh.edges, mesh.distances, u)
+            self.unresolved[:] = False
+        else:
+            u[:] = 0.0
+            np.multiply(rho, mesh.areas, out=self.masses)
+            mass = float(self.masses.sum())
+            for head in _heads(self.model):
+                S = _head_field(head, rho, mesh, self.summation, self.flux == "upwind2", self.masses, self.S,
+                                self.vel, self.trusted, self.W)
+                _face_speeds(self.vel, S, self.trusted, mesh.points, mesh.edges, mesh.normals, mesh.distances,
+                             head.beta, head.sign, head.normalised, self.second,
+                             speed_bound(head) * (1.0 if head.normalised else mass), u)
+        rate = _fluxes(rho, self.face_rho, self.slots, self.unresolved, not self.second, u, mesh.edges, mesh.lengths,
+                       mesh.cell_ptr, mesh.cell_edges, mesh.areas, self.buf, self.out)
+        out = self.out.copy()
+        if self.laplacian is not None:
+            out += self.diffusion * (self.laplacian @ rho)
+        return out, rate + self.diffusion_rate
 
 
 def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
@@ -326,7 +441,7 @@ def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
         raise ValueError(f"rho must have one value per cell, shape ({mesh.size},); got {rho.shape}")
-    return _derivative(model, rho, mesh, flux, summation)
+    return _Stage(model, mesh, flux, summation)(rho)[0]
 
 
 def max_step(model, mesh=None, flux=DEFAULT_FLUX):
@@ -356,7 +471,8 @@ def _initial_density(rho0, mesh):
 
 def _energy(model, rho, mesh, summation):
     """E_β = (1/2β) Σ_i m_i Φ_i of the cell measure (β = 0: (1/2)|Σ m_i c_i|²); for a MultiHead
-    model Σ_h ±E_{β_h} if every head is USA (its field is then that sum's gradient), else NaN."""
+    model Σ_h ±E_{β_h} if every head is USA (its field is then that sum's gradient), else NaN.
+    With the harmonic table, Σ_i m_i Φ~_i = Σ_b ε_m κ_l a_b² with a = T^T m: one product."""
     if hasattr(model, "heads"):
         if any(head.normalised for head in model.heads):
             return np.nan
@@ -365,30 +481,66 @@ def _energy(model, rho, mesh, summation):
     if model.beta == 0:
         mean = masses @ mesh.points
         return 0.5 * float(mean @ mean)
+    if summation != "direct" and field_method(mesh, model.beta) == "table":
+        a = _basis(mesh, spectral.degree(model.beta, 3)).T @ masses
+        return float(np.exp(model.beta + np.log((spectral.table_weights(model.beta) * a) @ a)) / (2.0 * model.beta))
     _, log_phi = cell_field(model, rho, mesh, summation)
     pos = masses > 0
     return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
-def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summation="auto", energy=True,
-          progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0, budget=BUDGET):
+def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STEP_CFL, summation="auto",
+          energy=True, progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0,
+          budget=BUDGET):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
-    model: SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (the velocity is the
-    sum of the heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
-    rho0: a callable of points (N, 3) -> densities
-    (evaluated at the cell generators) or an array of cell densities; it is normalised to unit
-    mass (μ_0 is a probability measure).  mesh: a Mesh (default ``icosphere(4)``, 2562 cells).
-    flux: "upwind2" (default), "upwind", "muscl" or "tpfa" (see the module docstring).  dt: SSP-RK3
-    step, at most and by default ``max_step(model, mesh, flux)`` (larger values are refused: they
-    break positivity).
-    summation: "auto" | "direct" | "fast" for Φ (``particles.attention_field``).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; ``resume=True``
-    continues an existing checkpoint bit for bit.
-    budget: seconds (default one hour; None: no limit): a run whose step count times the measured
-    cost of a step exceeds it is refused before it starts (``meanfield.budget``).
-    diffusion: D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law
-    of particles with noise σ = sqrt(2D)); the step bound includes it.
+    .. math::
+
+        ∂_t ρ + \\operatorname{div}_S(ρ X[ρ]) = D Δ_S ρ
+
+    by finite volumes on a spherical Voronoi mesh (module docstring) and SSP-RK3 in time.
+
+    Parameters
+    ----------
+    model : SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (the velocity is the sum
+        of the heads'; ``.energy`` is Σ_h ±E_{β_h} when every head is USA, else NaN).
+    rho0 : callable of points (N, 3) -> densities (evaluated at the cell generators), or an array of
+        cell densities; normalised to unit mass (μ_0 is a probability measure).
+    t_eval : increasing output times.
+    mesh : Mesh, optional (default ``icosphere(4)``, 2562 cells).
+    flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (module docstring).
+    dt : float, optional.  None (default): steps controlled by the actual face speeds
+        (``stepping.integrate(positivity=True)``): each step is ``cfl`` times the largest step for which
+        every cell keeps ρ ≥ 0 given the mass that leaves it, at most ``max_step(model, mesh, flux)``
+        (the bound for the largest possible speed on every face), and every SSP stage is checked.  A
+        number: that fixed step, at most ``max_step`` (larger values are refused).
+    cfl : float in (0, 1], the fraction of the positivity bound taken by a controlled step.
+    summation : "auto" | "fast" | "direct": the field from the kernel sums (``field_method``: a
+        harmonic table and BLAS, or the transforms), or by direct log-sum-exp quadrature at every cell
+        (the reference).
+    energy : bool, compute E_β of the cell measure at the output times.
+    progress : True, False or None (a bar after a few seconds on a terminal).
+    checkpoint : path, optional; saves the state every ``checkpoint_every`` steps; ``resume=True``
+        continues an existing checkpoint bit for bit.
+    diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
+        particles with noise σ = sqrt(2D)); the step bounds include it.
+    budget : seconds (default one hour; None: no limit): a run whose step count (for controlled
+        steps: at the initial state's step) times the measured cost of a step exceeds it is refused
+        before it starts (``meanfield.budget``).
+
+    Returns
+    -------
+    DensitySolution with ``info``: flux, dt (None for controlled steps), max_dt, cfl, nsteps, nfev,
+    nrejected, hmin and hmax (the smallest and largest step taken), summation, field (the method
+    and degree of the kernel sums), mesh, cells, diffusion.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> sol = sphere.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 2] ** 2, [0.0, 1.0], mesh=sphere.icosphere(2))
+    >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0)
+    True
     """
     model = _check_model(model)
     mesh = _check_mesh(mesh)
@@ -398,27 +550,25 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, summati
     _check_summation(summation)
     rho = _initial_density(rho0, mesh)
     bound = combined_step(max_step(model, mesh, flux), diffusion, mesh_rate(mesh))
-    if dt is None:
-        dt = bound
-    elif as_positive(dt, "dt") > bound:
+    controlled = dt is None
+    if not controlled and as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} on {mesh.name}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
-    meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, summation=summation,
-                mesh=mesh.name, cells=mesh.size, diffusion=diffusion,
+    meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, cfl=cfl if controlled else None,
+                summation=summation, mesh=mesh.name, cells=mesh.size, diffusion=diffusion,
                 mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
-
-    def rhs(r):
-        out = _derivative(model, r, mesh, flux, summation)
-        return out if laplacian is None else out + diffusion * (laplacian @ r)
-
-    check_fixed_steps(as_budget(budget), t_eval, dt, lambda: rhs(rho), 3,
+    stage = _Stage(model, mesh, flux, summation, diffusion)
+    rhs = stage if controlled else (lambda r: stage(r)[0])
+    first = dt if not controlled else min(bound, cfl / max(stage(rho)[1], 1e-300))   # the initial step
+    check_fixed_steps(as_budget(budget), t_eval, first, lambda: stage(rho), 3,
                       f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}")
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=dt, checkpoint=ckpt, resume=resume,
-                           progress=progress)
+    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=np.inf if controlled else dt, checkpoint=ckpt,
+                           resume=resume, progress=progress, positivity=controlled, cfl=cfl)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
-    info.update(flux=flux, dt=dt, max_dt=bound, summation=summation, mesh=mesh.name, cells=mesh.size,
-                diffusion=diffusion)
+    fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
+                     for head in _heads(model)})
+    info.update(flux=flux, dt=dt, max_dt=bound, cfl=cfl if controlled else None, summation=summation,
+                field=", ".join(fields), mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
     return DensitySolution(t=t_eval, points=np.array(mesh.points), areas=np.array(mesh.areas), rho=rhos,
                            mass=rhos @ mesh.areas, energy=en, model=model, info=info)

@@ -8,6 +8,14 @@ their own times) through the output times ``t_eval`` with
   (which matters when ``dt`` is a positivity bound);
 - the adaptive Dormand–Prince 5(4) pair ``dopri5`` with the usual error controller.
 
+- positivity-controlled steps (``positivity=True``, for ``euler`` and ``ssprk3``): the right-hand
+  side returns ``(dy/dt, rate)``, where ``rate`` bounds the state's forward-Euler step, a stage
+  y + h f(y) staying admissible (for finite volumes: every density ≥ 0) whenever h · rate ≤ 1.
+  Each step takes h = min(dt, cfl / rate(y_n)), shortened so that the steps left in [t_k, t_{k+1}]
+  are equal and end on t_{k+1} exactly; a step whose later stage needs a smaller h (h · rate > 1 at
+  that stage) is rejected and retried with h = cfl / rate there, so every stage of every accepted
+  step is admissible.  The step depends only on (t, y), so a resumed run repeats it exactly.
+
 An optional ``project`` (e.g. x -> x/|x|) is applied after every step, and an optional
 ``kick(y, h, step)`` (a random increment: Euler–Maruyama with ``euler``) is added before it.  Long runs write a
 checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
@@ -33,6 +41,8 @@ SCHEMES = FIXED + ADAPTIVE
 MAX_STEPS = 10 ** 7        # a run needing more steps is refused (fixed steps) or stopped (adaptive)
 MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a smaller rtol
 COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
+POSITIVE = ("euler", "ssprk3")   # the schemes whose stages are forward-Euler steps
+CFL = 0.9                        # default fraction of the positivity bound taken by a controlled step
 
 # Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
 _DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
@@ -142,7 +152,7 @@ class Checkpoint:
             with np.load(self.path, allow_pickle=False) as data:
                 state = {k: data[k] for k in data.files}
             meta = str(state.pop("meta"))
-            for key in ("t_eval", "y", "out", "start") + COUNTERS + ("t", "h"):
+            for key in ("t_eval", "y", "out", "start") + COUNTERS + ("t", "h", "hmin", "hmax"):
                 state[key]
         except NPZ_ERRORS as exc:
             raise ValueError(f"checkpoint {self.path} is unreadable or corrupt ({type(exc).__name__}: {exc}); "
@@ -188,7 +198,7 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None):
+              observe=None, positivity=False, cfl=CFL):
     """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
     added to every fixed step before the projection (a reproducible noise increment).
@@ -203,8 +213,19 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ``observe(y)``, if given, returns an array stored at each output time instead of y itself
     (Y[k] = observe(y(t_eval[k])), same shape at every k): statistics of long runs of large
     batches without holding every state in memory; info["state"] is then y(t_eval[-1]).
+
+    ``positivity=True`` (``euler`` or ``ssprk3``): ``f`` returns ``(dy/dt, rate)`` and the steps are
+    controlled by the rate (module docstring): ``dt`` is then the largest step allowed and ``cfl`` the
+    fraction of the bound 1/rate taken; info gains the smallest and largest step taken, ``hmin``
+    and ``hmax``.
     """
     as_choice(scheme, "method", SCHEMES)
+    if positivity:
+        if scheme not in POSITIVE or kick is not None or advance is not None:
+            raise ValueError(f"positivity-controlled steps need the scheme 'euler' or 'ssprk3' without kick or "
+                             f"advance; got {scheme!r}")
+        if not 0 < as_positive(cfl, "cfl") <= 1:
+            raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
     rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
     if rtol < MIN_RTOL:
         raise ValueError(f"rtol = {rtol:g} is below 100 machine epsilons ({MIN_RTOL:.1e}), which no step size "
@@ -223,7 +244,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     first = np.asarray(observe(y))
     out = np.empty((t_eval.size,) + first.shape, dtype=first.dtype)
     out[0] = first
-    state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0)
+    state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0)
     if checkpoint is not None and resume:
         saved = checkpoint.load(t_eval, y)
         if saved is not None:
@@ -257,7 +278,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     try:
         while state["k"] < t_eval.size:
             t0, t1 = t_eval[state["k"] - 1], t_eval[state["k"]]
-            if scheme in FIXED:
+            if positivity:
+                y = _controlled_interval(rhs, y, t1, state, dt, cfl, scheme, project, bar, step_taken)
+            elif scheme in FIXED:
                 nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
                 h = (t1 - t0) / nsub
                 while state["j"] < nsub:
@@ -285,9 +308,63 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     finally:
         bar.close()
     info = {key: int(state[key]) for key in ("nfev", "nsteps", "nrejected")}
+    if positivity:
+        info.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
     if observed:
         info["state"] = y       # the state at t_eval[-1], which Y no longer holds
     return out, info
+
+
+def _controlled_interval(f, y, t1, state, dt, cfl, scheme, project, bar, step_taken):
+    """Positivity-controlled steps from state['t'] to t1 (module docstring)."""
+    t = state["t"]
+    while t < t1:
+        k1, rate = f(t, y)
+        state["nfev"] += 1
+        h, last = _controlled_step(dt, cfl, rate, t1 - t, t)
+        while True:
+            y_new, rate = _positive_stages(f, t, y, h, k1, rate, scheme, state)
+            if rate is None:
+                break
+            state["nrejected"] += 1                 # a later stage needs a smaller step
+            h, last = _controlled_step(h, cfl, rate, t1 - t, t)
+        y = project(y_new)
+        t = t1 if last else t + h
+        state.update(t=float(t), j=state["j"] + 1, hmin=min(state["hmin"], h), hmax=max(state["hmax"], h))
+        bar.update(h)
+        step_taken(y, t >= t1)
+    return y
+
+
+def _controlled_step(cap, cfl, rate, left, t):
+    """(h, last): the largest h <= min(cap, cfl/rate) that cuts ``left`` into equal steps."""
+    rate = float(rate)
+    if not (np.isfinite(rate) and rate >= 0):
+        raise ValueError(f"the positivity rate is {rate!r} at t = {t:g}; the state is no longer finite")
+    bound = cap if rate == 0 else min(cap, cfl / rate)
+    if bound < 1e-14 * max(1.0, abs(t)):
+        raise ValueError(f"positivity step size underflow at t = {t:g} (rate {rate:.3g}); the field is too fast "
+                         f"for an explicit step")
+    count = max(1, int(np.ceil(left / bound * (1 - 1e-12))))
+    return left / count, count == 1
+
+
+def _positive_stages(f, t, y, h, k1, rate, scheme, state):
+    """One step of ``scheme`` from (t, y) with f(t, y) = (k1, rate); returns (y_new, None), or
+    (None, rate) with the rate of the first later stage at which h · rate > 1 (the step is rejected)."""
+    y1 = y + h * k1
+    if scheme == "euler":
+        return y1, None
+    k2, rate = f(t + h, y1)
+    state["nfev"] += 1
+    if h * rate > 1.0:
+        return None, rate
+    y2 = 0.75 * y + 0.25 * (y1 + h * k2)
+    k3, rate = f(t + 0.5 * h, y2)
+    state["nfev"] += 1
+    if h * rate > 1.0:
+        return None, rate
+    return y / 3.0 + (2.0 / 3.0) * (y2 + h * k3), None
 
 
 def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
