@@ -51,7 +51,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.budget import BUDGET, as_budget, check_fixed_steps
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
 
@@ -524,9 +524,10 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
         continues an existing checkpoint bit for bit.
     diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
         particles with noise σ = sqrt(2D)); the step bounds include it.
-    budget : seconds (default one hour; None: no limit): a run whose step count (for controlled
-        steps: at the initial state's step) times the measured cost of a step exceeds it is refused
-        before it starts (``meanfield.budget``).
+    budget : seconds (default one hour; None: no limit): with a fixed ``dt``, a run whose step count
+        times the measured cost of a step exceeds it is refused before it starts; with controlled steps
+        (whose number follows the state) the run is stopped when it reaches the budget, a RuntimeError
+        that says to resume from its checkpoint (``meanfield.budget``).
 
     Returns
     -------
@@ -560,9 +561,11 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
-    first = dt if not controlled else min(bound, cfl / max(stage(rho)[1], 1e-300))   # the initial step
-    check_fixed_steps(as_budget(budget), t_eval, first, lambda: stage(rho), 3,
-                      f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}")
+    what, budget = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}", as_budget(budget)
+    if controlled:                  # the steps follow the state: stopped at the budget, not estimated
+        rhs = deadline(rhs, budget, what)
+    else:
+        check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=np.inf if controlled else dt, checkpoint=ckpt,
                            resume=resume, progress=progress, positivity=controlled, cfl=cfl)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
