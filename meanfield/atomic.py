@@ -7,7 +7,8 @@
   ``folder`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, with the
   old folder restored on the next call if a crash falls between them).  A kill at any moment
   leaves ``folder`` as the complete old report or the complete new one, never a mix;
-  leftovers of interrupted writes are removed by the next call.
+  leftovers of interrupted writes are removed by the next call.  Two writers of one folder take
+  turns (a lock on the parent folder), and the folder and marker get the modes of the umask.
 - ``check_folder(folder)`` refuses, before any work, a target that is a file, is not writable,
   or is a non-empty folder that is not one of ours (no marker): replacing it would lose data.
 """
@@ -21,36 +22,73 @@ import shutil
 import tempfile
 import time
 
-__all__ = ["write_file", "replace_folder", "check_folder", "is_complete", "MARKER"]
+__all__ = ["write_file", "umask", "replace_folder", "check_folder", "is_complete", "MARKER"]
 
 MARKER = "complete.json"
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def write_file(path, write):
-    """Atomically replace ``path`` by what ``write(fh)`` writes.
+def umask():
+    """The process's file-creation mask (read without changing it where /proc tells it)."""
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def write_file(path, write, prefix=".tmp-", suffix=None):
+    """Atomically replace ``path`` by what ``write(fh)`` writes: a temporary file in the same
+    folder, fsync, ``os.replace`` — a reader (or a crash, or a full disk) leaves the old file or
+    the new one, never a truncated one.  The file gets the mode ``open`` would give it
+    (0o666 less the umask), not ``mkstemp``'s 0o600.
 
     Parameters
     ----------
     path : str or os.PathLike
         The file to create or replace.
     write : callable
-        ``write(fh)`` writes the content into the binary file object ``fh``.
+        ``write(fh)`` writes the content into the binary file object ``fh`` (or into the file
+        named ``fh.name``, for writers that open a path themselves).
+    prefix, suffix : str, optional
+        Of the temporary file's name (default ``.tmp-`` and ``path``'s extension), so that the
+        leftovers of a killed writer can be found.
+
+    Raises
+    ------
+    OSError
+        With the same errno, naming ``path`` and the reason (read-only or full disk, no permission).
+
+    Example
+    -------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
+    >>> write_file(path, lambda fh: fh.write(b"hello"))
+    >>> open(path).read()
+    'hello'
     """
     path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-",
-                               suffix=os.path.splitext(path)[1])
+    suffix = os.path.splitext(path)[1] if suffix is None else suffix
+    tmp = None
     try:
-        with os.fdopen(fd, "wb") as fh:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=prefix, suffix=suffix)
+        os.close(fd)
+        with open(tmp, "wb") as fh:         # fh.name: the temporary path, for writers that want a name
+            os.fchmod(fh.fileno(), 0o666 & ~umask())
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(tmp)
-        raise
+        tmp = None
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
 
 def _sha256(path):
@@ -184,10 +222,39 @@ def replace_folder(folder, write, name="folder"):
         The absolute path of ``folder``, now holding what ``write`` wrote and the marker.
     """
     folder = check_folder(folder, name)
+    with _parent_locked(os.path.dirname(folder)):
+        try:
+            _swap_in(folder, write)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {name} {folder}: {exc.strerror or exc}") from exc
+    return folder
+
+
+@contextlib.contextmanager
+def _parent_locked(parent):
+    """An exclusive lock (fcntl.flock on the parent folder itself: no lock file is left behind)
+    while a folder is replaced, so that two writers of one target take turns instead of deleting
+    each other's temporary folders; no lock where fcntl does not exist (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
+
+
+def _swap_in(folder, write):
+    """``replace_folder``'s work, under the lock."""
     _recover(folder)
     parent, base = os.path.split(folder)
     tmp = tempfile.mkdtemp(dir=parent, prefix=f".{base}.new-")
     try:
+        os.chmod(tmp, 0o777 & ~umask())        # as os.mkdir would make it, not mkdtemp's 0o700
         write(tmp)
         files = {}
         for rel in _listing(tmp):
@@ -212,4 +279,3 @@ def replace_folder(folder, write, name="folder"):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return folder

@@ -5,6 +5,7 @@ message names the argument and says how to fix it, so that bad input never reach
 Numba kernel.
 """
 import numbers
+import os
 
 import numpy as np
 
@@ -138,6 +139,32 @@ def as_count(value, name, minimum=1):
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}; got {value}")
     return int(value)
+
+
+def memory_bytes():
+    """The machine's physical memory in bytes (None where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def as_size(value, name, bytes_each):
+    """A count (``as_count``) of items of ``bytes_each`` bytes that fits in the machine's memory:
+    a request beyond it is refused up front, naming the argument, instead of a MemoryError
+    (or an hour of swapping) deep inside numpy.
+
+    Example
+    -------
+    >>> as_size(1000, "n", 8 * 3)
+    1000
+    """
+    value = as_count(value, name)
+    total, need = memory_bytes(), float(value) * bytes_each
+    if total is not None and need > total:
+        raise ValueError(f"{name} = {value} needs about {need / 2 ** 30:.3g} GiB of memory, more than this "
+                         f"machine's {total / 2 ** 30:.3g} GiB; use a smaller {name} (or batches)")
+    return value
 
 
 def as_time_grid(t_eval, name="t_eval"):

@@ -492,7 +492,11 @@ def main(argv=None):
     opts = options(sys.argv[1:] if argv is None else argv)
     clock = time.perf_counter()
     comparison = run(opts)
-    paths = write_report(comparison, opts["out"], opts)
+    try:
+        paths = write_report(comparison, opts["out"], opts)
+    except OSError as exc:                  # a disk that filled up or went read-only since the check
+        print(f"meanfield compare: {exc}", file=sys.stderr)
+        return 1
     if not opts["quiet"]:
         print(f"{comparison.info['geometry']}, {comparison.info['model_name']}, n = {opts['n']} tokens x "
               f"{comparison.info['seeds']} draws ({opts['sampling']}), {comparison.info['grid']['cells']} cells, "

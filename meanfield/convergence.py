@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import atomic
 from .checks import as_choice, as_count, as_time_grid
 from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens
 from .measures import merge_atoms, perturbed_uniform, sphere_area
@@ -226,26 +227,39 @@ def _parser():
 
 def main(argv=None):
     """``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot."""
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        out = atomic.check_folder(args.out, "out")        # before the study, not after it
+    except ValueError as exc:
+        parser.error(str(exc))
     base = DEFAULTS[args.geometry]
     beta = base["beta"] if args.beta is None else args.beta
     T = base["T"] if args.T is None else args.T
     d = GEOMETRIES[args.geometry]
     if T <= 0 or args.times < 1:
-        _parser().error("T must be > 0 and times >= 1")
+        parser.error("T must be > 0 and times >= 1")
     model = (SA if args.model == "SA" else USA)(beta=beta)
     rho0 = perturbed_uniform(d, amplitude=args.amplitude, degree=args.degree or base["degree"], seed=args.seed)
     t_eval = np.concatenate([[0.0], T / 2.0 ** np.arange(args.times - 1, -1, -1)])
     clock = time.perf_counter()
     result = study(model, rho0, t_eval, args.n or base["n"], args.grids or base["grids"], geometry=args.geometry,
                    sampling=args.sampling, seed=args.seed, progress=not args.quiet)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "convergence.json"), "w") as fh:
-        json.dump(result.to_dict(), fh, indent=1)
     import matplotlib.pyplot as plt
     fig = figure(result)
-    fig.savefig(os.path.join(args.out, "convergence.png"), dpi=130)
-    plt.close(fig)
+
+    def write(folder):
+        with open(os.path.join(folder, "convergence.json"), "w") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        fig.savefig(os.path.join(folder, "convergence.png"), dpi=130)
+
+    try:        # all at once: a kill leaves the previous results whole (meanfield.atomic.replace_folder)
+        atomic.replace_folder(out, write, "out")
+    except OSError as exc:
+        print(f"meanfield convergence: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        plt.close(fig)
     if not args.quiet:
         methods = "/".join(result.info["transport_methods"])
         print(f"{args.geometry}, {model!r}, {args.sampling} tokens, W_p by {methods}")

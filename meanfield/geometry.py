@@ -1,7 +1,7 @@
 """Geometry of the unit sphere S^{d-1} ⊂ R^d: sampling, projections, angles, rotations."""
 import numpy as np
 
-from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed
+from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed, as_size
 
 __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical",
@@ -25,9 +25,10 @@ def uniform_sphere(n: int, d: int, seed=None, batch: int | None = None) -> np.nd
     numpy.ndarray
         Shape (n, d), or (batch, n, d).
     """
-    n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
-    shape = (n, d) if batch is None else (as_count(batch, "batch"), n, d)
+    count = 1 if batch is None else as_count(batch, "batch")
+    n = as_size(n, "n", 16 * d * count)          # the Gaussian draws and their normalised copy
+    shape = (n, d) if batch is None else (count, n, d)
     g = np.random.default_rng(as_seed(seed)).standard_normal(shape)
     return normalise(g)
 

@@ -20,10 +20,11 @@ permutation, and classifies each by the spectrum of H on 1^⊥:
 tol is relative to each block's largest eigenvalue.
 """
 from dataclasses import dataclass, field
-from itertools import combinations
+from itertools import chain, combinations
 
 import numpy as np
 
+from .budget import BUDGET, as_budget, check_work, seconds_per_call
 from .checks import as_beta, as_count, as_float_array, as_positive, as_seed
 
 __all__ = ["energy", "gradient", "hessian", "spectrum", "classify", "CriticalPoint", "critical_points",
@@ -52,7 +53,12 @@ def energy(theta, beta):
     n = theta.size
     if beta == 0:
         return float(c.sum() / (2 * n * n))
-    return float(_times_exp_beta(np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n), beta, "E_beta"))
+    with np.errstate(over="ignore"):
+        scaled = np.sum(np.exp(beta * (c - 1.0))) / (2 * beta * n * n)
+    if not np.isfinite(scaled):             # E_β ~ 1/(2β) for subnormal β
+        raise ValueError(f"E_beta exceeds the largest double at beta = {beta:g} (it grows like 1/(2 beta) as beta "
+                         f"-> 0); use beta = 0 (the limit's finite part) or a larger beta")
+    return float(_times_exp_beta(scaled, beta, "E_beta"))
 
 
 def _times_exp_beta(scaled, beta, what):
@@ -253,7 +259,12 @@ def _compositions(n, k):
 
 def symmetric_starts(n):
     """Regular k-gons (k = 1..n) carrying every composition of n into k multiplicities."""
-    return [regular_polygon(k, mult) for k in range(1, n + 1) for mult in _compositions(n, k)]
+    return list(_polygons(n))
+
+
+def _polygons(n):
+    """``symmetric_starts(n)``, one at a time (there are 2^(n-1))."""
+    return (regular_polygon(k, mult) for k in range(1, n + 1) for mult in _compositions(n, k))
 
 
 def _newton(theta, beta, gtol, max_iter):
@@ -271,7 +282,7 @@ def _newton(theta, beta, gtol, max_iter):
 
 
 def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=1e-10, max_iter=60,
-                    rtol=1e-8, tol=1e-6):
+                    rtol=1e-8, tol=1e-6, budget=BUDGET):
     """Critical points of E_β on (S^1)^n by Newton's method from random and symmetric starts.
 
     Parameters
@@ -295,6 +306,11 @@ def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=
     tol : float
         Two points are the same up to rotation and permutation when their sorted rotated angles agree
         within tol.
+    budget : float or None
+        Seconds (default one hour; None: no limit).  There are ``random_starts`` + 2^n symmetric
+        starts (2^(n-1) compositions, exact and perturbed); a search whose starts times ``max_iter``
+        times the measured cost of one Newton iteration exceeds the budget is refused before it
+        starts (``meanfield.budget``): without ``symmetric=False``, n = 100 would need 10^30 starts.
 
     Returns
     -------
@@ -303,11 +319,17 @@ def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=
     n, beta = as_count(n, "n", minimum=2), as_beta(beta)
     random_starts = as_count(random_starts, "random_starts", minimum=0)
     gtol, rtol, tol = as_positive(gtol, "gtol"), as_positive(rtol, "rtol"), as_positive(tol, "tol")
+    budget = as_budget(budget)
     rng = np.random.default_rng(as_seed(seed))
     starts = list(rng.uniform(0, 2 * np.pi, (random_starts, n)))
-    if symmetric:
-        sym = symmetric_starts(n)
-        starts += sym + [s + 1e-3 * rng.standard_normal(n) for s in sym]
+    count = len(starts) + (2.0 ** n if symmetric else 0)
+    if symmetric:           # generated lazily: 2^(n-1) compositions do not fit in memory for large n
+        starts = chain(starts, _polygons(n), (s + 1e-3 * rng.standard_normal(n) for s in _polygons(n)))
+    if budget is not None:      # a start costs at most max_iter Newton iterations: time one
+        probe = np.linspace(0.0, 2 * np.pi, n, endpoint=False) + 0.1 * np.sin(np.arange(n))
+        check_work(budget, count, max_iter * seconds_per_call(lambda: _newton(probe.copy(), beta, 0.0, 1)),
+                   f"critical_points({n}, {beta:g}) from {count:.3g} starts", "Newton starts",
+                   " (or symmetric=False, or fewer random_starts)")
     found = []
     for start in starts:
         theta, residual = _newton(np.array(start, dtype=float), beta, gtol, max_iter)

@@ -7,7 +7,7 @@ callable of points (N, d) -> (N,) values; it need not be normalised for sampling
 import numpy as np
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
-from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed
+from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed, as_size
 from .geometry import circle_points, uniform_sphere
 
 __all__ = ["sphere_area", "as_measure", "sample_density", "inverse_cdf", "merge_atoms", "drop_negligible",
@@ -106,9 +106,9 @@ def sample_density(rho, n, d, seed=None, batch=None):
     proposals against M = 1.25 max ρ over 2^15 random probes, exact whenever M >= sup ρ; a
     proposal with ρ > M exposes a low bound and restarts the draw with M = 1.25 × that value.
     """
-    n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
     count = 1 if batch is None else as_count(batch, "batch")
+    n = as_size(n, "n", 24 * d * count)         # proposals, their normals and the accepted points
     rng = np.random.default_rng(as_seed(seed))
     draw = _sample_circle if d == 2 else _sample_rejection
     x = draw(rho, n * count, d, rng)
@@ -122,9 +122,17 @@ def _sample_circle(rho, n, d, rng):
     return circle_points(h * inverse_cdf(mass, rng.random(n), "rho"))
 
 
+def relative(values):
+    """``values / max(values)`` (unchanged if none is positive): the same density up to a constant
+    factor, whose sums cannot overflow even for values near the largest double (1.8e308)."""
+    top = np.max(values, initial=0.0)
+    return values / top if top > 0 else values
+
+
 def inverse_cdf(mass, u, name="rho"):
     """F^{-1}(u) for the piecewise-constant density with masses ``mass`` on N unit bins [k, k+1):
     positions in [0, N) for the quantile levels u in [0, 1) (bins of zero mass are never hit)."""
+    mass = relative(mass)
     cdf = np.cumsum(mass)
     if not cdf[-1] > 0:
         raise ValueError(f"{name} has zero mass")
@@ -136,16 +144,18 @@ def inverse_cdf(mass, u, name="rho"):
 
 def _sample_rejection(rho, n, d, rng):
     probe_values = _density_values(rho, uniform_sphere(BOUND_PROBES, d, seed=rng), "rho")
-    bound = BOUND_MARGIN * probe_values.max()
-    if not bound > 0:
+    scale = probe_values.max()          # work with rho / scale: no overflow for huge densities
+    if not scale > 0:
         raise ValueError("rho vanishes at every probe point; give a density with positive mass")
+    probe_values = probe_values / scale
+    bound = BOUND_MARGIN
     while True:
         acceptance = probe_values.mean() / bound
         accepted, total, seen = [], 0, 0.0
         while total < n:
             size = min(int(1.2 * (n - total) / acceptance) + 256, 1 << 20)
             proposals = uniform_sphere(size, d, seed=rng)
-            values = _density_values(rho, proposals, "rho")
+            values = _density_values(rho, proposals, "rho") / scale
             seen = max(seen, values.max())
             if seen > bound:
                 break

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .checks import as_choice, as_count, as_density, as_points, as_seed
+from .checks import as_choice, as_count, as_density, as_points, as_seed, as_size
 from .geometry import circle_angles, circle_points, from_spherical, great_circle_rows, icosahedral_triangulation
-from .measures import CIRCLE_GRID, _density_values, inverse_cdf, sample_density
+from .measures import CIRCLE_GRID, _density_values, inverse_cdf, relative, sample_density
 
 __all__ = ["discretise", "refined_quantiles", "refined_triangles", "TriangleRefinement", "triangle_integrals",
            "METHODS", "RANDOMISED"]
@@ -77,8 +77,8 @@ def discretise(rho, n, d, method="iid", seed=None, *, k=-1, mesh=None):
     w : ndarray (n,)
         Non-negative weights summing to 1 (equal, 1/n, except for "weighted").
     """
-    n = as_count(n, "n")
     d = as_count(d, "d", minimum=2)
+    n = as_size(n, "n", 8 * (4 * d + 4))      # points, levels, weights and the transport's temporaries
     if d not in (2, 3):
         raise ValueError(f"discretise works on S^1 (d = 2) and S^2 (d = 3); got d = {d}")
     as_choice(method, "method", METHODS)
@@ -94,6 +94,7 @@ def discretise(rho, n, d, method="iid", seed=None, *, k=-1, mesh=None):
             w = _density_values(rho, x, "rho")
         else:
             w = (_circle_table(rho, k) if d == 2 else _sphere_table(rho, k, mesh)).density(x)
+        w = relative(w)
         if not w.sum() > 0:
             raise ValueError(f"rho vanishes at all {n} quasi-uniform points; use more points or an "
                              f"equal-weight method")
@@ -147,7 +148,7 @@ class _CircleTable:
     """A piecewise-constant density on N equal arcs [ih, (i+1)h) of S^1, h = 2π/N."""
 
     def __init__(self, values):
-        self.values = values
+        self.values = relative(values)
         self.h = 2 * np.pi / values.size
 
     def density(self, x):
@@ -189,7 +190,7 @@ class _SphereTable:
         self.z = np.cos(edges)
         width = np.pi / rows
         theta, phi = np.meshgrid(edges[:-1] + 0.5 * width, width * (np.arange(2 * rows) + 0.5), indexing="ij")
-        values = density(from_spherical(theta.ravel(), phi.ravel())).reshape(theta.shape)
+        values = relative(density(from_spherical(theta.ravel(), phi.ravel())).reshape(theta.shape))
         self.mass = values * ((self.z[:-1] - self.z[1:]) * width)[:, None]
         self.width = width
         self.row_mass = self.mass.sum(axis=1)
@@ -266,12 +267,13 @@ def refined_quantiles(rho, flow, n, rounds=3, split=64, jump=0.05, grid=1 << 18)
 
 
 def _flowed(flow, x, w):
-    """flow(x, w), checked to be one point of the same sphere per row of x."""
-    y = np.asarray(flow(x, w), dtype=float)
-    if y.shape != x.shape:
+    """flow(x, w), checked to be one finite unit vector of the same sphere per row of x (a flow
+    that returns NaN or points off the sphere is named, not passed on as atoms)."""
+    y = flow(x, w)
+    if np.shape(y) != x.shape:
         raise ValueError(f"flow(x, w) must return the {x.shape[0]} points at the final time, shape {x.shape}; "
-                         f"got {y.shape}")
-    return y
+                         f"got {np.shape(y)}")
+    return as_points(y, "flow(x, w)", d=x.shape[1])
 
 
 def _check_jump(jump):

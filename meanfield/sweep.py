@@ -53,6 +53,7 @@ import numpy as np
 
 from .atomic import write_file
 from .checks import as_count, as_positive
+from .npzfile import NPZ_ERRORS
 
 __all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "CorruptTask", "TaskTimeout",
            "particle_clusters", "main"]
@@ -162,11 +163,29 @@ def task_key(func_id, params, seed):
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
-def _tasks(func_id, grid, seeds):
+def _tasks(func_id, grid, seeds, func=None):
     tasks = [_Task(task_key(func_id, p, s), p, s) for p in _param_sets(grid) for s in _seed_list(seeds)]
     if len({t.key for t in tasks}) != len(tasks):
         raise ValueError("grid contains the same parameter set twice; each (params, seed) must be unique")
+    _check_parameter_names(func, func_id, tasks)
     return tasks
+
+
+def _check_parameter_names(func, func_id, tasks):
+    """Where ``func.parameters`` declares its names (a dict: "required" and "optional" tuples), every
+    parameter set must hold all required names and nothing else: a typo (``tool`` for ``tol``)
+    is refused before any task runs instead of being silently ignored."""
+    declared = getattr(func, "parameters", None)
+    if declared is None:
+        return
+    required, optional = set(declared["required"]), set(declared["optional"])
+    for names in {frozenset(t.params) for t in tasks}:
+        unknown, missing = sorted(names - required - optional), sorted(required - names)
+        if unknown or missing:
+            what = (f"unknown parameter(s) {', '.join(unknown)}" if unknown else
+                    f"missing parameter(s) {', '.join(missing)}")
+            raise ValueError(f"grid: {what} for {func_id}, which takes {', '.join(sorted(required))} and "
+                             f"optionally {', '.join(sorted(optional))}")
 
 
 # --------------------------------------------------------------------------- running one task
@@ -268,7 +287,7 @@ def _read_task(path, expect=None):
             meta = json.loads(str(data["_task"]))
             outputs = {name: data[name] for name in data.files if name != "_task"}
         fields_ok = isinstance(meta, dict) and {"key", "func", "params", "seed", "seconds"} <= set(meta)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+    except NPZ_ERRORS as exc:
         raise CorruptTask(f"task file {path} is unreadable ({type(exc).__name__}: {exc})") from None
     if not fields_ok:
         raise CorruptTask(f"task file {path} lacks its task description")
@@ -354,8 +373,13 @@ def _locked(store):
     except ImportError:
         yield
         return
-    os.makedirs(store, exist_ok=True)
-    with open(os.path.join(store, ".lock"), "a+") as fh:
+    try:
+        os.makedirs(store, exist_ok=True)
+        lock = open(os.path.join(store, ".lock"), "a+")
+    except OSError as exc:
+        raise ValueError(f"store {store!r} cannot be written ({exc.strerror or exc}); choose a writable "
+                         f"folder") from None
+    with lock as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -572,7 +596,9 @@ def run(func, grid, seeds, store, client=None, *, workers: int | None = None, pr
     ----------
     func : callable
         A module-level function ``func(params, seed) -> dict`` of scalars/arrays (or a bare
-        number, stored as ``{"value": x}``).
+        number, stored as ``{"value": x}``).  If it has an attribute ``parameters =
+        dict(required=(...), optional=(...))`` (as ``particle_clusters`` does), a parameter set
+        with an unknown or a missing name is refused before any task runs.
     grid : dict or list of dicts
         name -> list of values (Cartesian product, first name slowest), or explicit parameter
         sets. Values are JSON scalars or lists of them.
@@ -597,7 +623,7 @@ def run(func, grid, seeds, store, client=None, *, workers: int | None = None, pr
         tasks if any raised; everything that finished is in the store.
     """
     func_id = _func_id(func)
-    tasks = _tasks(func_id, grid, seeds)
+    tasks = _tasks(func_id, grid, seeds, func)
     if timeout is not None:
         timeout = as_positive(timeout, "timeout")
         if client is not None:
@@ -665,6 +691,9 @@ def particle_clusters(params, seed):
     x = sol.final
     return dict(clusters=cluster_count(x, params.get("tol", 1e-2)), energy0=energy(x0, model.beta),
                 energy=energy(x, model.beta), min_inner=float(np.min(x @ x.T)))
+
+
+particle_clusters.parameters = dict(required=("beta", "n", "d", "T"), optional=("model", "method", "dt", "tol"))
 
 
 # --------------------------------------------------------------------------- command line
@@ -752,7 +781,7 @@ def _settings(parser, args):
         config = _read_config(args.config)
         func = _import_function(config["function"], args.allow_any_function)
         grid, seeds = config["grid"], config.get("seeds", 1)
-        _tasks(_func_id(func), grid, seeds)
+        _tasks(_func_id(func), grid, seeds, func)
         dask_config = config.get("dask", {})
         scheduler = args.scheduler or dask_config.get("scheduler", "local")
         if scheduler not in ("local", "none") and not scheduler.startswith(("tcp://", "tls://", "inproc://")):
@@ -813,6 +842,8 @@ def main(argv=None):
         print(f"meanfield sweep: {exc}", file=sys.stderr)
         traceback.print_exception(exc.__cause__, file=sys.stderr)
         return 1
+    except (ValueError, RuntimeError) as exc:       # an unwritable or busy store, a corrupt manifest
+        parser.error(str(exc))
     print(f"{len(res)} tasks of {res.info['func']} in {res.info['store']} ({res.info['computed']} computed, "
           f"{res.info['reused']} reused; {res.info['client']}, {res.info['seconds']:.1f} s)")
     print("\n".join(_summary(res)))

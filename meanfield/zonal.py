@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import ot
 
-from .checks import as_choice, as_count, as_float_array, as_points, as_seed, as_time_grid, as_weights
+from .checks import as_choice, as_count, as_float_array, as_points, as_seed, as_size, as_time_grid, as_weights
 from .models import as_model
 from .solvers import particles, zonal as zonal_solver
 from .solvers.results import ZonalSolution, _Saveable
@@ -82,6 +82,7 @@ def sample(source, n, d=None, *, k=-1, method="iid", seed=None):
     as_choice(method, "method", METHODS)
     edges, m = _marginal(source, d, k)
     d = source.d if isinstance(source, ZonalSolution) else d
+    as_size(n, "n", 8 * (3 * d + 4))          # the tokens, their angles and transverse directions
     rng = np.random.default_rng(as_seed(seed))
     if method == "quantile":
         if n % 2:

@@ -61,6 +61,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
 from meanfield.models import SA, MultiHead, as_model
@@ -366,10 +367,11 @@ def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     return max(max_step(model, cells, flux), float(TIME_STEP / speed_bound(model)))
 
 
-def isotropic_model(model, solver="circle", why="", multihead=False):
+def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np.inf, limit=""):
     """``model`` checked for the density solvers: SA or USA with Q^T K = I and V = ±I (``why``
-    says why the ``solver`` needs it), and USA weights e^β within double precision; where
-    ``multihead``, also a MultiHead all of whose heads are such (and no feed-forward term)."""
+    says why the ``solver`` needs it), USA weights e^β within double precision and β <= ``max_beta``
+    (the largest the ``solver`` represents, ``limit`` says why); where ``multihead``, also a
+    MultiHead all of whose heads are such (and no feed-forward term)."""
     model = as_model(model, multihead=multihead)
     if not model.is_isotropic:
         raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}"
@@ -379,6 +381,9 @@ def isotropic_model(model, solver="circle", why="", multihead=False):
         if not head.normalised and head.beta > MAX_USA_BETA:
             raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
                              f"{MAX_USA_BETA:.2f}; got beta = {head.beta:g} (use SA, or rescale time)")
+        if head.beta > max_beta:
+            raise ValueError(f"beta = {head.beta:g} is beyond what the {solver} solver represents: it needs "
+                             f"beta <= {max_beta:.6g}{limit}")
     return model
 
 
@@ -453,7 +458,8 @@ def energy(rho, beta):
 
 
 def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
+          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0,
+          budget=BUDGET):
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     Parameters
@@ -489,6 +495,10 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt
         ``resume=True`` continues it bit for bit.
     diffusion : float
         D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with noise σ = sqrt(2D)).
+    budget : float or None
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the measured
+        cost of a step exceeds it is refused before it starts, a controlled run is stopped with an error
+        once it has run that long (``meanfield.budget``).
 
     Returns
     -------
@@ -520,6 +530,11 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt
     else:
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
+    what, budget = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}", as_budget(budget)
+    if controlled:                  # the steps follow the state: stopped at the budget, not estimated
+        rhs = deadline(rhs, budget, what)
+    else:
+        check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)

@@ -8,11 +8,14 @@ one Dataset — and one netCDF file — holds everything needed to rebuild the o
 
 xarray is an optional dependency (``pip install "meanfield-attention[xarray]"``); netCDF files
 are written by whichever engine xarray finds (netCDF4, h5netcdf, or SciPy's netCDF3 writer,
-which stores 64-bit integers as 32-bit ones when they fit).
+which stores 64-bit integers as 32-bit ones when they fit), atomically, with the SHA-256 of their
+content as an attribute that ``from_netcdf`` verifies.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -170,13 +173,52 @@ def from_xarray(cls, dataset):
     return unflatten(cls, {name: dataset[name] for name in dataset.variables}, dict(dataset.attrs))
 
 
+#: the global attribute holding the SHA-256 of a netCDF file's content (``content_digest``)
+DIGEST = "meanfield_sha256"
+
+
+def content_digest(dataset) -> str:
+    """SHA-256 of a Dataset's variables (names, dimensions, shapes and values in canonical dtypes:
+    integers as int64, reals as float64, booleans as uint8, so that a netCDF3 writer's int32 and
+    int8 encodings give the same digest) and of its attributes, ``DIGEST`` excluded."""
+    digest = hashlib.sha256()
+    for name in sorted(dataset.variables):
+        values = np.asarray(dataset[name].values)
+        kind = values.dtype.kind
+        canonical = {"b": np.uint8, "i": np.int64, "u": np.int64, "f": np.float64, "c": np.complex128}.get(kind)
+        data = np.ascontiguousarray(values, dtype=canonical).tobytes() if canonical else str(values.tolist()).encode()
+        header = [name, list(dataset[name].dims), list(values.shape), {"u": "i"}.get(kind, kind)]
+        digest.update(json.dumps(header).encode())
+        digest.update(data)
+    attrs = {key: str(value) for key, value in dataset.attrs.items() if key != DIGEST}
+    digest.update(json.dumps(attrs, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def to_netcdf(obj, path) -> None:
-    """Write ``to_xarray(obj)`` to a netCDF file."""
-    to_xarray(obj).to_netcdf(path)
+    """Write ``to_xarray(obj)`` to a netCDF file, atomically (``meanfield.atomic.write_file``), with
+    the SHA-256 of its content in the global attribute ``meanfield_sha256`` (checked on load: the
+    SciPy netCDF3 engine has no checksums of its own)."""
+    from meanfield.atomic import write_file
+    dataset = to_xarray(obj)
+    dataset.attrs[DIGEST] = content_digest(dataset)
+    write_file(path, lambda fh: dataset.to_netcdf(fh.name))
 
 
-def from_netcdf(cls, path):
-    """Read a ``cls`` instance written by ``to_netcdf``."""
+def from_netcdf(cls, path, verify=True):
+    """Read a ``cls`` instance written by ``to_netcdf``; ValueError naming the file if it cannot be
+    read or (``verify``) its content does not match its stored digest."""
     xr = require("xarray", "from_netcdf")
-    with xr.open_dataset(path) as dataset:
-        return from_xarray(cls, dataset.load())
+    path = os.fspath(path)
+    try:
+        with xr.open_dataset(path) as dataset:
+            dataset = dataset.load()
+        if verify and dataset.attrs.get(DIGEST) != content_digest(dataset):
+            raise ValueError("its content does not match its stored SHA-256 (damaged, altered, or written "
+                             "without one; from_netcdf(path, verify=False) reads it anyway)")
+        return from_xarray(cls, dataset)
+    except ImportError:
+        raise
+    except Exception as exc:        # the netCDF parsers raise many kinds on damaged bytes
+        raise ValueError(f"{path} is not a readable {cls.__name__} netCDF file ({type(exc).__name__}: "
+                         f"{exc})") from None

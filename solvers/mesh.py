@@ -20,14 +20,15 @@ Generators: ``icosphere(level)`` (vertices of the level-times subdivided icosahe
 (centroidal Voronoi tessellation).
 """
 import os
-import zipfile
 from dataclasses import dataclass, fields
 from functools import lru_cache
 
 import numpy as np
 from scipy.spatial import SphericalVoronoi
 
+from meanfield.atomic import write_file
 from meanfield.checks import as_count, as_float_array, as_points
+from meanfield.npzfile import NPZ_ERRORS, npz_path
 from meanfield.geometry import icosahedral_triangulation
 
 __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
@@ -79,8 +80,12 @@ class Mesh:
         return f"Mesh({self.name}: {self.size} cells, {self.edges.shape[0]} faces)"
 
     def save(self, path):
-        """Store the mesh in one .npz file (reload with ``Mesh.load``)."""
-        np.savez_compressed(path, **{f.name: np.asarray(getattr(self, f.name)) for f in fields(self)})
+        """Store the mesh in one .npz file, atomically (reload with ``Mesh.load``); returns its path
+        (".npz" appended if missing, as numpy does)."""
+        path = npz_path(path)
+        arrays = {f.name: np.asarray(getattr(self, f.name)) for f in fields(self)}
+        write_file(path, lambda fh: np.savez_compressed(fh, **arrays))
+        return path
 
     @classmethod
     def load(cls, path):
@@ -90,14 +95,16 @@ class Mesh:
                 values = {f.name: data[f.name] for f in fields(cls)}
             values["name"] = str(values["name"])
             return cls(**values)
-        except (OSError, ValueError, TypeError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except NPZ_ERRORS + (TypeError,) as exc:
             raise ValueError(f"{os.fspath(path)} is not a valid saved Mesh ({type(exc).__name__}: {exc})") from None
 
 
 def _checked_mesh_arrays(mesh):
     """The mesh's arrays as float64 / int64, after checking what the Numba kernels rely on:
     unit generators, positive finite areas and distances, edges i < j within range, and
-    CSR lists that index existing edges and cells (an index out of range would crash)."""
+    CSR lists that index existing edges and cells (an index out of range would crash), list
+    every edge under both its cells and agree with ``edges`` (a permuted list would solve silently
+    with the wrong neighbours)."""
     points = as_points(mesh.points, "points", d=3)
     n = points.shape[0]
     if n < 4:
@@ -144,6 +151,12 @@ def _checked_mesh_arrays(mesh):
     ends = edges[cell_edges]
     if np.any((ends[:, 0] != owner) & (ends[:, 1] != owner)):
         raise ValueError("cell_edges lists, under some cell, a face that does not touch it")
+    if np.unique(cell_edges * n + owner).size != 2 * e:
+        raise ValueError("cell_edges must list every edge once under each of its two cells; some are "
+                         "missing or repeated")
+    if np.any(neighbours != ends.sum(axis=1) - owner):
+        raise ValueError("cell_neighbours must hold, beside each face in cell_edges, the cell across it "
+                         "(the other end of that edge in edges); some do not")
     return out
 
 

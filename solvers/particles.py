@@ -25,13 +25,14 @@ from scipy.special import logsumexp
 
 from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise
 from meanfield.models import SA, MultiHead, as_model
 
 from . import gemm, kernels, small, spectral, stepping
 from .results import ParticleSolution
 from .noise import brownian_kick
-from .stepping import Checkpoint, digest, integrate
+from .stepping import Checkpoint, digest, fixed_step, integrate
 
 METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
 SUMMATIONS = ("auto", "direct", "fast")
@@ -62,8 +63,9 @@ def resolve_summation(model, d, n, m, summation="auto"):
     valid = spectral.supports(model, d)
     if summation == "fast":
         if not valid:
-            raise ValueError(f"summation='fast' needs Q^T K = I, V = ±I and points on S^1 or S^2 (d = 2 or 3); "
-                             f"got {model!r} with d = {d}; use summation='auto' or 'direct'")
+            raise ValueError(f"summation='fast' needs Q^T K = I, V = ±I, points on S^1 or S^2 (d = 2 or 3) and "
+                             f"beta <= {spectral.MAX_BETA:.4g}; got {model!r} with d = {d}; use summation='auto' "
+                             f"or 'direct'")
         return "fast"
     if not valid:
         return "direct"
@@ -383,7 +385,7 @@ def _observer(observe, model, w, shape, energy, how, log):
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64):
+          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64, budget=BUDGET):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
     model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
@@ -416,8 +418,16 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     dtype: float64 (default) or float32: the field's score and value products in single precision
     (``gemm`` engine, direct summation, d <= 1024, engine "kernels"); the state, the steps
     and the energies stay float64.
+
+    budget: seconds (default ``meanfield.budget.BUDGET``, one hour; None: no limit).  A fixed-step
+    run whose step count times the measured cost of one step exceeds it is refused before it
+    starts; an adaptive run is stopped when it reaches it (resume from its checkpoint).
+
+    Time-dependent weights: the default step is the smallest ``block_dt`` of the model at the
+    output times and 65 equispaced times of the run (the field's Lipschitz bound may grow with t).
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
+    budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
     dtype = _precision(dtype, x0.shape[-1], summation)
     first = model.at(t_eval[0])
@@ -430,7 +440,10 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
     w = _causal_weights(model, as_batch_weights(weights, x0))
     batched = _batched(x0)
-    if scheme != "dopri5" and dt is None:
+    if scheme != "dopri5" and dt is None and model.is_time_dependent:
+        probes = np.union1d(t_eval, np.linspace(t_eval[0], t_eval[-1], 65))
+        dt = min(block_dt(model.at(t), x0.shape[-1]) for t in probes)
+    elif scheme != "dopri5" and dt is None:
         dt = block_dt(first, x0.shape[-1])
     elif scheme != "dopri5" and not isinstance(model, MultiHead) and not model.is_time_dependent:
         dt = _fixed_step(model, x0.shape[-1], scheme, dt)
@@ -454,6 +467,14 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
                 summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
                 engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
+    what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
+    if scheme == "dopri5":
+        rhs = deadline(rhs, budget, what)
+    else:
+        one_step = ((lambda: advance(batched.copy(), dt, 1)) if advance is not None else
+                    (lambda: fixed_step(rhs, t_eval[0], batched, dt, scheme)))
+        check_fixed_steps(budget, t_eval, dt, one_step, 1, what)
+        stats.clear()
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,

@@ -1,21 +1,15 @@
 """Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF."""
 import json
-import os
-import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from meanfield.atomic import write_file
+from meanfield.npzfile import NPZ_ERRORS, npz_path
 from meanfield.interpolation import SphericalTriangulation, periodic_linear
 from meanfield.sampling import discretise
 
 from . import export
-
-
-def _npz_path(path):
-    """path as a string ending in ".npz" (numpy's savez appends it; load must look there too)."""
-    path = os.fspath(path)
-    return path if path.endswith(".npz") else path + ".npz"
 
 
 class _Saveable:
@@ -28,22 +22,23 @@ class _Saveable:
 
     def save(self, path):
         """Write every array and the model/info (JSON) to one compressed .npz file (".npz" is
-        appended if missing, as numpy does); returns the file's path."""
-        path = _npz_path(path)
+        appended if missing, as numpy does), atomically (``meanfield.atomic.write_file``: a failed
+        save leaves an earlier file of that name intact); returns the file's path."""
+        path = npz_path(path)
         variables, attrs = export.flatten(self)
         arrays = {name: array for name, (_, array) in variables.items()}
-        np.savez_compressed(path, _meta=np.array(json.dumps(attrs)), **arrays)
+        write_file(path, lambda fh: np.savez_compressed(fh, _meta=np.array(json.dumps(attrs)), **arrays))
         return path
 
     @classmethod
     def load(cls, path):
         """Read a result written by ``save`` (the same path, with or without ".npz")."""
-        path = _npz_path(path)
+        path = npz_path(path)
         try:
             with np.load(path, allow_pickle=False) as data:
                 attrs = json.loads(str(data["_meta"]))
                 arrays = {k: data[k] for k in data.files if k != "_meta"}
-        except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except NPZ_ERRORS as exc:
             raise ValueError(f"{path} is not a readable saved result ({type(exc).__name__}: {exc})") from None
         if attrs.get("kind") != cls.__name__:
             raise ValueError(f"{path} holds a {attrs.get('kind')}, not a {cls.__name__}")
@@ -60,13 +55,15 @@ class _Saveable:
         return export.from_xarray(cls, dataset)
 
     def to_netcdf(self, path):
-        """Write the result to a netCDF file (``to_xarray().to_netcdf(path)``)."""
+        """Write the result to a netCDF file (``to_xarray().to_netcdf(path)``, atomically, with a SHA-256
+        of the content that ``from_netcdf`` checks)."""
         export.to_netcdf(self, path)
 
     @classmethod
-    def from_netcdf(cls, path):
-        """Read a result written by ``to_netcdf``."""
-        return export.from_netcdf(cls, path)
+    def from_netcdf(cls, path, verify=True):
+        """Read a result written by ``to_netcdf``; a file whose content does not match its stored
+        SHA-256 is refused (ValueError naming it) unless ``verify=False``."""
+        return export.from_netcdf(cls, path, verify)
 
 
 @dataclass(eq=False, repr=False)

@@ -49,6 +49,9 @@ from . import harmonics, kernels
 TRUNCATION = 1e-17
 RTOL = 1e-10
 EPS = np.finfo(float).eps
+#: beyond this β the sums' round-off 3βε (``roundoff``) exceeds RTOL, so no sum would be trusted
+#: (and the degree ~12√β makes the transforms needlessly slow): fast summation is not offered
+MAX_BETA = RTOL / (3 * EPS)
 
 # Cost model (one core of the reference machine), used by summation="auto": seconds per
 # (point, mode) of an analysis or synthesis with 4 weight columns, and per call.
@@ -57,8 +60,8 @@ FAST_OVERHEAD = 2e-4
 
 
 def supports(model, d):
-    """Fast summation applies to Q^T K = I, V = ±I on S^1 (d = 2) and S^2 (d = 3)."""
-    return d in (2, 3) and model.is_isotropic
+    """Fast summation applies to Q^T K = I, V = ±I on S^1 (d = 2) and S^2 (d = 3), β <= MAX_BETA."""
+    return d in (2, 3) and model.is_isotropic and model.beta <= MAX_BETA
 
 
 @lru_cache(maxsize=64)
@@ -72,6 +75,9 @@ def kernel_coefficients(beta, d):
     a factor, fixed by the identity at <x,y> = 1: κ_0 + 2 sum κ_k = 1 resp. sum (2l+1) κ_l = 1."""
     if beta == 0:
         return np.ones(1)
+    if not beta <= MAX_BETA:
+        raise ValueError(f"beta = {beta:g} is beyond the fast summation's range beta <= {MAX_BETA:.4g} (its "
+                         f"round-off 3 beta eps would exceed its tolerance); use summation='direct'")
     top = int(12 * np.sqrt(beta) + 2 * beta ** (1 / 3) + 64)
     shift = 0.0 if d == 2 else 0.5
     ratio = np.zeros(top + 2)

@@ -62,11 +62,12 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
 from meanfield.theory import speed_bound
 
 from . import harmonics, particles, reconstruction, spectral
+from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
@@ -208,13 +209,11 @@ def _potential_speeds(pot, edges, distances, u):
 
 
 def _check_model(model):
-    model = as_model(model, multihead=True)
-    if not model.is_isotropic:
-        raise ValueError(f"the sphere solver treats Q^T K = I and V = ±I (for every head, without "
-                         f"feed-forward term); got {model!r} (use particles.solve for general Q, K, V)")
-    for head in _heads(model):
-        particles.max_step(head, 3)     # refuses USA weights e^beta beyond double precision
-    return model
+    """The circle solver's check (Q^T K = I, V = ±I, USA weights within double precision), and β within
+    the spectral sums' range: the balance correction needs them."""
+    return isotropic_model(model, "sphere", multihead=True, max_beta=spectral.MAX_BETA,
+                           limit=" (its balance correction uses the spectral sums, whose round-off 3 beta eps "
+                                 "exceeds their tolerance beyond)")
 
 
 def _heads(model):
@@ -515,7 +514,8 @@ def _energy(model, rho, mesh, summation):
 
 
 def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STEP_CFL, summation="auto",
-          energy=True, progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0):
+          energy=True, progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0,
+          budget=BUDGET):
     """Solve the continuity equation on S^2 and return a DensitySolution.
 
     .. math::
@@ -549,6 +549,10 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
         continues an existing checkpoint bit for bit.
     diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
         particles with noise σ = sqrt(2D)); the step bounds include it.
+    budget : seconds (default one hour; None: no limit): with a fixed ``dt``, a run whose step count
+        times the measured cost of a step exceeds it is refused before it starts; with controlled steps
+        (whose number follows the state) the run is stopped when it reaches the budget, a RuntimeError
+        that says to resume from its checkpoint (``meanfield.budget``).
 
     Returns
     -------
@@ -585,6 +589,11 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
+    what, budget = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}", as_budget(budget)
+    if controlled:                  # the steps follow the state: stopped at the budget, not estimated
+        rhs = deadline(rhs, budget, what)
+    else:
+        check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
                            checkpoint=ckpt,
                            resume=resume, progress=progress, positivity=controlled, cfl=cfl)

@@ -28,11 +28,12 @@ import json
 import os
 import tempfile
 import warnings
-import zipfile
 
 import numpy as np
 
+from meanfield.atomic import write_file
 from meanfield.checks import as_choice, as_count, as_positive
+from meanfield.npzfile import NPZ_ERRORS
 
 FIXED = ("euler", "rk4", "ssprk3")
 ADAPTIVE = ("dopri5",)
@@ -140,23 +141,12 @@ class Checkpoint:
                 os.remove(stale)
 
     def save(self, state):
-        folder = os.path.dirname(self.path)
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=self._prefix, suffix=".tmp.npz")
-            with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, meta=np.array(self.meta), **state)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-            tmp = None
+            write_file(self.path, lambda fh: np.savez(fh, meta=np.array(self.meta), **state),
+                       prefix=self._prefix, suffix=".tmp.npz")
         except OSError as exc:
-            warnings.warn(f"could not write checkpoint {self.path} ({exc.strerror or exc}); the run goes on "
-                          f"without it", RuntimeWarning, stacklevel=2)
-        finally:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.remove(tmp)
+            warnings.warn(f"checkpoint not saved: {exc.strerror or exc}; the run goes on without it",
+                          RuntimeWarning, stacklevel=2)
 
     def _read(self):
         try:
@@ -165,7 +155,7 @@ class Checkpoint:
             meta = str(state.pop("meta"))
             for key in ("t_eval", "y", "out", "start") + COUNTERS + ("t", "h", "hmin", "hmax"):
                 state[key]
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        except NPZ_ERRORS as exc:
             raise ValueError(f"checkpoint {self.path} is unreadable or corrupt ({type(exc).__name__}: {exc}); "
                              f"delete it to start afresh") from None
         return meta, state

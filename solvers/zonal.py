@@ -48,9 +48,12 @@ positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circ
 runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
 sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """
+import functools
+
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
+from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
@@ -76,8 +79,29 @@ SUMMATIONS = ("auto", "fast", "direct")
 SERIES_FLOOR = 1e-6     # the Gegenbauer series is used while e^{-2β} >= this (E m >= e^{-2β} M)
 
 
-def _check_model(model):
-    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)")
+BESSEL_LIMIT = 2.0 ** 30  # scipy's ive (AMOS) returns NaN for arguments a >= 2^30
+
+
+@functools.cache
+def max_beta(d):
+    """The largest β whose kernel tables K_ij = k(θ_i, θ_j) are finite on S^{d-1}: the tables need
+    log M_{d-1}(a) for every a = β sin θ sin θ' in [0, β], so β stays below 2^30 (the Bessel
+    functions' argument limit) and, in high dimension, below the first a where neither ive nor the
+    series 0F1 represents log M (about 40 √d for d >= 10^4: d = 10^6 allows β <= 3.7e4).
+
+    Example: ``max_beta(3)`` is 2^30 (1.07e9) up to the scan's resolution."""
+    a = np.geomspace(1e-3, BESSEL_LIMIT * (1 - 1e-9), 3000)
+    with np.errstate(all="ignore"):
+        log_m, ratio = _log_ring_mean_and_ratio(0.5 * (d - 3), a)
+    bad = np.flatnonzero(~(np.isfinite(log_m) & np.isfinite(ratio)))
+    return float(a[bad[0] - 1] if bad.size else a[-1])
+
+
+def _check_model(model, d=None):
+    """The model checked as for the circle solver, and its β within ``max_beta(d)`` (when d is given)."""
+    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)",
+                           max_beta=np.inf if d is None else max_beta(d),
+                           limit=f" in dimension d = {d} (its kernel tables overflow beyond)")
 
 def polar_grid(cells=DEFAULT_CELLS):
     """(centres, edges) of N equal cells of [0, π]: θ_i = (i + 1/2) π/N, edges i π/N."""
@@ -307,16 +331,16 @@ def _check_masses(masses, name="masses"):
 
 def velocity(model, masses, d):
     """Polar-angle velocity u_i at the cell centres of the ring measure Σ_j m_j (masses (N,), not renormalised)."""
-    model = _check_model(model)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     m = _check_masses(masses)
     return _Operator(model, d, m.size, "upwind").velocity(m)
 
 
 def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     """dm/dt of the semi-discrete scheme for cell masses ``masses`` (N,) on S^{d-1}."""
-    model = _check_model(model)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
     return _Operator(model, d, m.size, flux)(m)[0]
@@ -326,11 +350,13 @@ def energy(masses, beta, d):
     """E_β of the ring measure Σ_i m_i (equal to ``meanfield.energy`` of tokens spread uniformly over the
     rings, in the limit of many tokens per ring); at β = 0 the limit (1/2)|mean|²."""
     m = _check_masses(masses)
-    return _Operator(SA(as_beta(beta)), as_count(d, "d", minimum=2), m.size, "upwind").energy(m)
+    d = as_count(d, "d", minimum=2)
+    return _Operator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind").energy(m)
 
 
 def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False):
+          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False,
+          budget=BUDGET):
     """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     Parameters
@@ -363,6 +389,10 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
     progress, checkpoint, checkpoint_every, resume
         As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
         ``resume=True`` continues bit for bit.
+    budget : float or None
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the measured
+        cost of a step exceeds it is refused before it starts, a controlled run is stopped with an error
+        once it has run that long (``meanfield.budget``).
 
     Returns
     -------
@@ -372,9 +402,9 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         (flux, dt (None for controlled steps), max_dt, cells, nsteps, nfev, nrejected, hmin, hmax,
         summation, degree, log_space_cells).
     """
-    model = _check_model(model)
     t_eval = as_time_grid(t_eval)
     d = as_count(d, "d", minimum=2)
+    model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
@@ -386,6 +416,11 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         max_dt = max_step(model, cells, flux)
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
+    what, budget = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}", as_budget(budget)
+    if dt is None:                  # the steps follow the state: stopped at the budget, not estimated
+        rhs = deadline(rhs, budget, what)
+    else:
+        check_fixed_steps(budget, t_eval, dt, lambda: rhs(m0), 3, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)

@@ -2,6 +2,7 @@
 named after the failure it guards against.  The report-folder and sweep-store fault injection
 is in test_faults.py, the fuzz suite in test_fuzz.py."""
 import os
+import re
 import sys
 import time
 
@@ -446,3 +447,227 @@ def test_messages_name_the_right_argument(tmp_path):
         mf.sample_density(mf.perturbed_uniform(2), 10, 2, seed=-1)
     with pytest.raises(ValueError, match="beta = 800"):
         particles.solve(mf.USA(800.0), X3, T)
+
+
+# =========================================================================== issue 29: the second audit
+
+def _flips(data, count=38, start=40):
+    """``count`` copies of ``data`` with one byte inverted, at spread positions past the first ``start``."""
+    positions = np.linspace(start, len(data) - 1, count).astype(int)
+    return [data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:] for i in positions]
+
+
+def test_zonal_solver_at_huge_beta_refuses_instead_of_returning_nan():
+    from meanfield.solvers import zonal
+    for beta, d in [(1e12, 3), (1e300, 10), (1e300, 10 ** 6), (1e5, 10 ** 6)]:
+        with pytest.raises(ValueError, match=rf"beta = {re.escape(f'{beta:g}')} .* d = {d}\b"):
+            zonal.solve(mf.SA(beta), lambda s: 1 + .3 * s, [0, .5], d, cells=64)
+    assert 1e9 < zonal.max_beta(3) < 2.0 ** 30 and 1e4 < zonal.max_beta(10 ** 6) < 1e5
+    sol = zonal.solve(mf.SA(1e9), lambda s: 1 + .3 * s, [0, .01], 3, cells=16)     # just inside: finite
+    assert np.all(np.isfinite(sol.masses)) and np.allclose(sol.mass, 1.0)
+    with pytest.raises(ValueError, match="beta = 1e"):
+        zonal.velocity(mf.SA(1e12), np.full(16, 1 / 16), 3)
+
+
+def test_failed_save_on_a_full_disk_keeps_the_earlier_file(tmp_path, monkeypatch):
+    sol = particles.solve(mf.SA(1.0), X3, T)
+    path = sol.save(tmp_path / "run")
+    before = open(path, "rb").read()
+    real = np.savez_compressed
+
+    def full_disk(fh, **arrays):
+        real(fh, **arrays)                  # the bytes go out, then the disk is full
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(np, "savez_compressed", full_disk)
+    with pytest.raises(OSError, match=r"run\.npz.*No space left"):
+        particles.solve(mf.SA(2.0), X3, T).save(tmp_path / "run")
+    assert open(path, "rb").read() == before and os.listdir(tmp_path) == ["run.npz"]
+    with pytest.raises(OSError, match="m.npz"):
+        sphere.icosphere(0).save(tmp_path / "m")
+
+
+def test_saved_files_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        path = particles.solve(mf.SA(1.0), X3, T).save(tmp_path / "run")
+    finally:
+        os.umask(old)
+    assert os.stat(path).st_mode & 0o777 == 0o640
+
+
+def test_corrupted_compressed_npz_is_named_not_a_raw_zlib_error(tmp_path):
+    sol = particles.solve(mf.SA(1.0), X3, T)
+    saved = {"result": (sol.save(tmp_path / "r"), ParticleSolution.load),
+             "mesh": (sphere.icosphere(1).save(tmp_path / "m"), Mesh.load)}
+    for name, (path, load) in saved.items():
+        data = open(path, "rb").read()
+        for k, flipped in enumerate(_flips(data)):
+            bad = tmp_path / f"{name}{k}.npz"
+            bad.write_bytes(flipped)
+            try:
+                load(bad)                   # a flip in padding or unused header bytes: the same content
+            except ValueError as exc:
+                assert str(bad) in str(exc), exc
+
+
+def test_crafted_compressed_checkpoint_is_named_on_resume(tmp_path):
+    path = tmp_path / "c.npz"
+    particles.solve(mf.SA(1.0), X3, [0.0, 0.4], dt=0.1, checkpoint=path, checkpoint_every=1)
+    with np.load(path) as data:
+        state = {k: data[k] for k in data.files}
+    np.savez_compressed(path, **state)
+    for flipped in _flips(path.read_bytes(), count=20):
+        path.write_bytes(flipped)
+        try:
+            particles.solve(mf.SA(1.0), X3, [0.0, 0.4], dt=0.1, checkpoint=path, resume=True)
+        except ValueError as exc:
+            assert str(path) in str(exc), exc
+
+
+def test_netcdf_byte_flips_are_detected_and_name_the_file(tmp_path):
+    pytest.importorskip("xarray")
+    sol = particles.solve(mf.SA(1.0), X3, T)
+    path = tmp_path / "r.nc"
+    sol.to_netcdf(path)
+    assert np.array_equal(ParticleSolution.from_netcdf(path).x, sol.x)
+    for k, flipped in enumerate(_flips(path.read_bytes(), count=20, start=0)):
+        bad = tmp_path / f"bad{k}.nc"
+        bad.write_bytes(flipped)
+        try:
+            back = ParticleSolution.from_netcdf(bad)
+        except ValueError as exc:
+            assert str(bad) in str(exc), exc
+        else:                               # the flip hit padding: the same numbers
+            assert np.array_equal(back.x, sol.x) and np.array_equal(back.energy, sol.energy)
+    import xarray as xr
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    ds.attrs.pop("meanfield_sha256")
+    ds.to_netcdf(tmp_path / "plain.nc")
+    with pytest.raises(ValueError, match="plain.nc.*SHA-256"):
+        ParticleSolution.from_netcdf(tmp_path / "plain.nc")
+    assert np.array_equal(ParticleSolution.from_netcdf(tmp_path / "plain.nc", verify=False).x, sol.x)
+
+
+def test_mesh_with_permuted_neighbours_is_refused(tmp_path):
+    mesh = sphere.icosphere(1)
+    permuted = np.random.default_rng(0).permutation(np.array(mesh.cell_neighbours))
+    with pytest.raises(ValueError, match="cell_neighbours"):
+        Mesh(**_mesh_fields(mesh, cell_neighbours=permuted))
+    np.savez(tmp_path / "perm.npz", name="perm", **_mesh_fields(mesh, cell_neighbours=permuted))
+    with pytest.raises(ValueError, match="perm.npz.*cell_neighbours"):
+        Mesh.load(tmp_path / "perm.npz")
+    repeated = np.array(mesh.cell_edges)
+    repeated[1] = repeated[0]
+    with pytest.raises(ValueError, match="cell_edges"):
+        Mesh(**_mesh_fields(mesh, cell_edges=repeated))
+
+
+def test_huge_beta_gives_a_clear_error_not_a_numpy_traceback():
+    from meanfield.solvers import spectral
+    with pytest.raises(ValueError, match="beta = 1e\\+308"):
+        spectral.kernel_coefficients(1e308, 2)
+    assert particles.resolve_summation(mf.SA(1e308), 2, 5000, 5000) == "direct"
+    with pytest.raises(ValueError, match="beta <= "):
+        particles.velocity(mf.SA(1e300), X3, summation="fast")
+    with pytest.raises(ValueError, match="beta = 1e\\+300 is beyond what the sphere solver"):
+        sphere.solve(mf.SA(1e300), np.ones(42), T, mesh=sphere.icosphere(1))
+    with pytest.raises(ValueError) as info:
+        compare.compare(mf.SA(1e308), mf.perturbed_uniform(2, seed=1), [0.0, 0.1], n=8, seeds=1, cells=32)
+    assert "Maximum allowed dimension" not in str(info.value) and "beta=1e+308" in str(info.value)
+
+
+def test_huge_densities_are_discretised_by_their_relative_sizes():
+    from meanfield.sampling import discretise
+    for method, d in [("stratified", 3), ("stratified", 2), ("quantile", 2), ("weighted", 3), ("iid", 3)]:
+        huge = discretise(lambda x: 7e307 * (1.5 + x[:, 0]), 50, d, method, seed=1)
+        plain = discretise(lambda x: 1.5 + x[:, 0], 50, d, method, seed=1)
+        assert np.allclose(huge[0], plain[0]) and np.allclose(huge[1], plain[1]) and np.isclose(huge[1].sum(), 1)
+
+
+def test_sizes_beyond_memory_are_refused_naming_n():
+    from meanfield.sampling import discretise
+    from meanfield.zonal import sample
+    with pytest.raises(ValueError, match="n = 10000000000 needs about"):
+        discretise(lambda x: 1 + 0 * x[:, 0], 10 ** 10, 2)
+    with pytest.raises(ValueError, match="n = 10000000000 needs about"):
+        sample(lambda s: 1 + 0 * s, 10 ** 10, 2)
+    with pytest.raises(ValueError, match="n = 10000000000"):
+        mf.uniform_sphere(10 ** 10, 3)
+
+
+@pytest.mark.parametrize("bad", ["nan", "twice", "complex"])
+@pytest.mark.parametrize("which", ["quantiles", "triangles"])
+def test_flow_returning_nan_or_off_sphere_points_is_named(bad, which):
+    from meanfield.sampling import refined_quantiles, refined_triangles
+    flow = {"nan": lambda x, w: x * np.nan, "twice": lambda x, w: 2 * x, "complex": lambda x, w: x + 0j}[bad]
+    with pytest.raises((ValueError, TypeError), match=r"flow\(x, w\)"):
+        if which == "quantiles":
+            refined_quantiles(lambda x: 1 + 0.5 * x[:, 0], flow, 16, rounds=1)
+        else:
+            refined_triangles(lambda x: 1 + 0.5 * x[:, 0], flow, level=1, rounds=1)
+
+
+def test_runs_beyond_the_work_budget_are_refused_with_an_estimate():
+    mesh = sphere.icosphere(1)
+    with pytest.raises(ValueError, match=r"(?s)would take about .* more than budget = 3600 s.*budget=None"):
+        sphere.solve(mf.SA(1.0), np.ones(42), [0.0, 1.0], mesh=mesh, diffusion=1e6, dt=7e-8)
+    clock = time.perf_counter()             # controlled steps, not known up front: stopped at the budget
+    with pytest.raises(RuntimeError, match="ran past budget = 0.5 s"):
+        sphere.solve(mf.SA(1.0), np.ones(42), [0.0, 1.0], mesh=mesh, diffusion=1e6, budget=0.5)
+    assert time.perf_counter() - clock < 20
+    with pytest.raises(ValueError, match="budget = 1 s"):
+        circle.solve(mf.SA(1.0), np.linspace(1, 2, 64), [0.0, 1e5], budget=1)
+    with pytest.raises(ValueError, match="budget = 3600 s"):
+        particles.solve(mf.SA(1.0, V=lambda t: -np.eye(3) * (1 + t)), X3, [0.0, 1e3])
+    from meanfield import landscape
+    clock = time.perf_counter()
+    with pytest.raises(ValueError, match="1.27e\\+30 starts.*budget"):
+        landscape.critical_points(100, 0.0, random_starts=3)
+    assert time.perf_counter() - clock < 30
+
+
+def test_adaptive_run_stops_at_its_budget(tmp_path):
+    clock = time.perf_counter()
+    with pytest.raises(RuntimeError, match="ran past budget = 1 s.*resume=True"):
+        particles.solve(mf.SA(1.0), X3, [0.0, 1e6], method="adaptive", budget=1.0,
+                        checkpoint=tmp_path / "c.npz", checkpoint_every=2)
+    assert time.perf_counter() - clock < 20 and (tmp_path / "c.npz").exists()
+
+
+def test_time_dependent_default_step_follows_the_field_over_the_run():
+    model = mf.SA(1.0, V=lambda t: -np.eye(3) * (1 + t))
+    sol = particles.solve(model, X3[:4], [0.0, 3.0], energy=False)
+    assert sol.info["dt"] == particles.block_dt(model.at(3.0), 3) < particles.block_dt(model.at(0.0), 3)
+
+
+def test_sweep_grid_with_unknown_or_missing_parameter_is_refused(tmp_path, capsys):
+    grid = dict(beta=[1.0], n=[4], d=[3], T=[0.1])
+    with pytest.raises(ValueError, match="unknown parameter.*tool"):
+        sweep.run(sweep.particle_clusters, dict(grid, tool=[0.1]), 1, tmp_path / "s")
+    with pytest.raises(ValueError, match="missing parameter.*T"):
+        sweep.run(sweep.particle_clusters, dict(beta=[1.0], n=[4], d=[3]), 1, tmp_path / "s")
+    assert not (tmp_path / "s").exists()
+    config = tmp_path / "s.toml"
+    config.write_text('function = "meanfield.sweep:particle_clusters"\nseeds = 1\n[grid]\nbeta = [1.0]\nn = [4]\n'
+                      'd = [3]\nT = [0.1]\nevil = ["x"]\n')
+    exits_with_usage_error(lambda: sweep.main([str(config), "--scheduler", "none", "--no-progress"]))
+    assert "evil" in capsys.readouterr().err
+
+
+def test_unwritable_store_names_the_path(tmp_path, monkeypatch, capsys):
+    real = os.makedirs
+    read_only = str(tmp_path / "ro")
+
+    def refuse(path, *args, **kwargs):
+        if os.fspath(path).startswith(read_only):
+            raise OSError(30, "Read-only file system")
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(sweep.os, "makedirs", refuse)
+    with pytest.raises(ValueError, match=r"store '.*ro/s' cannot be written \(Read-only file system\)"):
+        sweep.run(sweep_tasks.polynomial, {"a": [1]}, 1, tmp_path / "ro" / "s")
+    config = tmp_path / "s.toml"
+    config.write_text(f'function = "meanfield.sweep:particle_clusters"\nstore = "{read_only}/s"\n[grid]\n'
+                      f'beta = [1.0]\nn = [4]\nd = [3]\nT = [0.1]\n')
+    exits_with_usage_error(lambda: sweep.main([str(config), "--scheduler", "none", "--no-progress"]))
+    assert "Read-only file system" in capsys.readouterr().err

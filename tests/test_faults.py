@@ -169,3 +169,141 @@ def test_full_disk_while_storing_a_task_fails_that_task_only(tmp_path, monkeypat
     monkeypatch.setattr(sweep, "write_file", real_write)
     again = sweep.run(sweep_tasks.polynomial, {"a": [1, 2, 3]}, 1, tmp_path)
     assert again.info["computed"] == 1 and again.get("y").tolist() == [1, 4, 9]
+
+
+# --------------------------------------------------------------------------- issue 29: more faults
+
+def test_two_writers_of_one_new_folder_take_turns(tmp_path):
+    """Two processes writing one new report folder at once (two `compare --out` runs): both
+    finish, and the folder is one complete report of one of them, with no leftovers."""
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER.format(atomic=atomic.__file__))
+    folder = str(tmp_path / "report")
+    children = [subprocess.Popen([sys.executable, str(script), folder, tag], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for tag in "AB"]
+    outputs = [child.communicate(timeout=60) for child in children]
+    assert [child.returncode for child in children] == [0, 0], outputs
+    assert atomic.is_complete(folder) and len(_tags(folder)) == 1
+    assert sorted(os.listdir(tmp_path)) == ["report", "writer.py"]
+
+
+def test_compare_out_on_a_read_only_mount_is_refused_up_front(tmp_path, monkeypatch, capsys):
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", read_only)
+    with pytest.raises(SystemExit) as info:
+        compare.options(["--out", str(tmp_path / "r")])
+    assert info.value.code == 2
+    assert f"out {tmp_path / 'r'} cannot be written (Read-only file system)" in capsys.readouterr().err
+
+
+def test_compare_out_on_a_full_mount_names_the_folder_and_keeps_the_old_report(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "r"
+    argv = ["--n", "16", "--T", "0.5", "--cells", "32", "--seeds", "1", "--outputs", "2", "--quiet",
+            "--out", str(folder)]
+    assert compare.main(argv) == 0
+    before = (folder / "report.json").read_text()
+    from meanfield.plotting import report
+
+    def full(comparison, where):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "report_figures", full)
+    assert compare.main(argv[:-1] + [str(folder)]) == 1
+    assert f"cannot write out {folder}: No space left on device" in capsys.readouterr().err
+    assert (folder / "report.json").read_text() == before and atomic.is_complete(folder)
+    assert sorted(os.listdir(tmp_path)) == ["r"]
+
+
+def test_report_folder_and_marker_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic.replace_folder(tmp_path / "r", lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("x"))
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "r").st_mode & 0o777 == 0o755
+    assert os.stat(tmp_path / "r" / atomic.MARKER).st_mode & 0o777 == 0o644
+
+
+CONVERGENCE = textwrap.dedent("""
+    import sys, time
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from meanfield import convergence
+    real = Figure.savefig
+
+    def slow_savefig(self, *args, **kwargs):
+        print("writing", flush=True)
+        time.sleep(0.3)
+        return real(self, *args, **kwargs)
+
+    Figure.savefig = slow_savefig
+    sys.exit(convergence.main(["--n", "8", "16", "--grids", "16", "32", "--T", sys.argv[2], "--times", "2",
+                               "--out", sys.argv[1], "--quiet"]))
+""")
+
+
+def test_killed_convergence_run_leaves_the_old_or_the_new_results(tmp_path):
+    """`meanfield convergence` killed while it writes its results: the folder keeps the previous
+    complete results (never a JSON of one run beside the plot of another)."""
+    script = tmp_path / "conv.py"
+    script.write_text(CONVERGENCE)
+    folder = tmp_path / "out"
+    run = [sys.executable, str(script), str(folder)]
+    assert subprocess.run(run + ["0.5"], capture_output=True, timeout=300).returncode == 0
+    first = (folder / "convergence.json").read_text()
+    child = subprocess.Popen(run + ["0.25"], stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "writing"
+    time.sleep(np.random.default_rng(1).uniform(0.0, 0.35))
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    child.stdout.close()
+    assert atomic.is_complete(folder) and (folder / "convergence.json").read_text() == first
+    atomic._recover(str(folder))            # what the next write does first: the leftovers go
+    assert sorted(os.listdir(tmp_path)) == ["conv.py", "out"]
+
+
+KILLED_RUN = textwrap.dedent("""
+    import time, numpy as np
+    import meanfield as mf
+    from meanfield.solvers import particles, sphere, stepping
+    real = stepping.fixed_step
+
+    def slow_step(*args):
+        time.sleep({pause})            # so that the test can kill the run mid-way
+        return real(*args)
+
+    stepping.fixed_step = slow_step
+    {call}
+""")
+NOISY = ("particles.solve(mf.SA(2.0), mf.uniform_sphere(8, 3, seed=2), np.linspace(0, 2, 9), method='euler', "
+         "dt=0.01, noise=0.3, seed=5, energy=False, checkpoint={path!r}, checkpoint_every=20)")
+SPHERE = ("sphere.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 2], np.linspace(0, 3, 7), mesh=sphere.icosphere(1), "
+          "checkpoint={path!r}, checkpoint_every=2)")
+
+
+@pytest.mark.parametrize("call, pause", [(NOISY, 0.01), (SPHERE, 0.1)], ids=["noisy-particles", "sphere"])
+def test_killed_checkpointed_run_resumes_bit_for_bit(tmp_path, call, pause):
+    path = tmp_path / "run.npz"
+    code = KILLED_RUN.format(pause=pause, call=call.format(path=str(path)))
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 120
+    k = 0
+    while time.monotonic() < deadline and proc.poll() is None and k < 3:
+        time.sleep(0.05)
+        try:
+            with np.load(path) as ck:
+                k = int(ck["k"])
+        except (OSError, ValueError, KeyError):
+            pass
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    with np.load(path) as ck:
+        k = int(ck["k"])
+    assert 2 <= k < 9, "the run finished before it could be killed"
+    from meanfield.solvers import particles, sphere      # noqa: F401  (names of the calls)
+    full = eval(call.format(path=str(tmp_path / "fresh.npz")))
+    resumed = eval(call.format(path=str(path)).replace("checkpoint=", "resume=True, checkpoint="))
+    for name in ("t", "x", "rho", "mass", "energy"):
+        a, b = getattr(full, name, None), getattr(resumed, name, None)
+        assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True), name

@@ -25,6 +25,7 @@ FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                 phases=[Phase.explicit, Phase.generate],     # no shrinking: bounded cost even on failure
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 ALARM = 60           # seconds: a hang fails the example (kernels are compiled before, see _compiled)
+BUDGET = 10          # seconds: the solvers' work budget, so that a long but legitimate run is refused up front
 MESH = sphere.icosphere(0)
 
 # --------------------------------------------------------------------------- strategies
@@ -119,11 +120,11 @@ def _finite(value):
 
 def answer_or_named_error(call, *names):
     """call()'s value if it is finite; else the test fails unless call raised ValueError/TypeError
-    naming one of ``names`` (then None)."""
+    (or RuntimeError: an adaptive run stopped at its budget) naming one of ``names`` (then None)."""
     try:
         with alarm(), np.errstate(all="ignore"):
             value = call()
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, RuntimeError) as exc:
         message = str(exc)
         assert any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", message) for n in names), \
             f"{type(exc).__name__}({message!r}) names none of {names}"
@@ -276,8 +277,8 @@ def test_fuzz_densities(d, amplitude, degree, n, seed):
        method=st.sampled_from(["rk4", "euler", "adaptive", "RK4"]),
        dt=st.one_of(st.none(), st.floats(1e-4, 1.0), extreme_floats))
 def test_fuzz_particle_solve(model, x, t_end, method, dt):
-    sol = answer_or_named_error(lambda: particles.solve(model, x, [0.0, t_end], method=method, dt=dt),
-                                "x0", "t_eval", "method", "dt", "beta")
+    sol = answer_or_named_error(lambda: particles.solve(model, x, [0.0, t_end], method=method, dt=dt, budget=BUDGET),
+                                "x0", "t_eval", "method", "dt", "beta", "budget")
     if sol is not None:
         assert np.allclose(np.linalg.norm(sol.x, axis=-1), 1.0)
         if model.is_isotropic and model.sign > 0:   # E_β is non-decreasing along the flow
@@ -289,8 +290,8 @@ def test_fuzz_particle_solve(model, x, t_end, method, dt):
        t_end=st.one_of(st.floats(1e-3, 0.5), extreme_floats), flux=st.sampled_from(sorted(set(circle.FLUXES) | {"muscl", "tpfa", "nope"})),
        dt=st.one_of(st.none(), extreme_floats))
 def test_fuzz_circle_solve(model, rho, t_end, flux, dt):
-    sol = answer_or_named_error(lambda: circle.solve(model, rho, [0.0, t_end], flux=flux, dt=dt),
-                                "rho0", "t_eval", "flux", "dt", "beta", "cells")
+    sol = answer_or_named_error(lambda: circle.solve(model, rho, [0.0, t_end], flux=flux, dt=dt, budget=BUDGET),
+                                "rho0", "t_eval", "flux", "dt", "beta", "cells", "budget")
     if sol is not None:
         assert np.allclose(sol.mass, 1.0, rtol=1e-12) and np.all(sol.rho >= -1e-14)
 
@@ -299,8 +300,8 @@ def test_fuzz_circle_solve(model, rho, t_end, flux, dt):
 @given(model=models, rho=st.one_of(hnp.arrays(np.float64, MESH.size, elements=st.floats(0, 10)), arrays()),
        t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats), flux=st.sampled_from(sorted(set(sphere.FLUXES) | {"muscl", "tpfa", "nope"})))
 def test_fuzz_sphere_solve(model, rho, t_end, flux):
-    sol = answer_or_named_error(lambda: sphere.solve(model, rho, [0.0, t_end], mesh=MESH, flux=flux),
-                                "rho0", "t_eval", "flux", "beta")
+    sol = answer_or_named_error(lambda: sphere.solve(model, rho, [0.0, t_end], mesh=MESH, flux=flux, budget=BUDGET),
+                                "rho0", "t_eval", "flux", "beta", "budget")
     if sol is not None:
         assert np.allclose(sol.mass, 1.0, rtol=1e-12) and np.all(sol.rho >= -1e-14)
 
@@ -317,8 +318,8 @@ def test_fuzz_icosphere_levels(level):
        t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats))
 def test_fuzz_zonal_solve(model, d, f0, t_end):
     from meanfield.solvers import zonal
-    sol = answer_or_named_error(lambda: zonal.solve(model, f0, [0.0, t_end], d),
-                                "f0", "f0(s)", "d", "t_eval", "beta", "cells", "masses")
+    sol = answer_or_named_error(lambda: zonal.solve(model, f0, [0.0, t_end], d, budget=BUDGET),
+                                "f0", "f0(s)", "d", "t_eval", "beta", "cells", "masses", "budget")
     if sol is not None:
         assert np.all(sol.masses >= -1e-14) and np.allclose(sol.masses.sum(axis=-1), 1.0, rtol=1e-12)
 
@@ -337,3 +338,95 @@ def test_fuzz_landscape(theta, beta):
         assert np.allclose(h, h.T) and np.allclose(h.sum(axis=1), 0.0, atol=1e-9 * max(1.0, np.abs(h).max()))
     if e is not None and beta > 0 and not isinstance(beta, bool):
         assert np.log(e) <= beta - np.log(2 * beta) + 1e-9                # E_β <= e^β/(2β)
+
+
+# --------------------------------------------------------------------------- issue 29: more entry points
+
+huge_scales = st.sampled_from([1.0, 1.0, 1e-300, 5e-324, 1e300, 1e307, 1.0, 0.0, -1.0, np.nan, np.inf])
+
+
+@settings(FUZZ, max_examples=25)
+@given(d=st.sampled_from([2, 3, 2, 3, 4]),
+       method=st.sampled_from(["iid", "quantile", "stratified", "weighted", "stratified", "weighted", "nope"]),
+       n=st.one_of(st.integers(1, 40), st.sampled_from([-1, 0, 10 ** 10, 2.5])), scale=huge_scales,
+       cells=st.one_of(st.none(), st.none(), arrays()), seed=st.one_of(st.none(), st.integers(0, 5), st.just(-1)))
+def test_fuzz_discretise(d, method, n, scale, cells, seed):
+    from meanfield.sampling import discretise
+    rho = (lambda x: scale * (1.5 + np.asarray(x)[:, 0])) if cells is None else cells
+    out = answer_or_named_error(lambda: discretise(rho, n, d, method, seed=seed),
+                                "n", "d", "method", "rho", "rho(points)", "seed")
+    if out is not None:
+        x, w = out
+        assert x.shape == (n, d) and np.allclose(np.linalg.norm(x, axis=1), 1.0)
+        assert np.all(w >= 0) and np.isclose(w.sum(), 1.0)
+
+
+FLOW_OUTPUTS = {"same": lambda x: x, "nan": lambda x: x * np.nan, "twice": lambda x: 2 * x,
+                "complex": lambda x: x + 0j, "short": lambda x: x[:1], "list": lambda x: x.tolist(),
+                "float32": lambda x: x.astype(np.float32), "inf": lambda x: x / 0.0}
+
+
+@settings(FUZZ, max_examples=20)
+@given(which=st.sampled_from(["quantiles", "triangles"]), output=st.sampled_from(sorted(FLOW_OUTPUTS)),
+       n=st.one_of(st.integers(2, 24), st.sampled_from([-1, 1.5])),
+       jump=st.one_of(st.floats(1e-3, 1.0), st.floats(1e-3, 1.0), extreme_floats), rounds=st.integers(-1, 2))
+def test_fuzz_refined(which, output, n, jump, rounds):
+    from meanfield.sampling import refined_quantiles, refined_triangles
+
+    def flow(x, w):
+        return FLOW_OUTPUTS[output](np.roll(x, 1, axis=0))      # a flow that permutes the atoms
+    if which == "quantiles":
+        out = answer_or_named_error(lambda: refined_quantiles(lambda x: 1 + 0.5 * x[:, 0], flow, n, rounds=rounds,
+                                                              jump=jump), "flow(x, w)", "n", "jump", "rounds")
+        atoms, weights = (None, None) if out is None else out
+    else:
+        out = answer_or_named_error(lambda: refined_triangles(lambda x: 1 + 0.5 * x[:, 2], flow, level=1,
+                                                              rounds=rounds, jump=jump), "flow(x, w)", "jump", "rounds")
+        atoms, weights = (None, None) if out is None else (out.final, out.weights)
+    if atoms is not None:
+        assert np.allclose(np.linalg.norm(atoms, axis=1), 1.0) and np.isclose(weights.sum(), 1.0)
+
+
+@settings(FUZZ, max_examples=15)
+@given(beta=st.sampled_from([0.0, 1e-300, 1e3, 1e9, 1e12, 1e300]), d=st.sampled_from([2, 3, 10, 10 ** 4, 10 ** 6]),
+       n=st.one_of(st.integers(-1, 20), st.just(10 ** 10)))
+def test_fuzz_zonal_extremes(beta, d, n):
+    from meanfield import zonal as zonal_analysis
+    from meanfield.solvers import zonal
+    sol = answer_or_named_error(lambda: zonal.solve(mf.SA(beta), lambda s: 1 + 0.3 * s, [0.0, 0.05], d, cells=16),
+                                "beta", "d")
+    if sol is not None:
+        assert np.all(np.isfinite(sol.masses)) and np.all(sol.masses >= -1e-14)
+        assert np.allclose(sol.masses.sum(axis=1), 1.0, rtol=1e-12)
+    x = answer_or_named_error(lambda: zonal_analysis.sample(lambda s: 1 + 0.3 * s, n, d, seed=0), "n", "d")
+    if x is not None:
+        assert x.shape == (n, d) and np.allclose(np.linalg.norm(x, axis=1), 1.0)
+
+
+@settings(FUZZ, max_examples=15)
+@given(n=st.one_of(st.integers(2, 6), st.integers(2, 6), st.sampled_from([-1, 12, 100, 2.5])),
+       beta=st.one_of(st.floats(0, 20), st.floats(0, 20), extreme_floats),
+       random_starts=st.one_of(st.integers(0, 3), st.sampled_from([-1, 1.5])), symmetric=st.booleans())
+def test_fuzz_critical_points(n, beta, random_starts, symmetric):
+    from meanfield import landscape
+    found = answer_or_named_error(lambda: landscape.critical_points(n, beta, random_starts, symmetric=symmetric,
+                                                                    max_iter=20, budget=1.0),
+                                  "n", "beta", "random_starts", "budget")
+    for cp in found or []:
+        assert np.all(np.isfinite(cp.theta)) and np.isfinite(cp.energy) and cp.residual <= 1e-10
+
+
+@settings(FUZZ, max_examples=8)
+@given(beta=st.one_of(st.floats(0, 10), st.floats(0, 10), st.sampled_from([1e300, -1.0, np.nan])),
+       ns=st.lists(st.one_of(st.integers(4, 24), st.integers(4, 24), st.sampled_from([-1, 2.5])), min_size=2,
+                   max_size=2),
+       grids=st.lists(st.one_of(st.integers(8, 40), st.integers(8, 40), st.sampled_from([-1, 10 ** 9])), min_size=2,
+                      max_size=2),
+       t_end=st.one_of(st.floats(1e-3, 0.5), st.floats(1e-3, 0.5), extreme_floats))
+def test_fuzz_convergence_study(beta, ns, grids, t_end):
+    from meanfield import convergence
+    result = answer_or_named_error(lambda: convergence.study(mf.SA(beta), mf.perturbed_uniform(2, seed=1), [0.0, t_end],
+                                                             ns, grids), "beta", "n", "grid", "cells", "t_eval",
+                                   "budget")
+    if result is not None:
+        assert np.all(result.w1 >= 0) and np.all(result.w1 <= np.pi + 1e-9)

@@ -1,0 +1,27 @@
+"""Names and read errors of ``.npz`` files (saved results, meshes, checkpoints, sweep tasks).
+
+``NPZ_ERRORS`` are the exceptions that reading a damaged ``.npz`` raises — an unreadable file
+(``OSError``), a truncated or garbled archive (``zipfile.BadZipFile``, ``EOFError``), a flipped
+byte in a compressed member (``zlib.error``), a flipped flag bit (``NotImplementedError``:
+"compressed patched data"), a damaged array header (``ValueError``) or a missing member
+(``KeyError``) —, so that every reader catches all of them and names the file.
+"""
+import os
+import zipfile
+import zlib
+
+__all__ = ["NPZ_ERRORS", "npz_path"]
+
+NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error)
+
+
+def npz_path(path):
+    """``path`` as a string ending in ``.npz`` (``numpy.savez`` appends it; loads must look there too).
+
+    Example
+    -------
+    >>> npz_path("run"), npz_path("run.npz")
+    ('run.npz', 'run.npz')
+    """
+    path = os.fspath(path)
+    return path if path.endswith(".npz") else path + ".npz"
