@@ -539,7 +539,7 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt
                 diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
-                           progress=progress, positivity=controlled, cfl=cfl)
+                           progress=progress, positivity=controlled, cfl=cfl, context=what)
     info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
     energy = np.array([stage.energy(r) for r in rhos])

@@ -596,7 +596,7 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
         check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
                            checkpoint=ckpt,
-                           resume=resume, progress=progress, positivity=controlled, cfl=cfl)
+                           resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})

@@ -199,7 +199,7 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None, positivity=False, cfl=CFL):
+              observe=None, positivity=False, cfl=CFL, context=None):
     """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
     added to every fixed step before the projection (a reproducible noise increment).
@@ -218,7 +218,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ``positivity=True`` (``euler`` or ``ssprk3``): ``f`` returns ``(dy/dt, rate)`` and the steps are
     controlled by the rate (module docstring): ``dt`` is then the largest step allowed and ``cfl`` the
     fraction of the bound 1/rate taken; info gains the smallest and largest step taken, ``hmin``
-    and ``hmax``.
+    and ``hmax``; ``context`` (e.g. the model and grid) is named in the error of a step that
+    underflows.
     """
     as_choice(scheme, "method", SCHEMES)
     if positivity:
@@ -234,8 +235,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     if scheme in FIXED and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+        where = "" if context is None else f" for {context}"
         raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
-                         f"({t_eval[0]:g} to {t_eval[-1]:g}); shorten t_eval or choose a larger dt")
+                         f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
     project = project or (lambda y: y)
     observed = observe is not None
     observe = observe or (lambda y: y)
@@ -280,7 +282,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         while state["k"] < t_eval.size:
             t0, t1 = t_eval[state["k"] - 1], t_eval[state["k"]]
             if positivity:
-                y = _controlled_interval(rhs, y, t1, state, dt, cfl, scheme, project, bar, step_taken)
+                y = _controlled_interval(rhs, y, t1, state, dt, cfl, scheme, project, bar, step_taken, context)
             elif scheme in FIXED:
                 nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
                 h = (t1 - t0) / nsub
@@ -316,19 +318,19 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     return out, info
 
 
-def _controlled_interval(f, y, t1, state, dt, cfl, scheme, project, bar, step_taken):
+def _controlled_interval(f, y, t1, state, dt, cfl, scheme, project, bar, step_taken, context):
     """Positivity-controlled steps from state['t'] to t1 (module docstring)."""
     t = state["t"]
     while t < t1:
         k1, rate = f(t, y)
         state["nfev"] += 1
-        h, last = _controlled_step(dt, cfl, rate, t1 - t, t)
+        h, last = _controlled_step(dt, cfl, rate, t1 - t, t, context)
         while True:
             y_new, rate = _positive_stages(f, t, y, h, k1, rate, scheme, state)
             if rate is None:
                 break
             state["nrejected"] += 1                 # a later stage needs a smaller step
-            h, last = _controlled_step(h, cfl, rate, t1 - t, t)
+            h, last = _controlled_step(h, cfl, rate, t1 - t, t, context)
         y = project(y_new)
         t = t1 if last else t + h
         state.update(t=float(t), j=state["j"] + 1, hmin=min(state["hmin"], h), hmax=max(state["hmax"], h))
@@ -337,15 +339,16 @@ def _controlled_interval(f, y, t1, state, dt, cfl, scheme, project, bar, step_ta
     return y
 
 
-def _controlled_step(cap, cfl, rate, left, t):
+def _controlled_step(cap, cfl, rate, left, t, context=None):
     """(h, last): the largest h <= min(cap, cfl/rate) that cuts ``left`` into equal steps."""
     rate = float(rate)
+    where = "" if context is None else f" ({context})"
     if not (np.isfinite(rate) and rate >= 0):
-        raise ValueError(f"the positivity rate is {rate!r} at t = {t:g}; the state is no longer finite")
+        raise ValueError(f"the positivity rate is {rate!r} at t = {t:g}{where}; the state is no longer finite")
     bound = cap if rate == 0 else min(cap, cfl / rate)
     if bound < 1e-14 * max(1.0, abs(t)):
-        raise ValueError(f"positivity step size underflow at t = {t:g} (rate {rate:.3g}); the field is too fast "
-                         f"for an explicit step")
+        raise ValueError(f"positivity step size underflow at t = {t:g} (rate {rate:.3g}){where}: the field is too "
+                         f"fast for an explicit step; use a smaller beta or rescale time")
     count = max(1, int(np.ceil(left / bound * (1 - 1e-12))))
     return left / count, count == 1
 

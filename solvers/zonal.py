@@ -425,7 +425,7 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
                 summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=dt is None, cfl=cfl)
+                             progress=progress, positivity=dt is None, cfl=cfl, context=what)
     info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)
     theta, edges = polar_grid(cells)
