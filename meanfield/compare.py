@@ -216,7 +216,7 @@ def check_density_settings(geometry, model, cells=512, level=4, flux=FLUX):
 
 
 def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
-            level: int = 4, flux: str = FLUX, method: str = "rk4", dt: float | None = None,
+            level: int = 4, flux: str = FLUX, method: str | None = None, dt: float | None = None,
             summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
             progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True) -> Comparison:
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
@@ -243,7 +243,10 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         The grid: ``cells`` on the circle, ``icosphere(level)`` on the sphere, and the flux
         (default ``FLUX`` = "upwind2", the solvers' own default).
     method, dt, summation
-        The particle integrator (``meanfield.solvers.particles.solve``).
+        The particle integrator (``meanfield.solvers.particles.solve``); method None: "rk4" on S^1,
+        "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
+        of RK4's 1600 at its default step, and lands 5× closer to an RK4 run at a quarter of that step,
+        1.2e-7 against 6.2e-7).
     transport : str
         The ``wasserstein`` method ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7).
     density : DensitySolution, optional
@@ -278,6 +281,8 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     clock = time.perf_counter()
     x0, weights = initial_tokens(rho0, n, d, sampling, seed, seeds)
     from meanfield.solvers import particles
+    if method is None:
+        method = "dopri5" if geometry == "sphere" and dt is None else "rk4"
     part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
                            energy=False, weights=weights)
     ws = [None] * seeds if weights is None else weights
@@ -363,7 +368,7 @@ DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None
                 out="meanfield-report", quiet=False)
 # on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
 GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3),
-                     "sphere": dict(n=1000, seeds=2, outputs=11, level=4)}
+                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4)}
 
 
 def _parser():
@@ -382,7 +387,7 @@ def _parser():
     add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
     add("--n", type=int, help="tokens per draw (default 2000 on the circle, 1000 on the sphere)")
     add("--T", type=float, help="final time (default 20)")
-    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 11 on the sphere, "
+    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 6 on the sphere, "
                                    "where each exact W_p costs seconds)")
     add("--seeds", type=int, help="independent draws of the tokens (default 3 on the circle, 2 on the sphere)")
     add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
