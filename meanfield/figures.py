@@ -18,7 +18,9 @@ ship with the package as ``meanfield.validation`` (the folder ``validation/`` of
 tree), so the command works from an installed wheel too.
 """
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import os
 import platform
@@ -175,15 +177,19 @@ def _short(value):
 
 def _parser():
     parser = argparse.ArgumentParser(prog="meanfield figures",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                      description="Reproduce the experiments of 'A mathematical perspective on "
                                                  "Transformers' (scripts in validation/): each writes NAME.png and "
-                                                 "NAME.json and checks its claim.")
+                                                 "NAME.json and checks its claim.",
+                                     epilog="experiments:\n" + "\n".join(f"  {name}" for name in scripts()))
     parser.add_argument("names", nargs="*", help="experiments to run (default: all; see --list)")
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds each), as in the test suite")
     parser.add_argument("--out", default=str(DEFAULT_OUT),
                         help=f"output folder (default ./{DEFAULT_OUT}; give validation/results to refresh the "
                              f"results committed in a source checkout)")
-    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    parser.add_argument("--list", action="store_true", help="list the experiments (with one line each) and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="nothing from the experiments themselves: failures and a one-line summary only")
     return parser
 
 
@@ -202,10 +208,13 @@ def main(argv=None):
         return 2
     out = args.out
     failed = []
-    for name in args.names or list(known):
-        print(f"== {name}")
+    names = args.names or list(known)
+    for name in names:
+        if not args.quiet:
+            print(f"== {name}")
         try:
-            load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
+            with contextlib.redirect_stdout(io.StringIO()) if args.quiet else contextlib.nullcontext():
+                load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
         except CheckFailed as exc:
             failed.append(name)
             print(f"FAILED: {exc}", file=sys.stderr)
@@ -217,4 +226,6 @@ def main(argv=None):
     if failed:
         print(f"meanfield figures: {len(failed)} experiment(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
+    if args.quiet:
+        print(f"{len(names)} experiment(s) written to {os.path.join(out, '')}, every check passed")
     return 0

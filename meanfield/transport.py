@@ -36,7 +36,6 @@ so μ and ν need not be normalised. All values are in radians.
 import numbers
 
 import numpy as np
-import ot
 from scipy.special import logsumexp
 
 from .checks import as_choice, as_count, as_seed
@@ -110,6 +109,7 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
         n_projections = as_count(n_projections, "n_projections")
         seed = as_seed(seed)
         info.update(n_projections=n_projections, seed=seed)
+        import ot   # imported where transport is computed: `import ot` loads every array backend it finds
         value = 2 * np.pi * float(ot.sliced_wasserstein_sphere(x, y, a, b, n_projections=n_projections,
                                                                p=p, seed=seed))
     return (value, info) if return_info else value
@@ -158,6 +158,7 @@ def _emd(x, a, y, b, p):
 
 
 def _emd_cost(a, b, matrix):
+    import ot
     cost, log = ot.emd2(a / a.sum(), b / b.sum(), matrix, numItermax=EMD_MAX_ITER, log=True)
     if log["warning"] is not None:
         raise RuntimeError(f"ot.emd2 did not reach the optimum: {log['warning']}")
