@@ -1,4 +1,6 @@
-"""The ``meanfield`` command line: ``compare`` (the main job), ``figures`` and ``sweep``."""
+"""The ``meanfield`` command line: ``compare`` (the main job), ``convergence``, ``figures`` and ``sweep``
+(also ``python -m meanfield``). Each command's module is imported only when it is asked for, and
+parses its options before importing any engine: ``meanfield --help`` costs no more than numpy."""
 import importlib
 import sys
 
@@ -13,6 +15,7 @@ COMMANDS = {
 
 
 def usage():
+    """The top-level usage text: the commands and what each does."""
     lines = ["usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)", "",
              "commands:"]
     lines += [f"  {name:<12}{text}" for name, (_, text) in COMMANDS.items()]
@@ -20,6 +23,24 @@ def usage():
 
 
 def main(argv=None):
+    """Run ``meanfield COMMAND [options]``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for an unknown command or bad options (argparse's
+        ``SystemExit(2)`` for the options of a command).
+
+    Examples
+    --------
+    >>> main(["frobnicate"])            # the message and the usage go to stderr
+    2
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())

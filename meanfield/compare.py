@@ -168,6 +168,19 @@ class Comparison(_Saveable):
         return "\n".join(lines)
 
 
+    def plot(self, kind="distances"):
+        """A figure of the comparison (``meanfield.plotting.report``): "distances" (W_1 and W_2 against t
+        with the reference lines), "energy" (E_β of both measures and their gap) or "solution" (the
+        density with the tokens on top).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from .plotting.report import energy_figure, solution_figure, wasserstein_figure
+        views = {"distances": wasserstein_figure, "energy": energy_figure, "solution": solution_figure}
+        return views[as_choice(kind, "kind", tuple(views))](self)
+
     def final_line(self):
         """One line: the final W_1 and W_2 (mean over the draws) and the time they were measured at."""
         return (f"final W_1 = {float(self.w1[-1].mean()):.3g}, W_2 = {float(self.w2[-1].mean()):.3g} rad "

@@ -175,6 +175,27 @@ def _short(value):
     return value
 
 
+def replot(names, out):
+    """Redraw OUT/NAME.png from OUT/NAME.json for each experiment whose script defines
+    ``figure(results)`` (the results as its JSON stores them); returns the exit status (2 when an
+    experiment cannot be re-plotted or has no stored results)."""
+    import matplotlib.pyplot as plt
+    status = 0
+    for name in names:
+        module, stored = load_script(name), Path(out) / f"{name}.json"
+        if not hasattr(module, "figure") or not stored.exists():
+            why = f"no stored {stored}" if hasattr(module, "figure") else "its script has no figure(results)"
+            print(f"meanfield figures: cannot re-plot {name} ({why})", file=sys.stderr)
+            status = 2
+            continue
+        with open(stored) as fh:
+            fig = module.figure(json.load(fh)["results"])
+        fig.savefig(Path(out) / f"{name}.png", dpi=150, bbox_inches="tight")
+        plt.close(fig)
+        print(f"{name}: redrew {Path(out) / (name + '.png')} from {stored}")
+    return status
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="meanfield figures",
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -188,6 +209,9 @@ def _parser():
                         help=f"output folder (default ./{DEFAULT_OUT}; give validation/results to refresh the "
                              f"results committed in a source checkout)")
     parser.add_argument("--list", action="store_true", help="list the experiments (with one line each) and exit")
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw NAME.png from the NAME.json already in --out, without rerunning (experiments "
+                             "whose script has figure(results))")
     parser.add_argument("--quiet", action="store_true",
                         help="nothing from the experiments themselves: failures and a one-line summary only")
     return parser
@@ -207,6 +231,8 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     out = args.out
+    if args.replot:
+        return replot(args.names or list(known), out)
     failed = []
     names = args.names or list(known)
     for name in names:

@@ -78,6 +78,18 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
     W_p as a float, or (W_p, info) with ``return_info=True``; info["method"] says which method
     ran and info["exact"] whether the value is W_p itself (for "multiscale", info["gap"] is the
     certified duality gap on W_p^p).
+
+    The arguments come as (points, weights) per measure, ``wasserstein(x, a, y, b)``: POT's solvers
+    take the weights first and a cost matrix, ``ot.emd2(a, b, M)`` with M_ij = d(x_i, y_j)^p, and
+    return W_p^p, not W_p (here: the distance itself, in radians).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.geometry import circle_points
+    >>> x = circle_points(np.array([0.0, np.pi / 2]))
+    >>> round(wasserstein(x, [0.5, 0.5], x[:1], None, p=1), 6)    # half the mass moves a quarter turn
+    0.785398
     """
     x, a = as_measure(x, a, "x")
     y, b = as_measure(y, b, "y")

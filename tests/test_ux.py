@@ -184,3 +184,14 @@ def test_sphere_stratified_and_weighted_moments_converge_at_order_three_halves(m
     rms = np.array([np.sqrt(np.mean([error(n, s) ** 2 for s in range(12)])) for n in ns])
     order = -np.polyfit(np.log(ns), np.log(rms), 1)[0]
     assert order > 1.3 and np.all(rms * ns ** 1.5 < 4.0), (order, rms * ns ** 1.5)
+
+
+def test_doctests_of_the_command_line_and_comparison_modules(tmp_path, monkeypatch):
+    """The Examples of the modules issue 28 documented run (fast: no solve)."""
+    import doctest
+
+    from meanfield import cli, transport
+    monkeypatch.chdir(tmp_path)
+    for module in (cli, compare, compare_cli, convergence, convergence_cli, transport):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
