@@ -155,6 +155,16 @@ class ConvergenceStudy:
                     orders={f"w{p}": {k: v.tolist() for k, v in self.orders(p).items()} for p in (1, 2)})
 
 
+    @classmethod
+    def from_dict(cls, numbers):
+        """The study back from ``to_dict``'s numbers (a convergence.json; ``clustered`` None when absent)."""
+        arrays = {name: np.asarray(numbers[name]) for name in ("t", "n", "cells", "h", "w1", "w2", "grid_w1",
+                                                               "grid_w2", "particle_w1", "particle_w2")}
+        clustered = numbers.get("clustered")
+        return cls(**arrays, info=dict(numbers.get("info", {})),
+                   clustered=None if clustered is None else np.asarray(clustered, dtype=bool))
+
+
 def _order(value):
     return "-" if np.isnan(value) else f"{value:.2f}"
 
