@@ -184,7 +184,7 @@ class Comparison(_Saveable):
     def final_line(self):
         """One line: the final W_1 and W_2 (mean over the draws) and the time they were measured at."""
         return (f"final W_1 = {float(self.w1[-1].mean()):.3g}, W_2 = {float(self.w2[-1].mean()):.3g} rad "
-                f"at t = {float(self.t[-1]):g} (mean of {self.w1.shape[1]} draws)")
+                f"at t = {float(self.t[-1]):g} ({_draws(self.w1.shape[1])})")
 
     @classmethod
     def load(cls, path):
@@ -219,6 +219,10 @@ class Comparison(_Saveable):
                    clusters_density=np.array(numbers["clusters_density"], dtype=int),
                    particles=particles, density=density, info=numbers["info"], weights=particles.weights,
                    grid_error=None if grid_error is None else np.array(grid_error, dtype=float))
+
+
+def _draws(s):
+    return "one draw" if s == 1 else f"mean of {s} draws"
 
 
 def quantum_level(n, p=2):

@@ -109,7 +109,8 @@ def test_compare_quantile_sampling_on_the_sphere_is_refused_with_exit_2(tmp_path
 def test_help_and_rejected_options_import_no_engine():
     code = ("import sys\nfrom meanfield.cli import main\nfor argv in {argv}:\n    try:\n        main(argv)\n"
             "    except SystemExit:\n        pass\n"
-            "print(sorted(m for m in ('numba', 'ot', 'scipy.special', 'scipy.stats', 'matplotlib') if m in sys.modules))")
+            "heavy = ('numba', 'ot', 'scipy.special', 'scipy.stats', 'matplotlib')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))")
     for argv in ([["--help"]], [["compare", "--help"]], [["compare", "--beta", "nan"]], [["convergence", "--help"]],
                  [["convergence", "--n", "0", "5"]]):
         run = _run(code.format(argv=argv))
@@ -195,3 +196,27 @@ def test_doctests_of_the_command_line_and_comparison_modules(tmp_path, monkeypat
     for module in (cli, compare, compare_cli, convergence, convergence_cli, transport):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_comparison_plot_draws_the_common_views(quiet_report):
+    import matplotlib.pyplot as plt
+    cmp = compare.Comparison.load(quiet_report[0])
+    for kind in ("distances", "energy", "solution"):
+        fig = cmp.plot(kind)
+        assert fig.axes and fig.axes[0].has_data()
+        plt.close(fig)
+    with pytest.raises(ValueError, match="kind"):
+        cmp.plot("histogram")
+
+
+def test_figures_replot_redraws_a_stored_figure_from_its_json(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from meanfield import figures
+    stored = Path(__file__).resolve().parent.parent / "validation" / "results"
+    for name in ("high_dimension_pde", "kuramoto"):
+        shutil.copy(stored / f"{name}.json", tmp_path)
+    assert figures.main(["high_dimension_pde", "--replot", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "high_dimension_pde.png").stat().st_size > 10_000
+    assert figures.main(["kuramoto", "--replot", "--out", str(tmp_path)]) == 2     # its script has no figure()
