@@ -167,7 +167,6 @@ class Comparison(_Saveable):
                          f"past it i.i.d. draws cannot track the PDE")
         return "\n".join(lines)
 
-
     def plot(self, kind="distances"):
         """A figure of the comparison (``meanfield.plotting.report``): "distances" (W_1 and W_2 against t
         with the reference lines), "energy" (E_β of both measures and their gap) or "solution" (the
