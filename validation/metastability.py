@@ -334,9 +334,11 @@ def main(argv=None):
     for c_, beta in enumerate(betas):
         e = per_beta[beta]["energy"]                                # (m, seeds)
         top = np.exp(beta) / (2 * beta)                              # E_β of a single cluster
-        ax.loglog(t[1:], np.maximum(1 - e[1:, 0] / top, 1e-16), color=f"C{c_}", lw=2, label=f"β = {beta:g}")
-    ax.set(xlabel="t", ylabel="1 − E_β(t) / E_β(one cluster)",
-           title="energy staircase (first run of each β): flat on plateaus, a step down at each merge")
+        ax.semilogx(t[1:], e[1:, 0] / top, color=f"C{c_}", lw=2, label=f"β = {beta:g}")
+    for k in (1, 2, 3, 4, 5):
+        ax.axhline(1 / k, color="0.8", lw=0.8, zorder=0)
+    ax.set(xlabel="t", ylabel=r"$E_\beta(t)\, /\, E_\beta$(one cluster)   (1/k on k equal clusters: grey)",
+           ylim=(0, 1.05), title="energy staircase (first run of each β): flat on plateaus, a step up at each merge")
     ax.legend(fontsize=9)
     ax = axes[2]
     sol, counts, t_lin = fv_runs[fv_betas[-1]]
