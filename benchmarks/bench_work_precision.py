@@ -299,7 +299,7 @@ def plot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), dpi=110)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 6.4), dpi=110, layout="constrained")
     styles = {"upwind2": ("C3", "o"), "upwind": ("C0", "s"), "muscl": ("C2", "^"), "tpfa": ("C1", "v")}
     for ax, geometry, label in zip(axes, ("circle", "sphere"), ("cells", "level")):
         data = _load(geometry)
@@ -308,9 +308,9 @@ def plot():
             if not cells:
                 continue
             ax.loglog(seconds, w2, marker=marker, color=colour, label=flux, lw=1.6, ms=7)
-            for s, e, n in zip(seconds, w2, sizes):
-                ax.annotate(str(n), (s, e), textcoords="offset points", xytext=(5, 4), fontsize=8, color=colour)
-            if flux == "upwind2":
+            if flux == "upwind2":          # every flux runs the same sizes: one labelled line is enough
+                for s, e, n in zip(seconds, w2, sizes):
+                    ax.annotate(str(n), (s, e), textcoords="offset points", xytext=(6, 6), fontsize=9, color=colour)
                 ax.loglog(seconds, _series(data, flux, "w2_points")[2], marker=marker, color=colour, ls="--", lw=1.4,
                           ms=6, mfc="white", label="upwind2, clusters as point masses")
         ref = data["reference"]
@@ -322,14 +322,15 @@ def plot():
                        label="refined reference vs the round before")
             ax.axhline(ref["next_base"]["w2"], color="0.3", ls="--", lw=1.2,
                        label="refined reference vs the next base level")
-        geo = "S^1" if geometry == "circle" else "S^2"
-        ax.set_title(f"{geo}: {data['model']}, T = {data['T']:g} (labels: {label})")
-        ax.set_xlabel("wall time of the solve [s] (shared 2-core machine)")
-        ax.set_ylabel("W2(FV, particles) at T [rad]")
+        geo = "$S^1$" if geometry == "circle" else "$S^2$"
+        model = data["model"].replace("(beta=", r", $\beta = $").rstrip(")")
+        ax.set_title(f"{geo}: {model}, $T = {data['T']:g}$ (upwind2 labelled with the {label}; same sizes on "
+                     "every line)", fontsize=10)
+        ax.set_xlabel("wall time of the solve (s; shared 2-core machine)")
+        ax.set_ylabel(r"$W_2$(FV, particles) at $T$ (rad)")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=9)
-    fig.tight_layout()
+        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, frameon=False)
     fig.savefig(os.path.join(HERE, "work_precision.png"))
 
 

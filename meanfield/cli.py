@@ -1,11 +1,13 @@
-"""The ``meanfield`` command line: ``compare`` (the main job), ``figures`` and ``sweep``."""
+"""The ``meanfield`` command line: ``compare`` (the main job), ``convergence``, ``figures`` and ``sweep``
+(also ``python -m meanfield``). Each command's module is imported only when it is asked for, and
+parses its options before importing any engine: ``meanfield --help`` costs no more than numpy."""
 import importlib
 import sys
 
 COMMANDS = {
-    "compare": ("meanfield.compare", "particles vs density PDE with optimal transport and energies "
+    "compare": ("meanfield.compare_cli", "particles vs density PDE with optimal transport and energies "
                                      "(default: circle, SA, beta=4, n=2000, T=20)"),
-    "convergence": ("meanfield.convergence", "W_p(particles_n, density_h) over a grid of n and cells, "
+    "convergence": ("meanfield.convergence_cli", "W_p(particles_n, density_h) over a grid of n and cells, "
                                              "with the observed orders (circle or sphere)"),
     "figures": ("meanfield.figures", "reproduce the paper's experiments (validation/ scripts)"),
     "sweep": ("meanfield.sweep", "run a parameter sweep from a TOML config (Dask or in-process)"),
@@ -13,6 +15,7 @@ COMMANDS = {
 
 
 def usage():
+    """The top-level usage text: the commands and what each does."""
     lines = ["usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)", "",
              "commands:"]
     lines += [f"  {name:<12}{text}" for name, (_, text) in COMMANDS.items()]
@@ -20,6 +23,24 @@ def usage():
 
 
 def main(argv=None):
+    """Run ``meanfield COMMAND [options]``.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 2 for an unknown command or bad options (argparse's
+        ``SystemExit(2)`` for the options of a command).
+
+    Examples
+    --------
+    >>> main(["frobnicate"])            # the message and the usage go to stderr
+    2
+    """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())

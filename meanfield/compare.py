@@ -33,30 +33,27 @@ Clusters are counted the same way for both measures, by the package's one defini
 (``meanfield.clusters``): connected parts of mass >= 1% of the region where the measure is
 denser than 5% of the uniform density 1/|S^{d-1}|.
 """
-import argparse
 import json
 import os
-import sys
 import time
-import tomllib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import atomic
-from .checks import as_beta, as_choice, as_count, as_flag, as_positive, as_seed, as_time_grid
+from .checks import as_choice, as_count, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
-from .measures import drop_negligible, merge_atoms, perturbed_uniform, sample_density
-from .models import SA, USA, as_model
+from .geometry import GEOMETRIES
+from .measures import drop_negligible, merge_atoms, sample_density
+from .models import as_model
 from .sampling import METHODS, RANDOMISED, discretise
 from .solvers.results import _Saveable
 from .theory import growth_rate, most_unstable_mode
 from .transport import wasserstein
 
-__all__ = ["Comparison", "compare", "main"]
+__all__ = ["Comparison", "compare", "write_report"]
 
-GEOMETRIES = {"circle": 2, "sphere": 3}
 MAX_LEVEL = 8              # finest icosphere the command accepts (655,362 cells)
 # the solvers' default flux (second order, clusters still transported): on the default circle and sphere
 # comparisons it has 2.8x and 2.0x less grid error than first-order "upwind" (docs/comparison.md)
@@ -112,7 +109,13 @@ class Comparison(_Saveable):
         """π (2n)^{-1/2}: W_2 of moving half a token's mass 1/(2n) across the diameter π. Once clusters
         have formed W_2 ≈ D sqrt(δm) for a cluster-mass error δm at distance D, and n tokens (of
         weight ~1/n each) cannot fix a cluster's mass better than that: W_2 has this floor."""
-        return float(np.pi / np.sqrt(2.0 * self.info["n"]))
+        return quantum_level(self.info["n"], 2)
+
+    @property
+    def quantum_level_w1(self):
+        """π/(2n): W_1 ≈ D δm of the same half token's mass δm = 1/(2n) moved across the diameter D = π,
+        the W_1 counterpart of ``quantum_level``."""
+        return quantum_level(self.info["n"], 1)
 
     def table(self):
         """The comparison as a plain-text table (means ± standard deviations over the draws)."""
@@ -155,14 +158,99 @@ class Comparison(_Saveable):
         if self.grid_error is not None:
             lines.append(f"grid error estimate W2(rho_h, rho_2h) = {self.grid_error[-1]:.3g} rad "
                          f"(final W2 / grid error = {w2 / max(self.grid_error[-1], 1e-300):.2f})")
-        lines.append(f"after clustering W2 ~ D sqrt(dm) for a cluster-mass error dm at distance D: half a token's "
-                     f"mass (1/2n) across the diameter gives pi (2n)^-1/2 = {self.quantum_level:.3g}; "
-                     f"W1 ~ D dm is {float(self.w1[-1].mean()):.3g}")
+        lines.append(f"after clustering W2 ~ D sqrt(dm) and W1 ~ D dm for a cluster-mass error dm at distance D: "
+                     f"half a token's mass (dm = 1/2n) across the diameter (D = pi) gives W2 ~ pi (2n)^-1/2 = "
+                     f"{self.quantum_level:.3g} and W1 ~ pi/(2n) = {self.quantum_level_w1:.3g} "
+                     f"(measured: W2 {w2:.3g}, W1 {float(self.w1[-1].mean()):.3g})")
         if info.get("lambda_star") is not None:
             lines.append(f"i.i.d. tokens: n^-1/2 e^(lambda* t) with lambda* = {info['lambda_star']:.3f} (mode l* = "
                          f"{info['mode']}) reaches 1 at the horizon t_n = log(n)/(2 lambda*) = {info['horizon']:.2f}; "
                          f"past it i.i.d. draws cannot track the PDE")
         return "\n".join(lines)
+
+    def plot(self, kind="distances"):
+        """A figure of the comparison (``meanfield.plotting.report``): "distances" (W_1 and W_2 against t
+        with the reference lines), "energy" (E_β of both measures and their gap) or "solution" (the
+        density with the tokens on top).
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+        """
+        from .plotting.report import energy_figure, solution_figure, wasserstein_figure
+        views = {"distances": wasserstein_figure, "energy": energy_figure, "solution": solution_figure}
+        return views[as_choice(kind, "kind", tuple(views))](self)
+
+    def final_line(self):
+        """One line: the final W_1 and W_2 (mean over the draws) and the time they were measured at."""
+        return (f"final W_1 = {float(self.w1[-1].mean()):.3g}, W_2 = {float(self.w2[-1].mean()):.3g} rad "
+                f"at t = {float(self.t[-1]):g} ({_draws(self.w1.shape[1])})")
+
+    @classmethod
+    def load(cls, path):
+        """Read a comparison back: a .npz file written by ``save``, or a report folder written by
+        ``meanfield compare`` / ``write_report`` (the folder itself or its report.json).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A .npz file, a report folder, or the report.json inside one.
+
+        Returns
+        -------
+        Comparison
+        """
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "report.json")
+        if os.path.basename(path) != "report.json":
+            return super().load(path)
+        from .solvers.results import DensitySolution, ParticleSolution
+        folder = os.path.dirname(path)
+        with open(path) as fh:
+            numbers = json.load(fh)
+        particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
+        density = DensitySolution.load(os.path.join(folder, "density.npz"))
+        grid_error = numbers.get("grid_error")
+        return cls(t=np.array(numbers["t"], dtype=float), w1=np.array(numbers["w1"]), w2=np.array(numbers["w2"]),
+                   energy_particles=np.array(numbers["energy_particles"]),
+                   energy_density=np.array(numbers["energy_density"]),
+                   clusters_particles=np.array(numbers["clusters_particles"], dtype=int),
+                   clusters_density=np.array(numbers["clusters_density"], dtype=int),
+                   particles=particles, density=density, info=numbers["info"], weights=particles.weights,
+                   grid_error=None if grid_error is None else np.array(grid_error, dtype=float))
+
+
+def _draws(s):
+    return "one draw" if s == 1 else f"mean of {s} draws"
+
+
+def quantum_level(n, p=2):
+    """π (2n)^{-1/p}: W_p of half a token's mass δm = 1/(2n) moved across the diameter D = π.
+
+    Once clusters have formed, a cluster-mass error δm at distance D costs W_p ≈ D δm^{1/p}, and
+    n tokens of weight 1/n cannot fix a cluster's mass better than 1/(2n): below this level W_p
+    no longer measures the discretisations' error.
+
+    Parameters
+    ----------
+    n : int or array of int
+        Tokens.
+    p : float
+        The order of W_p (1 or 2).
+
+    Returns
+    -------
+    float or array
+        π (2n)^{-1/p} in radians.
+
+    Examples
+    --------
+    >>> print(f"{quantum_level(2000, 2):.4f} {quantum_level(2000, 1):.2e}")
+    0.0497 7.85e-04
+    """
+    level = np.pi * (2.0 * np.asarray(n, dtype=float)) ** (-1.0 / p)
+    return float(level) if level.ndim == 0 else level
 
 
 def _pm(values, s):
@@ -275,6 +363,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     if density is None:
         check_density_settings(geometry, model, cells, level, flux)
     as_choice(sampling, "sampling", METHODS)
+    if sampling == "quantile" and d != 2:
+        raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
+                         "or 'weighted'")
     if sampling not in RANDOMISED:
         seeds = 1
     timings = {}
@@ -361,118 +452,11 @@ def _steps(m, progress, desc):
     return tqdm(range(m), desc=desc, unit="output")
 
 
-# --- command line -------------------------------------------------------------------------------
-
-DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=20.0, outputs=None, seeds=None,
-                seed=0, cells=512, level=None, flux=FLUX, sampling="stratified", amplitude=0.6, degree=3,
-                out="meanfield-report", quiet=False)
-# on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
-GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3),
-                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4)}
-
-
-def _parser():
-    p = argparse.ArgumentParser(
-        prog="meanfield compare",
-        description="Particles vs the density PDE from the same perturbed-uniform initial density: "
-                    "Wasserstein distances, energies and cluster counts at each output time, printed "
-                    "as a table and written to a report folder (PNG plots, report.json, the solutions).",
-        epilog="Options may also come from a TOML file (--config) with the same names, e.g. "
-               "'beta = 9' or 'geometry = \"sphere\"'; the command line overrides it.")
-    add = p.add_argument
-    add("--config", metavar="FILE.toml", help="read options from a TOML file")
-    add("--geometry", choices=tuple(GEOMETRIES), help="S^1 or S^2 (default circle)")
-    add("--model", choices=("SA", "USA"), help="softmax (SA) or unnormalised (USA) attention (default SA)")
-    add("--beta", type=float, help="inverse temperature β (default 4)")
-    add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
-    add("--n", type=int, help="tokens per draw (default 2000 on the circle, 1000 on the sphere)")
-    add("--T", type=float, help="final time (default 20)")
-    add("--outputs", type=int, help="number of output times in [0, T] (default 41 on the circle, 6 on the sphere, "
-                                   "where each exact W_p costs seconds)")
-    add("--seeds", type=int, help="independent draws of the tokens (default 3 on the circle, 2 on the sphere)")
-    add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
-    add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
-    add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 4: 2562 cells)")
-    add("--sampling", choices=METHODS,
-        help="how the tokens discretise rho_0: stratified (default: equal-mass strata, one random point each), "
-             "iid, quantile (circle, deterministic) or weighted (quasi-uniform points weighted by rho)")
-    add("--flux", help="finite-volume flux: upwind2 (default), upwind, muscl or tpfa (docs/finite_volumes.md)")
-    add("--amplitude", type=float, help="size ε of the perturbation of the uniform density (default 0.6)")
-    add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
-    add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")
-    add("--quiet", action="store_true", default=None, help="no progress bars and no table")
-    return p
-
-
-def _check_option_values(opts):
-    """Every option's type and range (ValueError/TypeError naming it): TOML gives typed values,
-    so "sa", "false" or 2.9 are refused rather than read as something else."""
-    as_choice(opts["geometry"], "geometry", tuple(GEOMETRIES))
-    as_choice(opts["model"], "model", ("SA", "USA"))
-    as_choice(opts["sampling"], "sampling", METHODS)
-    as_beta(opts["beta"], "beta")
-    for name in ("repulsive", "quiet"):
-        as_flag(opts[name], name)
-    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
-        as_count(opts[name], name, minimum=low)
-    as_positive(opts["T"], "T")
-    if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
-        raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
-    if not isinstance(opts["out"], str) or not opts["out"]:
-        raise TypeError(f"out must be a folder name; got {opts['out']!r}")
-    check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
-    from meanfield.solvers import particles
-    particles.max_step(_model(opts), GEOMETRIES[opts["geometry"]])   # refuses USA whose weights overflow
-    atomic.check_folder(opts["out"], "out")
-
-
-def options(argv):
-    """Defaults, overridden by the TOML config, overridden by the command line; every value is
-    checked here, before any computation (argparse error, exit status 2, otherwise)."""
-    parser = _parser()
-    args = vars(parser.parse_args(argv))
-    config = args.pop("config")
-    opts = dict(DEFAULTS)
-    if config is not None:
-        try:
-            with open(config, "rb") as fh:
-                loaded = tomllib.load(fh)
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            parser.error(f"cannot read --config {config}: {exc}")
-        unknown = sorted(set(loaded) - set(DEFAULTS))
-        if unknown:
-            parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
-        opts.update(loaded)
-    opts.update({k: v for k, v in args.items() if v is not None})
-    for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
-        if opts[name] is None:
-            opts[name] = value
-    try:
-        _check_option_values(opts)
-    except (ValueError, TypeError) as exc:
-        parser.error(str(exc))
-    return opts
-
-
-def _model(opts):
-    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
-
-
-def run(opts):
-    """The comparison described by the options (as from ``options``)."""
-    model = _model(opts)
-    d = GEOMETRIES[opts["geometry"]]
-    rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
-    t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
-    return compare(model, rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
-                   cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
-                   sampling=opts["sampling"], progress=not opts["quiet"])
-
-
 def write_report(comparison, folder, options=None):
     """report.json, particles.npz, density.npz and the PNG plots in ``folder``, written all at once
     (``meanfield.atomic.replace_folder``: an interrupted write leaves the previous report whole,
-    and a finished one carries the marker complete.json); returns the paths."""
+    and a finished one carries the marker complete.json); returns the paths of every file written,
+    the marker included. ``Comparison.load(folder)`` reads it back."""
     from .plotting.report import report_figures
     numbers = comparison.to_dict()
     if options is not None:
@@ -489,24 +473,4 @@ def write_report(comparison, folder, options=None):
         names.extend(os.path.relpath(p, tmp) for p in report_figures(comparison, tmp))
 
     folder = atomic.replace_folder(folder, write, "out")
-    return [os.path.join(folder, name) for name in names]
-
-
-def main(argv=None):
-    """``meanfield compare [options]``: run, print the table, write the report folder."""
-    opts = options(sys.argv[1:] if argv is None else argv)
-    clock = time.perf_counter()
-    comparison = run(opts)
-    try:
-        paths = write_report(comparison, opts["out"], opts)
-    except OSError as exc:                  # a disk that filled up or went read-only since the check
-        print(f"meanfield compare: {exc}", file=sys.stderr)
-        return 1
-    if not opts["quiet"]:
-        print(f"{comparison.info['geometry']}, {comparison.info['model_name']}, n = {opts['n']} tokens x "
-              f"{comparison.info['seeds']} draws ({opts['sampling']}), {comparison.info['grid']['cells']} cells, "
-              f"W_p by {'/'.join(comparison.info['transport_methods'])}")
-        print(comparison.table())
-        print(comparison.explanation())
-        print(f"wrote {len(paths)} files to {opts['out']}/ in {time.perf_counter() - clock:.1f} s")
-    return 0
+    return [os.path.join(folder, name) for name in names + [atomic.MARKER]]

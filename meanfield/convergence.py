@@ -17,11 +17,14 @@ Once clusters have formed, a cluster-mass error δm moves mass δm across a dist
 clusters: W_1 ≈ D δm but W_2 ≈ D sqrt(δm), so W_2 converges at half the order of W_1 (and
 n equal-mass tokens cannot represent a cluster mass better than 1/(2n)): W_1 is the metric to
 read orders from, W_2 the one to compare with the reports.
+
+Once clusters have formed (``clustered``: the finest density has a cluster denser than twice
+uniform, ``meanfield.clusters.density_clusters`` at level 2), W_p(μ^n, ρ^h) is bounded by the
+cluster-mass quantum of n tokens rather than by the grid: half a token's mass across the diameter,
+``quantum_level(n, p)`` = π (2n)^{-1/p}. A pair whose distance is below ``FLOOR_FACTOR`` times that
+level is *at its floor* (``ConvergenceStudy.at_floor``): no order is computed from it, and the
+tables mark it with ``*``.
 """
-import argparse
-import json
-import os
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -29,13 +32,17 @@ import numpy as np
 
 from . import atomic
 from .checks import as_choice, as_count, as_time_grid
-from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens
-from .measures import merge_atoms, perturbed_uniform, sphere_area
-from .models import SA, USA, as_model
+from .clusters import density_clusters
+from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
+from .measures import merge_atoms, sphere_area
+from .models import as_model
 from .sampling import METHODS
 from .transport import wasserstein
 
-__all__ = ["ConvergenceStudy", "study", "observed_order", "main"]
+__all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
+
+FLOOR_FACTOR = 2.0         # a pair within this factor of its cluster-mass quantum gives no order
+CLUSTER_LEVEL = 2.0        # clusters have formed once the density has a part denser than twice uniform
 
 
 @dataclass(eq=False)
@@ -45,7 +52,8 @@ class ConvergenceStudy:
     Fields: t (m,) output times; n (a,) token counts; cells (b,) grid sizes; h (b,) mean cell
     widths; w1, w2 (m, a, b) W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians; grid_w1, grid_w2 (m, b-1)
     W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); particle_w1, particle_w2 (m, a-1) W_p(μ^{n_i}_t, μ^{n_{i+1}}_t);
-    info (settings, methods, timings).
+    info (settings, methods, timings); clustered (m,) whether clusters have formed at t (None: never
+    asked, no floors).
     """
     t: np.ndarray
     n: np.ndarray
@@ -58,38 +66,82 @@ class ConvergenceStudy:
     particle_w1: np.ndarray
     particle_w2: np.ndarray
     info: dict = field(default_factory=dict)
+    clustered: np.ndarray = None
+
+    def at_floor(self, p=1):
+        """(m, a) boolean: the pairs (t, n) whose W_p(μ^n_t, ρ^h_t) is at the cluster-mass floor
+        of n tokens, for every grid h (m, a, b): clusters have formed at t and the distance is below
+        ``FLOOR_FACTOR`` · ``quantum_level(n, p)``. No order is computed from such a pair.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> s = ConvergenceStudy(t=np.array([0.0, 9.0]), n=np.array([100, 400]), cells=np.array([64, 128]),
+        ...                      h=2 * np.pi / np.array([64, 128]), w1=np.full((2, 2, 2), 0.05),
+        ...                      w2=np.full((2, 2, 2), 0.05), grid_w1=np.zeros((2, 1)), grid_w2=np.zeros((2, 1)),
+        ...                      particle_w1=np.zeros((2, 1)), particle_w2=np.zeros((2, 1)),
+        ...                      clustered=np.array([False, True]))
+        >>> s.at_floor(p=2)[:, :, 0]        # 0.05 < 2 π (2n)^{-1/2} = 0.44, 0.22 once clustered
+        array([[False, False],
+               [ True,  True]])
+        """
+        w = self.w1 if p == 1 else self.w2
+        if self.clustered is None:
+            return np.zeros(w.shape, dtype=bool)
+        floor = FLOOR_FACTOR * quantum_level(self.n, p)
+        return np.asarray(self.clustered, dtype=bool)[:, None, None] & (w < floor[None, :, None])
 
     def orders(self, p=1):
         """Least-squares orders at each output time (m,) (NaN where undefined): "h" and "n" of
         W_p(particles, density) on the most tokens / the finest grid, "grid" of W_p(ρ_h, ρ_{h/2})
-        against h and "particles" of W_p(μ^n, μ^{n'}) (next n' > n) against n."""
+        against h and "particles" of W_p(μ^n, μ^{n'}) (next n' > n) against n. Pairs at their
+        floor (``at_floor``) are left out: an order needs two pairs above it."""
         w, g, q = (self.w1, self.grid_w1, self.particle_w1) if p == 1 else (self.w2, self.grid_w2, self.particle_w2)
+        w, q = self._above_floor(w, p), self._particles_above_floor(q, p)
         steps = range(self.t.size)
         return dict(h=np.array([observed_order(self.h, w[k, -1, :]) for k in steps]),
                     n=np.array([-observed_order(self.n, w[k, :, -1]) for k in steps]),
                     grid=np.array([observed_order(self.h[:-1], g[k]) for k in steps]),
                     particles=np.array([-observed_order(self.n[:-1], q[k]) for k in steps]))
 
+    def _above_floor(self, w, p):
+        return np.where(self.at_floor(p), np.nan, w)
+
+    def _particles_above_floor(self, q, p):
+        """W_p(μ^{n_i}, μ^{n_{i+1}}) with the pairs below the floor of n_i (once clustered) set to NaN."""
+        if self.clustered is None:
+            return q
+        floor = FLOOR_FACTOR * quantum_level(self.n[:-1], p)
+        return np.where(np.asarray(self.clustered, dtype=bool)[:, None] & (q < floor[None, :]), np.nan, q)
+
     def table(self):
-        """Plain-text tables of W_1 and W_2 at every output time, with the observed orders."""
+        """Plain-text tables of W_1 and W_2 at every output time, with the observed orders; pairs at
+        their cluster-mass floor are marked * and give no order ("-")."""
         lines = []
         for p, w in ((1, self.w1), (2, self.w2)):
-            orders = self.orders(p)
+            orders, floor = self.orders(p), self.at_floor(p)
+            above = self._above_floor(w, p)
             for k, t in enumerate(self.t):
-                lines.append(f"W{p} at t = {t:g}   (rows: n tokens, columns: cells)")
-                lines.append(f"{'n':>7} " + " ".join(f"{c:>10d}" for c in self.cells) + f" {'order h':>8}")
+                state = "clusters formed" if self.clustered is not None and self.clustered[k] else "before clustering"
+                lines.append(f"W{p} at t = {t:g}, {state}   (rows: n tokens, columns: cells)")
+                lines.append(f"{'n':>7} " + " ".join(f"{c:>10d} " for c in self.cells) + f" {'order h':>8}")
                 for i, n in enumerate(self.n):
-                    lines.append(f"{n:>7d} " + " ".join(f"{v:10.3e}" for v in w[k, i])
-                                 + f" {observed_order(self.h, w[k, i]):8.2f}")
-                local = [-observed_order(self.n[i:i + 2], w[k, i:i + 2, -1]) for i in range(self.n.size - 1)]
-                lines.append(f"{'order n':>7} (finest grid) {orders['n'][k]:.2f}, local "
-                             + ", ".join(f"{o:.2f}" for o in local))
+                    lines.append(f"{n:>7d} " + " ".join(f"{v:10.3e}" + ("*" if f else " ")
+                                                        for v, f in zip(w[k, i], floor[k, i]))
+                                 + f" {_order(observed_order(self.h, above[k, i])):>8}")
+                local = [-observed_order(self.n[i:i + 2], above[k, i:i + 2, -1]) for i in range(self.n.size - 1)]
+                lines.append(f"{'order n':>7} (finest grid) {_order(orders['n'][k])}, local "
+                             + ", ".join(_order(o) for o in local))
                 grid = self.grid_w1 if p == 1 else self.grid_w2
                 lines.append(f"{'grid':>7} W{p}(rho_h, rho_h/2) " + " ".join(f"{v:.2e}" for v in grid[k])
-                             + f", order {orders['grid'][k]:.2f}")
+                             + f", order {_order(orders['grid'][k])}")
                 own = self.particle_w1 if p == 1 else self.particle_w2
                 lines.append(f"{'tokens':>7} W{p}(mu_n, mu_2n) " + " ".join(f"{v:.2e}" for v in own[k])
-                             + f", order {orders['particles'][k]:.2f}")
+                             + f", order {_order(orders['particles'][k])}")
+                if floor[k].any():
+                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n, p))
+                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}) = "
+                                 f"{FLOOR_FACTOR:g} x ({levels}), the cluster-mass quantum of n tokens: no order")
                 lines.append("")
         return "\n".join(lines)
 
@@ -99,11 +151,47 @@ class ConvergenceStudy:
                     h=self.h.tolist(), w1=self.w1.tolist(), w2=self.w2.tolist(), grid_w1=self.grid_w1.tolist(),
                     grid_w2=self.grid_w2.tolist(), particle_w1=self.particle_w1.tolist(),
                     particle_w2=self.particle_w2.tolist(),
+                    clustered=None if self.clustered is None else np.asarray(self.clustered).tolist(),
+                    at_floor={f"w{p}": self.at_floor(p).tolist() for p in (1, 2)},
                     orders={f"w{p}": {k: v.tolist() for k, v in self.orders(p).items()} for p in (1, 2)})
 
 
+    @classmethod
+    def from_dict(cls, numbers):
+        """The study back from ``to_dict``'s numbers (a convergence.json; ``clustered`` None when absent)."""
+        arrays = {name: np.asarray(numbers[name]) for name in ("t", "n", "cells", "h", "w1", "w2", "grid_w1",
+                                                               "grid_w2", "particle_w1", "particle_w2")}
+        clustered = numbers.get("clustered")
+        return cls(**arrays, info=dict(numbers.get("info", {})),
+                   clustered=None if clustered is None else np.asarray(clustered, dtype=bool))
+
+
+def _order(value):
+    return "-" if np.isnan(value) else f"{value:.2f}"
+
+
 def observed_order(h, err):
-    """Least-squares slope of log err against log h (NaN with fewer than two positive errors)."""
+    """Least-squares slope of log err against log h (NaN with fewer than two positive errors).
+
+    Parameters
+    ----------
+    h : array (k,)
+        Resolutions (cell widths, or token counts).
+    err : array (k,)
+        Errors; entries that are NaN or <= 0 are left out.
+
+    Returns
+    -------
+    float
+        The slope p of log err ≈ p log h + c.
+
+    Examples
+    --------
+    >>> round(observed_order([0.1, 0.05, 0.025], [0.02, 0.005, 0.00125]), 6)
+    2.0
+    >>> observed_order([0.1, 0.05], [0.02, float("nan")])
+    nan
+    """
     h, err = np.asarray(h, dtype=float), np.asarray(err, dtype=float)
     ok = err > 0
     if ok.sum() < 2:
@@ -122,9 +210,11 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     d = GEOMETRIES[geometry]
     t_eval = as_time_grid(t_eval)
     ns = sorted(as_count(n, "n") for n in ns)
-    grids = sorted(as_count(g, "grid", minimum=0) for g in grids)
-    if len(ns) < 2 or len(grids) < 2:
-        raise ValueError("a convergence study needs at least two token counts and two grids")
+    grids = sorted(as_count(g, "grid", minimum=0 if geometry == "sphere" else 1) for g in grids)
+    if len(set(ns)) < 2 or len(set(grids)) < 2:
+        raise ValueError("a convergence study needs at least two different token counts and two different grids")
+    if len(set(ns)) < len(ns) or len(set(grids)) < len(grids):
+        raise ValueError(f"token counts and grids must not repeat; got n = {ns}, grids = {grids}")
     from meanfield.solvers import particles
     clock, timings = time.perf_counter(), {}
     tokens = []
@@ -159,110 +249,66 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
                 g1[k, j] = wasserstein(y, yw, *finer, p=1, method=transport)
                 g2[k, j] = wasserstein(y, yw, *finer, p=2, method=transport)
     timings["transport"] = time.perf_counter() - clock
+    clustered = np.array([density_clusters(densities[-1], k, level=CLUSTER_LEVEL) > 0 for k in range(m)])
     cells = np.array([dens.points.shape[0] for dens in densities])
     h = (sphere_area(d) / cells) ** (1.0 / (d - 1))
     info = dict(geometry=geometry, model=model.to_dict(), model_name=repr(model), sampling=sampling, seed=seed,
                 flux=flux, grids=grids, transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
                 timings={k: round(v, 2) for k, v in timings.items()})
     return ConvergenceStudy(t=t_eval, n=np.array(ns), cells=cells, h=h, w1=w1, w2=w2, grid_w1=g1, grid_w2=g2,
-                            particle_w1=q1, particle_w2=q2, info=info)
+                            particle_w1=q1, particle_w2=q2, info=info, clustered=clustered)
 
 
 def figure(result):
-    """W_1 against the cell width h (one line per n) and against n (one line per grid) at the
-    last output time, log-log, with reference slopes."""
+    """W_1 at every output time against the cell width h (the most tokens) and against the
+    tokens n (the finest grid), log-log: one colour per time, hollow markers for pairs at their
+    cluster-mass floor, the floor π/(2n) itself (grey) and slope guides.
+
+    Parameters
+    ----------
+    result : ConvergenceStudy
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     import matplotlib.pyplot as plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
-    k = -1
-    for i, n in enumerate(result.n):
-        left.loglog(result.h, result.w1[k, i], "o-", label=f"n = {n}")
-    left.loglog(result.h[:-1], result.grid_w1[k], "k--", label=r"$W_1(\rho_h, \rho_{h/2})$")
-    ref = result.w1[k, -1, -1] * (result.h / result.h[-1])
-    left.loglog(result.h, ref, ":", color="grey", label="slope 1")
-    left.set_xlabel("mean cell width h (radians)")
-    left.set_ylabel(r"$W_1$(particles, density) (radians)")
-    left.set_title(f"t = {result.t[k]:g}: against the grid")
-    left.legend(fontsize=8)
-    for j, c in enumerate(result.cells):
-        right.loglog(result.n, result.w1[k, :, j], "s-", label=f"{c} cells")
-    right.loglog(result.n[:-1], result.particle_w1[k], "k--", label=r"$W_1(\mu^n, \mu^{n'})$, next $n'$")
-    right.loglog(result.n, result.w1[k, 0, -1] * result.n[0] / result.n, ":", color="grey", label="slope -1")
-    right.set_xlabel("tokens n")
-    right.set_ylabel(r"$W_1$ (radians)")
-    right.set_title(f"t = {result.t[k]:g}: against the tokens ({result.info['sampling']})")
-    right.legend(fontsize=8)
-    fig.suptitle(f"{result.info['model_name']} on {result.info['geometry']}: particles vs density")
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6), constrained_layout=True)
+    floor = result.at_floor(1)
+    steps = range(result.t.size)
+    colours = plt.cm.viridis(np.linspace(0.0, 0.85, len(steps)))
+    for colour, k in zip(colours, steps):
+        label = f"t = {result.t[k]:g}" + (" (clustered)" if result.clustered is not None and result.clustered[k]
+                                          else "")
+        _line(left, result.h, result.w1[k, -1], floor[k, -1], colour, label)
+        _line(right, result.n, result.w1[k, :, -1], floor[k, :, -1], colour, label)
+        left.loglog(result.h[:-1], result.grid_w1[k], "--", color=colour, lw=1)
+    left.loglog(result.h, result.w1[steps[-1], -1, -1] * result.h / result.h[-1], ":", color="grey",
+                label="slope 1")
+    left.plot([], [], "k--", lw=1, label=r"grid alone: $W_1(\rho_h, \rho_{h/2})$")
+    left.set_xlabel("mean cell width $h$ (rad)")
+    left.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
+    left.set_title(f"against the grid, n = {result.n[-1]} tokens")
+    right.loglog(result.n, FLOOR_FACTOR * quantum_level(result.n, 1), "-", color="grey", lw=2, alpha=0.6,
+                 label=rf"floor ${FLOOR_FACTOR:g}\,\pi/(2n)$ once clustered")
+    right.loglog(result.n, result.w1[steps[0], 0, -1] * result.n[0] / result.n, ":", color="grey", label="slope $-1$")
+    right.set_xlabel("tokens $n$")
+    right.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
+    right.set_title(f"against the tokens ({result.info['sampling']}), {result.cells[-1]} cells")
+    for ax, ticks in ((left, result.h), (right, result.n)):
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        if ax is left:
+            ax.set_xticklabels([f"{v:.3g}" for v in ticks])
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{result.info['model_name']} on the {result.info['geometry']}: particles vs density "
+                 "(hollow: at the floor, no order)")
     return fig
 
 
-# --- command line -------------------------------------------------------------------------------
-
-DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3),
-            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2)}
-
-
-def _parser():
-    p = argparse.ArgumentParser(
-        prog="meanfield convergence",
-        description="W_1 and W_2 between particles (n tokens) and the density PDE (grid h) at several times, "
-                    "over a grid of n and cells (circle) or icosphere levels (sphere), with the observed orders "
-                    "in n and in h: a table, convergence.json and convergence.png.")
-    add = p.add_argument
-    add("--geometry", choices=tuple(GEOMETRIES), default="circle")
-    add("--model", choices=("SA", "USA"), default="SA")
-    add("--beta", type=float, help="inverse temperature (default 4 on the circle, 3 on the sphere)")
-    add("--T", type=float, help="final time (default 20 on the circle, 10 on the sphere)")
-    add("--times", type=int, default=3, help="output times 0 and T/2^(times-1), ..., T/2, T (default 3)")
-    add("--n", type=int, nargs="+", help="token counts (default 500 1000 2000 4000; sphere 250 500 1000)")
-    add("--grids", type=int, nargs="+", help="cells (circle; default 256 ... 2048) or icosphere levels "
-                                            "(sphere; default 2 3 4)")
-    add("--sampling", choices=METHODS, default="stratified")
-    add("--amplitude", type=float, default=0.6)
-    add("--degree", type=int, help="perturbation modes l = 1..degree (default 3 circle, 2 sphere)")
-    add("--seed", type=int, default=0)
-    add("--out", metavar="DIR", default="meanfield-convergence")
-    add("--quiet", action="store_true")
-    return p
-
-
-def main(argv=None):
-    """``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot."""
-    parser = _parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        out = atomic.check_folder(args.out, "out")        # before the study, not after it
-    except ValueError as exc:
-        parser.error(str(exc))
-    base = DEFAULTS[args.geometry]
-    beta = base["beta"] if args.beta is None else args.beta
-    T = base["T"] if args.T is None else args.T
-    d = GEOMETRIES[args.geometry]
-    if T <= 0 or args.times < 1:
-        parser.error("T must be > 0 and times >= 1")
-    model = (SA if args.model == "SA" else USA)(beta=beta)
-    rho0 = perturbed_uniform(d, amplitude=args.amplitude, degree=args.degree or base["degree"], seed=args.seed)
-    t_eval = np.concatenate([[0.0], T / 2.0 ** np.arange(args.times - 1, -1, -1)])
-    clock = time.perf_counter()
-    result = study(model, rho0, t_eval, args.n or base["n"], args.grids or base["grids"], geometry=args.geometry,
-                   sampling=args.sampling, seed=args.seed, progress=not args.quiet)
-    import matplotlib.pyplot as plt
-    fig = figure(result)
-
-    def write(folder):
-        with open(os.path.join(folder, "convergence.json"), "w") as fh:
-            json.dump(result.to_dict(), fh, indent=1)
-        fig.savefig(os.path.join(folder, "convergence.png"), dpi=130)
-
-    try:        # all at once: a kill leaves the previous results whole (meanfield.atomic.replace_folder)
-        atomic.replace_folder(out, write, "out")
-    except OSError as exc:
-        print(f"meanfield convergence: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        plt.close(fig)
-    if not args.quiet:
-        methods = "/".join(result.info["transport_methods"])
-        print(f"{args.geometry}, {model!r}, {args.sampling} tokens, W_p by {methods}")
-        print(result.table())
-        print(f"wrote convergence.json and convergence.png to {args.out}/ in {time.perf_counter() - clock:.1f} s")
-    return 0
+def _line(ax, x, y, floor, colour, label):
+    ax.loglog(x, y, "-", color=colour, label=label)
+    ax.loglog(x[~floor], y[~floor], "o", color=colour)
+    ax.loglog(x[floor], y[floor], "o", mfc="white", color=colour)

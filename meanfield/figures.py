@@ -18,7 +18,9 @@ ship with the package as ``meanfield.validation`` (the folder ``validation/`` of
 tree), so the command works from an installed wheel too.
 """
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import os
 import platform
@@ -173,17 +175,45 @@ def _short(value):
     return value
 
 
+def replot(names, out):
+    """Redraw OUT/NAME.png from OUT/NAME.json for each experiment whose script defines
+    ``figure(results)`` (the results as its JSON stores them); returns the exit status (2 when an
+    experiment cannot be re-plotted or has no stored results)."""
+    import matplotlib.pyplot as plt
+    status = 0
+    for name in names:
+        module, stored = load_script(name), Path(out) / f"{name}.json"
+        if not hasattr(module, "figure") or not stored.exists():
+            why = f"no stored {stored}" if hasattr(module, "figure") else "its script has no figure(results)"
+            print(f"meanfield figures: cannot re-plot {name} ({why})", file=sys.stderr)
+            status = 2
+            continue
+        with open(stored) as fh:
+            fig = module.figure(json.load(fh)["results"])
+        fig.savefig(Path(out) / f"{name}.png", dpi=150, bbox_inches="tight")
+        plt.close(fig)
+        print(f"{name}: redrew {Path(out) / (name + '.png')} from {stored}")
+    return status
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="meanfield figures",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                      description="Reproduce the experiments of 'A mathematical perspective on "
                                                  "Transformers' (scripts in validation/): each writes NAME.png and "
-                                                 "NAME.json and checks its claim.")
+                                                 "NAME.json and checks its claim.",
+                                     epilog="experiments:\n" + "\n".join(f"  {name}" for name in scripts()))
     parser.add_argument("names", nargs="*", help="experiments to run (default: all; see --list)")
     parser.add_argument("--quick", action="store_true", help="small sizes (seconds each), as in the test suite")
     parser.add_argument("--out", default=str(DEFAULT_OUT),
                         help=f"output folder (default ./{DEFAULT_OUT}; give validation/results to refresh the "
                              f"results committed in a source checkout)")
-    parser.add_argument("--list", action="store_true", help="list the experiments and exit")
+    parser.add_argument("--list", action="store_true", help="list the experiments (with one line each) and exit")
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw NAME.png from the NAME.json already in --out, without rerunning (experiments "
+                             "whose script has figure(results))")
+    parser.add_argument("--quiet", action="store_true",
+                        help="nothing from the experiments themselves: failures and a one-line summary only")
     return parser
 
 
@@ -201,11 +231,16 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     out = args.out
+    if args.replot:
+        return replot(args.names or list(known), out)
     failed = []
-    for name in args.names or list(known):
-        print(f"== {name}")
+    names = args.names or list(known)
+    for name in names:
+        if not args.quiet:
+            print(f"== {name}")
         try:
-            load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
+            with contextlib.redirect_stdout(io.StringIO()) if args.quiet else contextlib.nullcontext():
+                load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
         except CheckFailed as exc:
             failed.append(name)
             print(f"FAILED: {exc}", file=sys.stderr)
@@ -217,4 +252,6 @@ def main(argv=None):
     if failed:
         print(f"meanfield figures: {len(failed)} experiment(s) failed: {', '.join(failed)}", file=sys.stderr)
         return 1
+    if args.quiet:
+        print(f"{len(names)} experiment(s) written to {os.path.join(out, '')}, every check passed")
     return 0

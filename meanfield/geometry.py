@@ -7,6 +7,9 @@ __all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points",
            "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical",
            "icosahedral_triangulation"]
 
+# the spheres the density solvers discretise, by name: S^1 and S^2 sit in R^d with d = 2 and 3
+GEOMETRIES = {"circle": 2, "sphere": 3}
+
 
 def uniform_sphere(n: int, d: int, seed=None, batch: int | None = None) -> np.ndarray:
     """n i.i.d. uniform points on S^{d-1}: normalised standard Gaussians g/|g|.

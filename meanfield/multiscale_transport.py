@@ -25,7 +25,6 @@ The value is exact up to round-off, like the dense network simplex: ``info["gap"
 the certified duality gap UB - LB on W_p^p. Memory is O(n + m + |E|), |E| ≈ 20 (n + m).
 """
 import numpy as np
-import ot
 from numba import njit
 from scipy.sparse import coo_array
 from scipy.spatial import cKDTree
@@ -70,6 +69,7 @@ def multiscale_wasserstein(x, a, y, b, p, seed=0):
 def _sparse_optimum(x, a, y, b, p, rng, stats, certify):
     """An optimal coupling (rows, cols, masses, costs) and its potentials (u, v), on a sparse
     support; the coarse levels (certify=False) stop after the first sparse solve."""
+    import ot   # imported where transport is computed: `import ot` loads every array backend it finds
     n, m = x.shape[0], y.shape[0]
     if not certify and n * m <= DIRECT:
         from .transport import geodesic_cost

@@ -10,13 +10,16 @@ and weights summing to 1, ready as ``x0, weights`` of the particle solver. Metho
   smooth functions are exact to O(n^{-2}).
 - ``"stratified"``: equal-mass strata, one point in each, equal weights.
   S^1: θ_i = F^{-1}((i + U_i)/n), U_i i.i.d. uniform (jittered quantiles).
-  S^2: the rank-1 Fibonacci lattice of the unit square, (u_k, v_k) = ((k + U)/n, {k/φ + V})
-  (φ the golden ratio, one random shift (U, V) per draw), pushed through the Knothe map of ρ:
-  z = cos(colatitude) from the marginal CDF of ρ in z, longitude from the conditional CDF
-  given z. For ρ uniform these are the spherical Fibonacci points.
+  S^2: the rank-1 Fibonacci lattice of the unit square jittered within its rows,
+  (u_k, v_k) = ((k + U_k)/n, {k/φ + V}) (φ the golden ratio, U_k i.i.d. uniform, one random
+  shift V per draw), pushed through the Knothe map of ρ: z = cos(colatitude) from the marginal
+  CDF of ρ in z, longitude from the conditional CDF given z. For ρ uniform these are jittered
+  spherical Fibonacci points; low moments are off by O(n^{-3/2}) (one shift U common to all k
+  would leave O(1/n) in the z-moments: (1 - 2U)/n in the mean of z).
 - ``"weighted"``: quasi-uniform points with weights ρ(x_i) |S|/n, normalised: S^1 equispaced
   angles (k + U)·2π/n (the periodic trapezoidal rule, spectrally accurate for smooth ρ);
-  S^2 the (shifted) spherical Fibonacci points.
+  S^2 the spherical Fibonacci points of the midpoint lattice ((k + 1/2)/n, {k/φ + V}), one
+  random longitude shift V per draw (moments off by O(n^{-3/2}) as well).
 
 ``rho`` may be a callable of points (N, d) -> densities, an array of cell densities (S^1: the
 uniform grid of ``meanfield.solvers.circle``, cell i = [ih, (i+1)h); S^2: pass ``mesh=``, any
@@ -107,21 +110,23 @@ def discretise(rho, n, d, method="iid", seed=None, *, k=-1, mesh=None):
     elif d == 2:
         u = ((np.arange(n) + rng.random(n)) / n)[:, None]
     else:
-        u = _fibonacci_lattice(n, rng.random(2))
+        u = _fibonacci_lattice(n, rng.random(n), rng.random())
     return table.transport(u), np.full(n, 1.0 / n)
 
 
-def _fibonacci_lattice(n, shift):
-    """((k + U)/n, {k/φ + V}) for k < n: the rank-1 lattice behind the spherical Fibonacci points."""
+def _fibonacci_lattice(n, jitter, shift):
+    """((k + jitter_k)/n, {k/φ + shift}) for k < n: the rank-1 lattice behind the spherical Fibonacci
+    points, each point at its own height ``jitter`` (n,) (or one scalar for all) within its row."""
     k = np.arange(n)
-    return np.stack([(k + shift[0]) / n, np.mod(k / GOLDEN + shift[1], 1.0)], axis=1)
+    return np.stack([(k + jitter) / n, np.mod(k / GOLDEN + shift, 1.0)], axis=1)
 
 
 def _quasi_uniform(n, d, rng):
-    """Equispaced angles (k + U)·2π/n on S^1; the shifted spherical Fibonacci points on S^2."""
+    """Equispaced angles (k + U)·2π/n on S^1; the midpoint spherical Fibonacci points, turned by a
+    random longitude, on S^2."""
     if d == 2:
         return circle_points(2 * np.pi * (np.arange(n) + rng.random()) / n)
-    u, v = _fibonacci_lattice(n, rng.random(2)).T
+    u, v = _fibonacci_lattice(n, 0.5, rng.random()).T
     return _from_height(1.0 - 2.0 * u, 2 * np.pi * v)    # the Knothe map of the uniform density
 
 

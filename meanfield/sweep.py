@@ -769,6 +769,7 @@ def _parser():
     p.add_argument("--workers", type=int, help="workers of the local cluster (default: one per core)")
     p.add_argument("--store", help="store folder (overrides the config's 'store')")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table: the one-line summary only")
     p.add_argument("--allow-any-function", action="store_true",
                    help="trust the config: let it name any importable function (by default only the built-in "
                         f"tasks {', '.join(ALLOWED_FUNCTIONS)})")
@@ -824,7 +825,7 @@ def _summary(res, limit=40):
 
 def main(argv=None):
     """``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]
-    [--allow-any-function]``."""
+    [--quiet] [--allow-any-function]``."""
     parser = _parser()
     args = parser.parse_args(argv)
     func, grid, seeds, store, client, workers, timeout = _settings(parser, args)
@@ -836,7 +837,8 @@ def main(argv=None):
                   file=sys.stderr)
             client = None
     try:
-        res = run(func, grid, seeds, store, client=client, workers=workers, progress=not args.no_progress,
+        res = run(func, grid, seeds, store, client=client, workers=workers,
+                  progress=not (args.no_progress or args.quiet),
                   timeout=timeout)
     except SweepError as exc:
         print(f"meanfield sweep: {exc}", file=sys.stderr)
@@ -846,5 +848,6 @@ def main(argv=None):
         parser.error(str(exc))
     print(f"{len(res)} tasks of {res.info['func']} in {res.info['store']} ({res.info['computed']} computed, "
           f"{res.info['reused']} reused; {res.info['client']}, {res.info['seconds']:.1f} s)")
-    print("\n".join(_summary(res)))
+    if not args.quiet:
+        print("\n".join(_summary(res)))
     return 0

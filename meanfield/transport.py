@@ -36,7 +36,6 @@ so μ and ν need not be normalised. All values are in radians.
 import numbers
 
 import numpy as np
-import ot
 from scipy.special import logsumexp
 
 from .checks import as_choice, as_count, as_seed
@@ -79,6 +78,18 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
     W_p as a float, or (W_p, info) with ``return_info=True``; info["method"] says which method
     ran and info["exact"] whether the value is W_p itself (for "multiscale", info["gap"] is the
     certified duality gap on W_p^p).
+
+    The arguments come as (points, weights) per measure, ``wasserstein(x, a, y, b)``: POT's solvers
+    take the weights first and a cost matrix, ``ot.emd2(a, b, M)`` with M_ij = d(x_i, y_j)^p, and
+    return W_p^p, not W_p (here: the distance itself, in radians).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.geometry import circle_points
+    >>> x = circle_points(np.array([0.0, np.pi / 2]))
+    >>> round(wasserstein(x, [0.5, 0.5], x[:1], None, p=1), 6)    # half the mass moves a quarter turn
+    0.785398
     """
     x, a = as_measure(x, a, "x")
     y, b = as_measure(y, b, "y")
@@ -110,6 +121,7 @@ def wasserstein(x, a, y, b, p=2, method="auto", *, return_info=False, n_projecti
         n_projections = as_count(n_projections, "n_projections")
         seed = as_seed(seed)
         info.update(n_projections=n_projections, seed=seed)
+        import ot   # imported where transport is computed: `import ot` loads every array backend it finds
         value = 2 * np.pi * float(ot.sliced_wasserstein_sphere(x, y, a, b, n_projections=n_projections,
                                                                p=p, seed=seed))
     return (value, info) if return_info else value
@@ -158,6 +170,7 @@ def _emd(x, a, y, b, p):
 
 
 def _emd_cost(a, b, matrix):
+    import ot
     cost, log = ot.emd2(a / a.sum(), b / b.sum(), matrix, numItermax=EMD_MAX_ITER, log=True)
     if log["warning"] is not None:
         raise RuntimeError(f"ot.emd2 did not reach the optimum: {log['warning']}")

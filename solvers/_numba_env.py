@@ -1,8 +1,11 @@
 """Settings that must be in place before Numba is imported: threads and the on-disk cache.
 
-``cache=True`` kernels write next to their source file.  When that folder is not
-writable (a read-only install) and ``NUMBA_CACHE_DIR`` is unset, Numba fails at import;
-we then point the cache at a per-user folder instead.
+``cache=True`` kernels write next to their source file by default.  Unless the user sets
+``NUMBA_CACHE_DIR``, that is kept only for a source checkout (an editable install, where the
+cache sits beside the code it belongs to); an installed package (its files under
+``site-packages`` or ``dist-packages``) or a read-only one caches in the user's cache folder,
+``$XDG_CACHE_HOME/meanfield/numba`` (``~/.cache/meanfield/numba``), so nothing is written into
+the Python installation and a read-only one does not fail at import.
 """
 import os
 import tempfile
@@ -15,11 +18,19 @@ def configure_threads():
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 
+def is_installed(folder):
+    """Whether ``folder`` lies in a Python installation's package folder (a wheel install)."""
+    parts = os.path.normcase(os.path.abspath(folder)).split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts
+
+
 def configure_cache():
+    """Set ``NUMBA_CACHE_DIR`` to the user cache folder for an installed or read-only package (see
+    the module docstring); leave it alone when set, and for a writable source checkout."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    if os.access(here, os.W_OK):
+    if os.access(here, os.W_OK) and not is_installed(here):
         return
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     target = os.path.join(base, "meanfield", "numba")

@@ -7,6 +7,7 @@ import pytest
 
 import meanfield as mf
 from meanfield import compare as cmp
+from meanfield import compare_cli
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein
@@ -153,7 +154,7 @@ def test_cli_circle_end_to_end(tmp_path, capsys):
 
 def test_cli_sphere_end_to_end(tmp_path):
     out = tmp_path / "sphere"
-    assert cmp.main(["--geometry", "sphere", "--level", "1", "--n", "40", "--T", "0.5", "--outputs", "2",
+    assert compare_cli.main(["--geometry", "sphere", "--level", "1", "--n", "40", "--T", "0.5", "--outputs", "2",
                      "--seeds", "1", "--model", "USA", "--beta", "1", "--out", str(out), "--quiet"]) == 0
     numbers = json.loads((out / "report.json").read_text())
     assert numbers["info"]["transport_methods"] == ["emd"] and numbers["info"]["grid"]["cells"] == 42
@@ -165,15 +166,15 @@ def test_cli_sphere_end_to_end(tmp_path):
 def test_config_file_and_command_line_precedence(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('beta = 2.5\nn = 50\ngeometry = "sphere"\n')
-    opts = cmp.options(["--config", str(config), "--n", "40"])
+    opts = compare_cli.options(["--config", str(config), "--n", "40"])
     assert opts["beta"] == 2.5 and opts["n"] == 40 and opts["geometry"] == "sphere" and opts["T"] == 20.0
-    assert opts["outputs"] == 11 and opts["seeds"] == 2 and cmp.options([])["outputs"] == 41
-    assert cmp.options([])["n"] == 2000 and cmp.options([])["sampling"] == "stratified"
+    assert opts["outputs"] == 11 and opts["seeds"] == 2 and compare_cli.options([])["outputs"] == 41
+    assert compare_cli.options([])["n"] == 2000 and compare_cli.options([])["sampling"] == "stratified"
     config.write_text("temperature = 3\n")
     with pytest.raises(SystemExit):
-        cmp.options(["--config", str(config)])
+        compare_cli.options(["--config", str(config)])
     with pytest.raises(SystemExit):
-        cmp.options(["--T", "0"])
+        compare_cli.options(["--T", "0"])
 
 
 def test_compare_refuses_mismatched_inputs(beta4):

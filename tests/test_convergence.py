@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import convergence
+from meanfield import convergence, convergence_cli
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
 
@@ -49,7 +49,7 @@ def test_cli_writes_table_json_and_plot(tmp_path, capsys):
     assert set(numbers["orders"]["w1"]) == {"h", "n", "grid", "particles"}
     assert (out / "convergence.png").stat().st_size > 0
     out = tmp_path / "sphere"
-    assert convergence.main(["--geometry", "sphere", "--n", "60", "120", "--grids", "0", "1", "--T", "0.5",
+    assert convergence_cli.main(["--geometry", "sphere", "--n", "60", "120", "--grids", "0", "1", "--T", "0.5",
                              "--times", "1", "--out", str(out), "--quiet"]) == 0
     numbers = json.loads((out / "convergence.json").read_text())
     assert numbers["cells"] == [12, 42] and numbers["info"]["transport_methods"] == ["emd"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import compare, sweep
+from meanfield import compare, compare_cli, sweep
 from meanfield.clusters import cluster_count
 from meanfield.solvers import circle, particles, sphere, stepping
 from meanfield.solvers.mesh import Mesh
@@ -80,7 +80,7 @@ def test_saved_mesh_round_trips(tmp_path):
 def test_compare_toml_with_wrong_type_or_unknown_key_is_refused(tmp_path, capsys, line, name):
     config = tmp_path / "c.toml"
     config.write_text(line + ("\ngeometry = \"sphere\"\n" if name == "level" else "\n"))
-    exits_with_usage_error(lambda: compare.options(["--config", str(config), "--out", str(tmp_path / "r")]))
+    exits_with_usage_error(lambda: compare_cli.options(["--config", str(config), "--out", str(tmp_path / "r")]))
     assert name in capsys.readouterr().err
 
 
@@ -95,11 +95,11 @@ def test_sweep_toml_with_a_typo_is_refused(tmp_path, capsys):
 
 def test_out_pointing_to_a_file_is_refused_before_computing(tmp_path, capsys):
     (tmp_path / "f").write_text("x")
-    exits_with_usage_error(lambda: compare.options(["--out", str(tmp_path / "f")]))
+    exits_with_usage_error(lambda: compare_cli.options(["--out", str(tmp_path / "f")]))
     assert "is a file" in capsys.readouterr().err
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "thesis.tex").write_text("precious")
-    exits_with_usage_error(lambda: compare.options(["--out", str(tmp_path / "mine")]))
+    exits_with_usage_error(lambda: compare_cli.options(["--out", str(tmp_path / "mine")]))
     assert "not a meanfield report" in capsys.readouterr().err
 
 
@@ -109,10 +109,10 @@ CIRCLE_ONLY_FLUX = next(f for f in circle.FLUXES + ("no-such-flux",) if f not in
 
 
 def test_compare_sphere_with_muscl_flux_is_refused_up_front(tmp_path, capsys):
-    exits_with_usage_error(lambda: compare.options(["--geometry", "sphere", "--flux", CIRCLE_ONLY_FLUX,
+    exits_with_usage_error(lambda: compare_cli.options(["--geometry", "sphere", "--flux", CIRCLE_ONLY_FLUX,
                                                     "--out", str(tmp_path / "r")]))
     assert "flux" in capsys.readouterr().err
-    exits_with_usage_error(lambda: compare.options(["--T", "nan", "--out", str(tmp_path / "r")]))
+    exits_with_usage_error(lambda: compare_cli.options(["--T", "nan", "--out", str(tmp_path / "r")]))
     assert "T must be" in capsys.readouterr().err
 
 

@@ -111,23 +111,29 @@ def main(argv=None):
     fig, axes = plt.subplots(2, 2, figsize=(15, 11), constrained_layout=True)
     axes = axes.ravel()
     for c, (label, (t, energy, rate, diss)) in enumerate(particle_runs.items()):
-        axes[0].plot(t[1:], energy[1:] / energy[0], color=f"C{c}", lw=2, label=label)
-        axes[2].semilogy(t, diss, color=f"C{c}", lw=3, alpha=0.35)
-        axes[2].semilogy(t[2:-2], rate, "--", color=f"C{c}", label=f"{label}: dE/dt (dashed), dissipation")
+        shown = label.replace(" beta=", ", β = ")
+        axes[0].plot(t[1:], energy[1:] / energy[0], color=f"C{c}", lw=2, label=shown)
+        axes[2].semilogy(t, diss, color=f"C{c}", lw=1.5, zorder=1, label=f"{shown}: dissipation (line)")
+        axes[2].semilogy(t[2:-2], rate, "o", mfc="none", ms=5, markevery=max(1, rate.size // 12), color=f"C{c}",
+                         zorder=2, label=f"{shown}: $dE_\\beta/dt$ (circles)")
     for c, beta in enumerate(BETAS):
         for k, name in enumerate(("SA", "USA")):
             t_fv, energy = fv_runs[f"{name} beta={beta:g}", grids[-1]]
-            axes[1].plot(t_fv[1:], energy[1:] / energy[0], lw=2, color=f"C{2 * c + k}", label=f"{name} β = {beta:g}")
-    axes[0].set(xlabel="t", ylabel="E_β(t) / E_β(0)", xscale="log",
-                title=f"particles on S² (n = {n}): E_β(t) never decreases")
-    axes[1].set(xlabel="t", ylabel="E_β(t) / E_β(0)", xscale="log",
-                title=f"finite volumes on S¹ ({grids[-1]} cells, upwind): E_β(t)")
-    axes[2].set(xlabel="t", ylabel="rate", title="particles: dE/dt vs ∫|X|²dμ (USA), ∫Φ|X|²dμ (SA)")
+            axes[1].plot(t_fv[1:], energy[1:] / energy[0], lw=2, color=f"C{2 * c + k}", label=f"{name}, β = {beta:g}")
+    axes[0].set(xlabel="$t$", ylabel=r"$E_\beta(t) / E_\beta(0)$", xscale="log",
+                title=f"particles on $S^2$ (n = {n}): $E_\\beta(t)$ never decreases\n"
+                      "(each run ends at its own time: outputs spaced by its model's step)")
+    axes[1].set(xlabel="$t$", ylabel=r"$E_\beta(t) / E_\beta(0)$", xscale="log",
+                title=f"finite volumes on $S^1$ ({grids[-1]} cells, upwind): $E_\\beta(t)$\n"
+                      "(each run to 10 e-folds of its fastest linear mode)")
+    axes[2].set(xlabel="$t$", ylabel="rate",
+                title=r"particles: $dE_\beta/dt$ vs $\int|X|^2 d\mu$ (USA), $\int\Phi|X|^2 d\mu$ (SA)")
     for label, r in results["fv"].items():
-        axes[3].loglog(r["cells"], r["mismatch"], "o-", lw=2, label=f"{label} (order {r['observed_order']:.2f})")
+        axes[3].loglog(r["cells"], r["mismatch"], "o-", lw=2,
+                       label=f"{label.replace(' beta=', ', β = ')} (order {r['observed_order']:.2f})")
     axes[3].loglog(grids, results["fv"][f"SA beta={BETAS[0]:g}"]["mismatch"][0] * grids[0] / np.array(grids), "k:",
                    label="h")
-    axes[3].set(xlabel="cells", ylabel="max |dE/dt - dissipation| / max dissipation",
+    axes[3].set(xlabel="cells", ylabel=r"max $|dE_\beta/dt$ - dissipation$|$ / max dissipation",
                 title="FV (upwind) on S¹: consistency of the energy identity")
     for a in axes:
         a.legend(fontsize=10)

@@ -159,42 +159,55 @@ def main(argv=None):
     exp.check("T_d within 3 % of the equiangular limit at the largest d", rel[-1] < 0.03, relative_gap=float(rel[-1]))
     exp.check("the curve <m,e>^2(t) approaches the equiangular curve", gaps[-1] < gaps[0] / 4, max_gap=gaps)
 
+    results = dict(beta=BETA, s0=S0, delta=DELTA, sizes=sizes, t=t, comparisons=comparisons,
+                   convergence=convergence, dims=dims_b, clustering_time=times, clustering_time_limit=t_limit,
+                   relative_gap=rel, curve_gap=gaps, t_curves=tb,
+                   curves={str(d): c for d, c in curves.items()}, limit_curve=limit)
+    exp.finish(figure(results), results)
+
+
+def figure(results):
+    """The four panels, 2 x 2, from the results (as ``main`` records them in the JSON: ``meanfield figures
+    high_dimension_pde --replot`` redraws the stored figure from it)."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 4, figsize=(24, 5.5), constrained_layout=True)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10), constrained_layout=True)
+    axes = axes.ravel()
     ax = axes[0]
-    colors = {3: "C0", 16: "C1", 128: "C3"}
-    for d in dims:
-        for j, n in enumerate(sizes):
-            ax.semilogy(t, comparisons[d]["w1"][j], "-o" if j else "--s", ms=3, color=colors[d],
-                        label=f"d = {d}, n = {n}")
-    ax.set(xlabel="t", ylabel="W_1 of polar-angle marginals (rad)",
-           title=f"Particles in R^d vs zonal PDE (SA, β = {BETA:g}, <m,e>(0) = {S0})")
+    colors = ["C0", "C1", "C3", "C2", "C4"]
+    for colour, (d, comparison) in zip(colors, results["comparisons"].items()):
+        for j, n in enumerate(results["sizes"]):
+            ax.semilogy(results["t"], comparison["w1"][j], "-o" if j else "--s", ms=3, color=colour,
+                        label=f"$d = {d}$, $n = {n}$")
+    ax.set(xlabel="$t$", ylabel="$W_1$ of the polar-angle marginals (rad)",
+           title=rf"particles in $\mathbb{{R}}^d$ vs the zonal PDE (SA, $\beta = {results['beta']:g}$, "
+                 rf"$\langle m, e\rangle(0) = {results['s0']:g}$)")
     ax.legend(fontsize=8)
     ax = axes[1]
-    sizes_c = np.array(convergence["sizes"])
-    ax.loglog(sizes_c, convergence["max_over_time"], "o-", label="max over t ≤ 4 of W_1")
-    ax.loglog(sizes_c, convergence["w1"][:, -1], "s--", label="W_1 at t = 4")
-    ax.loglog(sizes_c, convergence["max_over_time"][0] * sizes_c[0] / sizes_c, "k:", label="∝ 1/n")
-    ax.set(xlabel="n tokens", ylabel="W_1 of polar-angle marginals (rad)",
-           title=f"d = 128: particles → zonal PDE (observed order {convergence['order']:.2f})")
+    conv = results["convergence"]
+    sizes = np.asarray(conv["sizes"], dtype=float)
+    ax.loglog(sizes, conv["max_over_time"], "o-", label=r"max over $t \leq 4$ of $W_1$")
+    ax.loglog(sizes, np.asarray(conv["w1"])[:, -1], "s--", label="$W_1$ at $t = 4$")
+    ax.loglog(sizes, conv["max_over_time"][0] * sizes[0] / sizes, "k:", label=r"$\propto 1/n$")
+    ax.set(xlabel="tokens $n$", ylabel="$W_1$ of the polar-angle marginals (rad)",
+           title=f"$d = 128$: particles → zonal PDE (observed order {conv['order']:.2f})")
     ax.legend(fontsize=8)
     ax = axes[2]
-    cmap = plt.cm.plasma
-    for j, d in enumerate(dims_b):
-        ax.plot(tb, curves[d], color=cmap(j / len(dims_b)), lw=1.2, label=f"d = {d}")
-    ax.plot(tb, limit, "k--", lw=2, label="equiangular, d → ∞")
-    ax.axhline(1 - DELTA, color="grey", lw=0.8, ls=":")
-    ax.set(xlabel="t", ylabel="|mean|² = <m, e>²", title="Zonal PDE: squared mean vs the d → ∞ curve")
-    ax.legend(fontsize=7, ncol=2)
+    curves = results["curves"]
+    for j, (d, curve) in enumerate(curves.items()):
+        ax.plot(results["t_curves"], curve, color=plt.cm.plasma(j / len(curves)), lw=1.2, label=f"$d = {d}$")
+    ax.plot(results["t_curves"], results["limit_curve"], "k--", lw=2, label=r"equiangular, $d \to \infty$")
+    ax.axhline(1 - results["delta"], color="grey", lw=0.8, ls=":")
+    ax.set(xlabel="$t$", ylabel=r"$|\mathrm{mean}|^2 = \langle m, e\rangle^2$",
+           title=r"zonal PDE: squared mean vs the $d \to \infty$ curve")
+    ax.legend(fontsize=8, ncol=2)
     ax = axes[3]
-    ax.semilogx(dims_b, times, "o-", label="zonal PDE T_d")
-    ax.axhline(t_limit, color="k", ls="--", label=f"equiangular limit {t_limit:.3f}")
-    ax.set(xlabel="d", ylabel=f"time for |mean|² ≥ {1 - DELTA:g}", title="Clustering time vs dimension")
+    ax.semilogx(results["dims"], results["clustering_time"], "o-", label="zonal PDE $T_d$")
+    ax.axhline(results["clustering_time_limit"], color="k", ls="--",
+               label=f"equiangular limit {results['clustering_time_limit']:.3f}")
+    ax.set(xlabel="$d$", ylabel=rf"time for $|\mathrm{{mean}}|^2 \geq {1 - results['delta']:g}$",
+           title="clustering time vs dimension")
     ax.legend()
-    exp.finish(fig, dict(beta=BETA, s0=S0, delta=DELTA, sizes=sizes, t=t, comparisons=comparisons,
-                         convergence=convergence, dims=dims_b, clustering_time=times, clustering_time_limit=t_limit,
-                         relative_gap=rel, curve_gap=gaps, t_curves=tb,
-                         curves={str(d): c for d, c in curves.items()}, limit_curve=limit))
+    return fig
 
 
 if __name__ == "__main__":

@@ -288,7 +288,9 @@ def main(argv=None):
                     f"{results['particles'][f'beta{beta:g}']['l_star']})")
         ax.axvline(results["particles"][f"beta{beta:g}"]["t_lin"], color=f"C{c}", ls=":", lw=0.8)
         if beta in fv_runs:
-            ax.semilogx(t_fv[1:], fv_runs[beta][1][1:], "--", color=f"C{c}", lw=2, label=f"FV, β = {beta:g}")
+            fv_counts = fv_runs[beta][1][1:].astype(float)     # 0 before any part of ρ is dense: not drawn
+            ax.semilogx(t_fv[1:], np.where(fv_counts > 0, fv_counts, np.nan), "--", color=f"C{c}", lw=2,
+                        label=f"FV, β = {beta:g} (from the first cluster on)")
     ax.set(xlabel="t", ylabel="number of clusters", ylim=(0, 2 * max(r["l_star"] for r in
                                                                       results["particles"].values()) + 1),
            title=f"SA on S¹, n = {n}: clusters vs log t (dotted: t_lin)")
@@ -301,7 +303,10 @@ def main(argv=None):
             for k, b, e, ended in r:
                 if k > 1 and e - b >= 0.1 * t_lin:                   # not transients
                     (done if ended else cut).append((beta, e - b, k))
-    cmap, norm = plt.cm.viridis, plt.Normalize(1, max([k for *_, k in done + cut] + [2]))
+    from matplotlib.colors import BoundaryNorm
+    most = max([k for *_, k in done + cut] + [2])
+    cmap = plt.get_cmap("viridis", most - 1)               # one colour per cluster count 2..most
+    norm = BoundaryNorm(np.arange(1.5, most + 1), cmap.N)
     jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(done) + len(cut))
     if done:
         b_, l_, k_ = map(np.array, zip(*done))
@@ -324,14 +329,16 @@ def main(argv=None):
     ax.set_yscale("log")
     ax.set(xlabel="β", ylabel="plateau length (time)", title="metastable plateaus: lifetime against β")
     ax.legend(fontsize=9, loc="upper left")
-    fig.colorbar(sc, ax=ax, label="clusters during the plateau")
+    fig.colorbar(sc, ax=ax, label="clusters during the plateau", ticks=np.arange(2, most + 1))
     ax = axes[3]
     for c_, beta in enumerate(betas):
         e = per_beta[beta]["energy"]                                # (m, seeds)
         top = np.exp(beta) / (2 * beta)                              # E_β of a single cluster
-        ax.loglog(t[1:], np.maximum(1 - e[1:, 0] / top, 1e-16), color=f"C{c_}", lw=2, label=f"β = {beta:g}")
-    ax.set(xlabel="t", ylabel="1 − E_β(t) / E_β(one cluster)",
-           title="energy staircase (first run of each β): flat on plateaus, a step down at each merge")
+        ax.semilogx(t[1:], e[1:, 0] / top, color=f"C{c_}", lw=2, label=f"β = {beta:g}")
+    for k in (1, 2, 3, 4, 5):
+        ax.axhline(1 / k, color="0.8", lw=0.8, zorder=0)
+    ax.set(xlabel="t", ylabel=r"$E_\beta(t)\, /\, E_\beta$(one cluster)   (1/k on k equal clusters: grey)",
+           ylim=(0, 1.05), title="energy staircase (first run of each β): flat on plateaus, a step up at each merge")
     ax.legend(fontsize=9)
     ax = axes[2]
     sol, counts, t_lin = fv_runs[fv_betas[-1]]

@@ -130,8 +130,9 @@ def _cell_edges(values):
     return np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
 
 
-def _draw(exp, name, dims, betas, t, frac, overlays, log):
-    """One panel per d: pcolormesh of the fraction on the true (t, β) grid with the Γ_∞ curves."""
+def _draw(name, dims, betas, t, frac, overlays, log, n, systems):
+    """One panel per d: pcolormesh of the fraction on the true (t, β) grid with the Γ_∞ curves; the
+    colour bar in the first empty slot of the grid (else beside the panels)."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm, Normalize
     cols = min(4, len(dims))
@@ -144,24 +145,41 @@ def _draw(exp, name, dims, betas, t, frac, overlays, log):
         z = frac[d].T                                   # (β, t)
         mesh = ax.pcolormesh(_cell_edges(t[d]), _cell_edges(betas), np.maximum(z, floor) if log else z,
                              cmap="RdBu_r", norm=norm, shading="flat", rasterized=True)
-        for (n, (fine, curve)), style in zip(overlays.items(), ["k-", "k--"]):
-            ax.plot(curve, fine, style, lw=1.8, label=f"Γ∞, n = {n}")
+        for (m, (fine, curve)), style in zip(overlays.items(), ["k-", "k--"]):
+            ax.plot(curve, fine, style, lw=1.8, label=rf"$\Gamma_\infty$, $n = {m}$")
         ax.set_xlim(0, t[d][-1])
         ax.set_ylim(betas[0], betas[-1])
-        ax.set_title(f"d = {d}", fontsize=13)
-        ax.set_xlabel("t", fontsize=12)
+        ax.set_title(f"$d = {d}$", fontsize=13)
+        ax.set_xlabel("$t$", fontsize=12)
     for ax in axes[:, 0]:
-        ax.set_ylabel("β", fontsize=12)
+        ax.set_ylabel(r"$\beta$", fontsize=12)
     for ax in axes.flat[len(dims):]:
         ax.axis("off")
     axes.flat[0].legend(loc="upper left", fontsize=10, framealpha=0.8)
     scale = "log" if log else "linear"
-    cb = fig.colorbar(mesh, ax=axes, shrink=0.95 if rows > 1 else 1.0, aspect=30 if rows > 1 else 15)
-    cb.set_label(f"pairs with <x_i, x_j> > {THRESHOLD} ({scale} scale)", fontsize=11)
-    sizes = sorted({exp.systems[d] for d in dims})
-    fig.suptitle(f"{name}: fraction of pairs merged, n = {exp.n}, {' or '.join(map(str, sizes))} systems per β "
+    if len(dims) < axes.size:       # an empty slot: the colour bar goes there, next to the panels
+        cb = fig.colorbar(mesh, cax=axes.flat[len(dims)].inset_axes([0.05, 0.0, 0.07, 1.0]))
+    else:
+        cb = fig.colorbar(mesh, ax=axes, shrink=0.95 if rows > 1 else 1.0, aspect=30 if rows > 1 else 15, pad=0.01)
+    cb.set_label(rf"fraction of pairs with $\langle x_i, x_j\rangle > {THRESHOLD}$ ({scale} scale)", fontsize=11)
+    sizes = sorted({systems[d] for d in dims})
+    fig.suptitle(rf"{name}: fraction of pairs merged, $n = {n}$, {' or '.join(map(str, sizes))} systems per $\beta$ "
                  f"(paper: 2048)", fontsize=14)
     return fig
+
+
+def figure(results):
+    """The main figure (SA, linear scale; USA alone if SA was not run) from the stored results
+    (``meanfield figures phase_diagram --replot``)."""
+    name = "SA" if "SA" in results else "USA"
+    r = results[name]
+    dims = [int(d) for d in r["dims"]]
+    t = {d: np.asarray(r[f"d={d}"]["t"]) for d in dims}
+    frac = {d: np.asarray(r[f"d={d}"]["pair_fraction"]) for d in dims}
+    overlays = {int(key.split("=")[1]): (np.asarray(c["beta"]), np.asarray(c["t"]))
+                for key, c in r["gamma_infinity_curves"].items()}
+    systems = {int(key.split("=")[1]): int(v) for key, v in results["systems"].items()}
+    return _draw(name, dims, np.asarray(r["beta"]), t, frac, overlays, False, int(results["n"]), systems)
 
 
 def main(argv=None):
@@ -249,13 +267,13 @@ def main(argv=None):
 
     main_name = "SA" if "SA" in names else names[0]
     betas, t, frac, clusters, bnd, dist, overlays = extra[main_name]
-    fig = _draw(exp, main_name, runs[main_name], betas, t, frac, overlays, log=False)
+    fig = _draw(main_name, runs[main_name], betas, t, frac, overlays, False, exp.n, exp.systems)
     for name in names:
         betas, t, frac, clusters, bnd, dist, overlays = extra[name]
         for log in (False, True):
             if name == main_name and not log:
                 continue
-            f = _draw(exp, name, runs[name], betas, t, frac, overlays, log=log)
+            f = _draw(name, runs[name], betas, t, frac, overlays, log, exp.n, exp.systems)
             f.savefig(exp.path(f"_{name.lower()}{'_log' if log else ''}.png"), dpi=110 if exp.quick else 130)
             plt.close(f)
     _boundary_figure(exp, extra).savefig(exp.path("_boundary.png"), dpi=110 if exp.quick else 130)

@@ -44,10 +44,15 @@ def main(argv=None):
         exp.check(f"t = {tk:g}: W_1(rho_h, rho_h/2) decreases with h", np.all(np.diff(result.grid_w1[k]) < 0),
                   values=result.grid_w1[k])
     print(result.table())
-    from meanfield.convergence import figure
-    fig = figure(result)
-    exp.finish(fig, dict(levels=levels, **result.to_dict(), order_h_w1_T=order,
-                         order_h_w2_T=observed_order(result.h, result.w2[-1, -1])))
+    results = dict(levels=levels, **result.to_dict(), order_h_w1_T=order,
+                   order_h_w2_T=observed_order(result.h, result.w2[-1, -1]))
+    exp.finish(figure(results), results)
+
+
+def figure(results):
+    """``meanfield.convergence.figure`` of the stored study (``meanfield figures sphere_levels --replot``)."""
+    from meanfield.convergence import ConvergenceStudy, figure
+    return figure(ConvergenceStudy.from_dict(results))
 
 
 if __name__ == "__main__":

@@ -57,9 +57,11 @@ def solution_figure(comparison):
 def wasserstein_figure(comparison):
     """W_1 and W_2 (radians) against t: the mean over draws and the band from min to max; the
     grid error estimate W_2(ρ_h, ρ_{2h}) (dashed), the i.i.d. prediction n^{-1/2} e^{λ* t}
-    (dotted) and the i.i.d. horizon t_n (vertical)."""
+    (dotted) and the i.i.d. horizon t_n (vertical). The vertical range is the measured data's (with
+    the reference lines where they come near it): the i.i.d. prediction leaves through the top once it
+    exceeds everything measured. The legend sits below the axes."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(7.5, 5.5), constrained_layout=True)
     t = comparison.t
     info = comparison.info
     for name, w, color in (("$W_1$", comparison.w1, "C0"), ("$W_2$", comparison.w2, "C1")):
@@ -77,13 +79,24 @@ def wasserstein_figure(comparison):
         ax.annotate(f"$t_n = {info['horizon']:.2f}$", (info["horizon"], 0.02), xycoords=("data", "axes fraction"),
                     color="C3", xytext=(3, 0), textcoords="offset points")
     ax.set_yscale("log")
-    ax.set_xlabel("t")
-    ax.set_ylabel("distance (radians)")
-    info = comparison.info
+    ax.set_ylim(*_data_range(comparison))
+    ax.set_xlabel("$t$")
+    ax.set_ylabel("distance (rad)")
     ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density "
                  f"({info.get('grid', {}).get('cells')} cells)")
-    ax.legend(fontsize=8)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
+
+
+def _data_range(comparison):
+    """Log-axis limits holding every measured distance, the grid error and the quantum level, with a
+    margin of a factor 1.5 (the i.i.d. prediction is not a measurement: it may leave the axes)."""
+    values = [comparison.w1, comparison.w2, comparison.quantum_level]
+    if comparison.grid_error is not None:
+        values.append(comparison.grid_error)
+    values = np.concatenate([np.ravel(v) for v in values])
+    values = values[np.isfinite(values) & (values > 0)]
+    return values.min() / 1.5, values.max() * 1.5
 
 
 def energy_figure(comparison):
@@ -92,15 +105,18 @@ def energy_figure(comparison):
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5.5), sharex=True, constrained_layout=True,
                                       gridspec_kw=dict(height_ratios=(2, 1)))
     t = comparison.t
-    top.plot(t, comparison.energy_particles, color="C1", lw=0.8, alpha=0.6)
-    top.plot(t, comparison.energy_particles.mean(axis=1), color="C1", label="particles (each draw, mean)")
-    top.plot(t, comparison.energy_density, "k--", label="density")
+    # the density underneath, broad and light; the particles on top, thin: both stay visible where they agree
+    top.plot(t, comparison.energy_density, color="0.6", lw=5, alpha=0.6, solid_capstyle="round", zorder=1,
+             label="density")
+    top.plot(t, comparison.energy_particles, color="C1", lw=0.8, alpha=0.7, zorder=2)
+    top.plot(t, comparison.energy_particles.mean(axis=1), color="C1", lw=1.5, ls=(0, (4, 2)), marker=".", zorder=3,
+             label="particles (each draw; dashed: mean)")
     top.set_ylabel(r"$E_\beta$")
     top.legend()
     bottom.plot(t, 100 * comparison.energy_gap, color="C3")
     bottom.axhline(0.0, color="k", lw=0.5)
-    bottom.set_ylabel("gap (%)")
-    bottom.set_xlabel("t")
+    bottom.set_ylabel(r"$E_\beta$ gap (%)")
+    bottom.set_xlabel("$t$")
     return fig
 
 

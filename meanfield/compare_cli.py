@@ -1,0 +1,199 @@
+"""``meanfield compare``: the command line of ``meanfield.compare`` (the package's main job).
+
+The options are parsed and checked here before any engine is imported: ``meanfield compare
+--help`` and a rejected option cost an import of numpy, not of Numba, SciPy and POT (measured in
+benchmarks/bench_startup.py). Checks that need an engine (the flux and grid against the solver's
+stability limits, the model's weights) run next, still before anything is computed.
+
+To add an option: one ``add(...)`` line in ``_parser``, its default in ``DEFAULTS``, its check
+in ``_check_option_values`` and its use in ``run``.
+"""
+import argparse
+import os
+import sys
+import time
+
+try:
+    import tomllib
+except ModuleNotFoundError:      # Python 3.10: the same parser, as the package tomli
+    import tomli as tomllib
+
+from . import atomic
+from .checks import as_beta, as_choice, as_count, as_flag, as_positive
+from .geometry import GEOMETRIES
+
+__all__ = ["DEFAULTS", "GEOMETRY_DEFAULTS", "options", "run", "main"]
+
+# names of meanfield.sampling.METHODS and of the solvers' FLUXES (tests/test_ux.py checks they agree):
+# spelled out so that --help lists them without importing the engines
+SAMPLINGS = ("stratified", "iid", "quantile", "weighted")
+FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
+MODELS = ("SA", "USA")
+
+DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=20.0, outputs=None, seeds=None,
+                seed=0, cells=512, level=None, flux="upwind2", sampling="stratified", amplitude=0.6, degree=3,
+                out="meanfield-report", quiet=False)
+# on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
+GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3),
+                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4)}
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="meanfield compare",
+        description="Particles vs the density PDE from the same perturbed-uniform initial density: "
+                    "Wasserstein distances, energies and cluster counts at each output time, printed "
+                    "as a table and written to a report folder (PNG plots, report.json, the solutions; "
+                    "read it back with meanfield.compare.Comparison.load(folder)).",
+        epilog="Options may also come from a TOML file (--config) with the same names, e.g. "
+               "'beta = 9' or 'geometry = \"sphere\"'; the command line overrides it.")
+    add = p.add_argument
+    add("--config", metavar="FILE.toml", help="read options from a TOML file")
+    add("--geometry", choices=tuple(GEOMETRIES), help="S^1 or S^2 (default circle)")
+    add("--model", choices=MODELS, help="softmax (SA) or unnormalised (USA) attention (default SA)")
+    add("--beta", type=float, help="inverse temperature β >= 0 (default 4)")
+    add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
+    add("--n", type=int, help="tokens per draw (default 2000 on the circle, 1000 on the sphere)")
+    add("--T", type=float, help="final time > 0 (default 20)")
+    add("--outputs", type=int, help="number of output times in [0, T], >= 2 (default 41 on the circle, 6 on the "
+                                   "sphere, where each exact W_p costs seconds)")
+    add("--seeds", type=int, help="independent draws of the tokens (default 3 on the circle, 2 on the sphere)")
+    add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
+    add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
+    add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 4: 2562 cells)")
+    add("--sampling", choices=SAMPLINGS,
+        help="how the tokens discretise rho_0: stratified (default: equal-mass strata, one random point each), "
+             "iid, quantile (circle only, deterministic) or weighted (quasi-uniform points weighted by rho)")
+    add("--flux", choices=FLUXES, help="finite-volume flux (default upwind2; docs/finite_volumes.md)")
+    add("--amplitude", type=float, help="size ε in (0, 1) of the perturbation of the uniform density (default 0.6)")
+    add("--degree", type=int, help="perturbation modes l = 1..degree (default 3)")
+    add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")
+    add("--quiet", action="store_true", default=None,
+        help="no progress bars and no table: only the final W_1 and W_2")
+    return p
+
+
+def _check_option_values(opts):
+    """Every option's type and range (ValueError/TypeError naming it), without the engines: TOML
+    gives typed values, so "sa", "false" or 2.9 are refused rather than read as something else."""
+    as_choice(opts["geometry"], "geometry", tuple(GEOMETRIES))
+    as_choice(opts["model"], "model", MODELS)
+    as_choice(opts["sampling"], "sampling", SAMPLINGS)
+    as_choice(opts["flux"], "flux", FLUXES)
+    if opts["sampling"] == "quantile" and opts["geometry"] != "circle":
+        raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
+                         "or 'weighted'")
+    as_beta(opts["beta"], "beta")
+    for name in ("repulsive", "quiet"):
+        as_flag(opts[name], name)
+    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
+        as_count(opts[name], name, minimum=low)
+    as_positive(opts["T"], "T")
+    if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
+        raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
+    if not isinstance(opts["out"], str) or not opts["out"]:
+        raise TypeError(f"out must be a folder name; got {opts['out']!r}")
+    atomic.check_folder(opts["out"], "out")
+
+
+def _check_engine_settings(opts):
+    """What only the engines can say, still before any computation: the grid and flux against the
+    density solver's limits, the model against the particle solver's."""
+    from .compare import check_density_settings
+    from .solvers import particles
+    check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
+    particles.max_step(_model(opts), GEOMETRIES[opts["geometry"]])   # refuses USA whose weights overflow
+
+
+def options(argv):
+    """The options of ``meanfield compare``: defaults, overridden by the TOML config, overridden
+    by the command line, every value checked before any computation.
+
+    Parameters
+    ----------
+    argv : list of str
+        The command line after ``meanfield compare``.
+
+    Returns
+    -------
+    dict
+        One value per name of ``DEFAULTS``.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 and argparse's usage message, for any bad option.
+
+    Examples
+    --------
+    >>> opts = options(["--beta", "9", "--n", "500", "--out", "report"])
+    >>> opts["beta"], opts["n"], opts["seeds"], opts["geometry"]
+    (9.0, 500, 3, 'circle')
+    """
+    parser = _parser()
+    args = vars(parser.parse_args(argv))
+    config = args.pop("config")
+    opts = dict(DEFAULTS)
+    if config is not None:
+        try:
+            with open(config, "rb") as fh:
+                loaded = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            parser.error(f"cannot read --config {config}: {exc}")
+        unknown = sorted(set(loaded) - set(DEFAULTS))
+        if unknown:
+            parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
+        opts.update(loaded)
+    opts.update({k: v for k, v in args.items() if v is not None})
+    for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
+        if opts[name] is None:
+            opts[name] = value
+    try:
+        _check_option_values(opts)
+        _check_engine_settings(opts)
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    return opts
+
+
+def _model(opts):
+    from .models import SA, USA
+    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
+
+
+def run(opts):
+    """The comparison described by the options (as returned by ``options``): a ``Comparison``."""
+    import numpy as np
+
+    from .compare import compare
+    from .measures import perturbed_uniform
+    d = GEOMETRIES[opts["geometry"]]
+    rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
+    t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
+    return compare(_model(opts), rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
+                   cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
+                   sampling=opts["sampling"], progress=not opts["quiet"])
+
+
+def main(argv=None):
+    """``meanfield compare [options]``: run, print the table (or with ``--quiet`` only the final
+    distances), write the report folder; returns the exit status 0 (2 for bad options, by argparse)."""
+    opts = options(sys.argv[1:] if argv is None else argv)
+    from .compare import write_report
+    clock = time.perf_counter()
+    comparison = run(opts)
+    try:
+        paths = write_report(comparison, opts["out"], opts)
+    except OSError as exc:                  # a disk that filled up or went read-only since the check
+        print(f"meanfield compare: {exc}", file=sys.stderr)
+        return 1
+    info = comparison.info
+    if not opts["quiet"]:
+        print(f"{info['geometry']}, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
+              f"({opts['sampling']}), {info['grid']['cells']} cells, W_p by {'/'.join(info['transport_methods'])}")
+        print(comparison.table())
+        print(comparison.explanation())
+    print(comparison.final_line())
+    if not opts["quiet"]:
+        print(f"wrote {len(paths)} files to {os.path.join(opts['out'], '')} in {time.perf_counter() - clock:.1f} s")
+    return 0

@@ -1,0 +1,158 @@
+"""``meanfield convergence``: the command line of ``meanfield.convergence``.
+
+Options are parsed and checked (types, ranges, repeats, the grids against the solver's limits)
+before any particle or density solve; bad values end with argparse's usage message and exit
+status 2.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+from .checks import as_beta, as_count, as_positive
+from .compare_cli import FLUXES, MODELS, SAMPLINGS
+from .geometry import GEOMETRIES
+
+__all__ = ["DEFAULTS", "options", "main"]
+
+DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3),
+            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2)}
+MAX_TIMES = 10             # output times 0, T/2^9, ..., T: finer than T/512 says nothing new
+
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="meanfield convergence",
+        description="W_1 and W_2 between particles (n tokens) and the density PDE (grid h) at several times, "
+                    "over a grid of n and cells (circle) or icosphere levels (sphere), with the observed orders "
+                    "in n and in h: a table, convergence.json and convergence.png. Once clusters have formed, "
+                    "pairs below twice the cluster-mass quantum pi (2n)^(-1/p) of n tokens are marked * and "
+                    "give no order.")
+    add = p.add_argument
+    add("--geometry", choices=tuple(GEOMETRIES), default="circle", help="S^1 or S^2 (default circle)")
+    add("--model", choices=MODELS, default="SA", help="softmax (SA) or unnormalised (USA) attention (default SA)")
+    add("--beta", type=float, help="inverse temperature β >= 0 (default 4 on the circle, 3 on the sphere)")
+    add("--T", type=float, help="final time > 0 (default 20 on the circle, 10 on the sphere)")
+    add("--times", type=int, default=3,
+        help=f"output times 0 and T/2^(times-1), ..., T/2, T; 1 to {MAX_TIMES} (default 3)")
+    add("--n", type=int, nargs="+", help="two or more different token counts (default 500 1000 2000 4000; "
+                                        "sphere 250 500 1000)")
+    add("--grids", type=int, nargs="+", help="two or more different grids: cells on the circle (default 256 ... 2048) "
+                                            "or icosphere levels on the sphere (default 2 3 4)")
+    add("--sampling", choices=SAMPLINGS, default="stratified",
+        help="how the tokens discretise rho_0 (default stratified; quantile on the circle only)")
+    add("--flux", choices=FLUXES, default="upwind", help="finite-volume flux (default upwind: first order)")
+    add("--amplitude", type=float, default=0.6,
+        help="size ε in (0, 1) of the perturbation of the uniform density (default 0.6)")
+    add("--degree", type=int, help="perturbation modes l = 1..degree (default 3 on the circle, 2 on the sphere)")
+    add("--seed", type=int, default=0, help="seed of the tokens and of rho_0's perturbation (default 0)")
+    add("--out", metavar="DIR", default="meanfield-convergence",
+        help="folder for convergence.json and convergence.png (default ./meanfield-convergence)")
+    add("--quiet", action="store_true", help="no progress bars and no tables")
+    return p
+
+
+def options(argv):
+    """The options of ``meanfield convergence`` with the geometry's defaults filled in, every value
+    checked before any computation.
+
+    Parameters
+    ----------
+    argv : list of str
+        The command line after ``meanfield convergence``.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    SystemExit
+        With status 2 and the usage message, for any bad option.
+
+    Examples
+    --------
+    >>> opts = options(["--n", "100", "200", "--grids", "32", "64"])
+    >>> opts["n"], opts["grids"], opts["beta"], opts["T"]
+    ([100, 200], [32, 64], 4.0, 20.0)
+    """
+    parser = _parser()
+    opts = vars(parser.parse_args(argv))
+    for name, value in DEFAULTS[opts["geometry"]].items():
+        if opts[name] is None:
+            opts[name] = value
+    try:
+        _check(opts)
+    except (ValueError, TypeError) as exc:
+        parser.error(str(exc))
+    return opts
+
+
+def _check(opts):
+    as_beta(opts["beta"], "beta")
+    as_positive(opts["T"], "T")
+    if not 1 <= as_count(opts["times"], "times") <= MAX_TIMES:
+        raise ValueError(f"times must be between 1 and {MAX_TIMES}; got {opts['times']}")
+    if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
+        raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
+    as_count(opts["degree"], "degree")
+    as_count(opts["seed"], "seed", minimum=0)
+    sphere = opts["geometry"] == "sphere"
+    for name in ("n", "grids"):
+        values = [as_count(v, name, minimum=0 if name == "grids" and sphere else 1) for v in opts[name]]
+        if len(values) < 2 or len(set(values)) < len(values):
+            raise ValueError(f"{name} needs two or more different values; got {' '.join(map(str, values))}")
+    if opts["sampling"] == "quantile" and sphere:
+        raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
+                         "or 'weighted'")
+    from . import atomic
+    atomic.check_folder(opts["out"], "out")               # before the study, not after it
+    from .compare import check_density_settings
+    for grid in opts["grids"]:
+        check_density_settings(opts["geometry"], _model(opts), cells=grid, level=grid, flux=opts["flux"])
+
+
+def _model(opts):
+    from .models import SA, USA
+    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"])
+
+
+def main(argv=None):
+    """``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot;
+    returns the exit status 0 (2 for bad options, by argparse)."""
+    opts = options(sys.argv[1:] if argv is None else argv)
+    import numpy as np
+
+    from .convergence import figure, study
+    from .measures import perturbed_uniform
+    model = _model(opts)
+    rho0 = perturbed_uniform(GEOMETRIES[opts["geometry"]], amplitude=opts["amplitude"], degree=opts["degree"],
+                             seed=opts["seed"])
+    t_eval = np.concatenate([[0.0], opts["T"] / 2.0 ** np.arange(opts["times"] - 1, -1, -1)])
+    clock = time.perf_counter()
+    result = study(model, rho0, t_eval, opts["n"], opts["grids"], geometry=opts["geometry"],
+                   sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"])
+    import matplotlib.pyplot as plt
+    from . import atomic
+    fig = figure(result)
+
+    def write(folder):
+        with open(os.path.join(folder, "convergence.json"), "w") as fh:
+            json.dump(result.to_dict(), fh, indent=1)
+        fig.savefig(os.path.join(folder, "convergence.png"), dpi=130)
+
+    try:        # all at once: a kill leaves the previous results whole (meanfield.atomic.replace_folder)
+        atomic.replace_folder(opts["out"], write, "out")
+    except OSError as exc:
+        print(f"meanfield convergence: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        plt.close(fig)
+    if not opts["quiet"]:
+        print(f"{opts['geometry']}, {model!r}, {opts['sampling']} tokens, W_p by "
+              f"{'/'.join(result.info['transport_methods'])}")
+        print(result.table())
+        print(f"wrote convergence.json and convergence.png to {os.path.join(opts['out'], '')} in "
+              f"{time.perf_counter() - clock:.1f} s")
+    return 0
