@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import atomic
 from .checks import as_choice, as_count, as_time_grid
 from .clusters import density_clusters
 from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
