@@ -386,13 +386,9 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         The field: the truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
         reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).  info["summation"]
         and info["degree"] say which ran.
-    progress, checkpoint, checkpoint_every, resume
-        As for ``circle.solve``: a progress bar, and periodic checkpoints that a rerun with
-        ``resume=True`` continues bit for bit.
-    budget : float or None
-        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the measured
-        cost of a step exceeds it is refused before it starts, a controlled run is stopped with an error
-        once it has run that long (``meanfield.budget``).
+    progress, checkpoint, checkpoint_every, resume, budget
+        As for ``circle.solve``: a progress bar, periodic checkpoints that a rerun with ``resume=True``
+        continues bit for bit, and the work budget in seconds (None: no limit).
 
     Returns
     -------
