@@ -196,7 +196,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             rate = stage(rho)[1]
             horizon = min(t + min(every * STEP_CFL / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
-        states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=np.inf, positivity=True, cfl=STEP_CFL,
+        states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=sphere.step_cap(model, stage.mesh, flux),
+                                 positivity=True, cfl=STEP_CFL,
                                  progress=progress)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
