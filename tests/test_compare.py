@@ -168,7 +168,7 @@ def test_config_file_and_command_line_precedence(tmp_path):
     config.write_text('beta = 2.5\nn = 50\ngeometry = "sphere"\n')
     opts = compare_cli.options(["--config", str(config), "--n", "40"])
     assert opts["beta"] == 2.5 and opts["n"] == 40 and opts["geometry"] == "sphere" and opts["T"] == 20.0
-    assert opts["outputs"] == 11 and opts["seeds"] == 2 and compare_cli.options([])["outputs"] == 41
+    assert opts["outputs"] == 6 and opts["level"] == 4 and opts["seeds"] == 2 and compare_cli.options([])["outputs"] == 41
     assert compare_cli.options([])["n"] == 2000 and compare_cli.options([])["sampling"] == "stratified"
     config.write_text("temperature = 3\n")
     with pytest.raises(SystemExit):

@@ -617,7 +617,7 @@ def test_runs_beyond_the_work_budget_are_refused_with_an_estimate():
         sphere.solve(mf.SA(1.0), np.ones(42), [0.0, 1.0], mesh=mesh, diffusion=1e6, budget=0.5)
     assert time.perf_counter() - clock < 20
     with pytest.raises(ValueError, match="budget = 1 s"):
-        circle.solve(mf.SA(1.0), np.linspace(1, 2, 64), [0.0, 1e5], budget=1)
+        circle.solve(mf.SA(1.0), np.linspace(1, 2, 64), [0.0, 1e5], dt=circle.max_step(mf.SA(1.0), 64), budget=1)
     with pytest.raises(ValueError, match="budget = 3600 s"):
         particles.solve(mf.SA(1.0, V=lambda t: -np.eye(3) * (1 + t)), X3, [0.0, 1e3])
     from meanfield import landscape
