@@ -211,7 +211,8 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     ns = sorted(as_count(n, "n") for n in ns)
     grids = sorted(as_count(g, "grid", minimum=0 if geometry == "sphere" else 1) for g in grids)
     if len(set(ns)) < 2 or len(set(grids)) < 2:
-        raise ValueError("a convergence study needs at least two different token counts and two different grids")
+        raise ValueError(f"a convergence study needs at least two different token counts n and two different grids; "
+                         f"got n = {ns}, grid = {grids}")
     if len(set(ns)) < len(ns) or len(set(grids)) < len(grids):
         raise ValueError(f"token counts and grids must not repeat; got n = {ns}, grids = {grids}")
     from meanfield.solvers import particles

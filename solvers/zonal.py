@@ -188,8 +188,13 @@ class _Operator:
         if summation == "fast":
             self.series = gegenbauer.Series(model.beta, d, self.theta)
             self.degree = self.series.degree
-            return
-        self.degree = None
+        else:
+            self._tables()
+
+    def _tables(self):
+        """The O(N²) kernel tables (summation "direct"; also where the series falls below its round-off)."""
+        model, d, flux = self.model, self.d, self.flux
+        self.summation, self.degree = "direct", None
         beta = model.beta
         c, s = self.cos, np.sin(self.theta)
         nu = 0.5 * (d - 3)
@@ -221,7 +226,9 @@ class _Operator:
         model = self.model
         if self.summation == "fast":      # E m >= e^{-2β} M >= 1e-6 M there (``resolve_summation``): no log space
             den, num, dnum = self.series.fields(m, slope)
-        else:
+            if model.normalised and not np.all(den >= LOG_SPACE_BELOW * m.sum()):
+                self._tables()            # the series is below its round-off somewhere: the tables from now on
+        if self.summation != "fast":
             m_sum = np.where(m >= FLUSH, m, 0.0)     # dropped terms: < N 1e-150 E m / 1e-100, see below
             num = self.moved @ m_sum
             dnum = self.moved_slope @ m_sum if slope else None

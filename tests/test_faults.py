@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import atomic, compare, sweep
+from meanfield import atomic, compare, compare_cli, sweep
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sweep_tasks  # noqa: E402
@@ -192,7 +192,7 @@ def test_compare_out_on_a_read_only_mount_is_refused_up_front(tmp_path, monkeypa
         raise OSError(30, "Read-only file system")
     monkeypatch.setattr(atomic.tempfile, "mkdtemp", read_only)
     with pytest.raises(SystemExit) as info:
-        compare.options(["--out", str(tmp_path / "r")])
+        compare_cli.options(["--out", str(tmp_path / "r")])
     assert info.value.code == 2
     assert f"out {tmp_path / 'r'} cannot be written (Read-only file system)" in capsys.readouterr().err
 
@@ -201,14 +201,14 @@ def test_compare_out_on_a_full_mount_names_the_folder_and_keeps_the_old_report(t
     folder = tmp_path / "r"
     argv = ["--n", "16", "--T", "0.5", "--cells", "32", "--seeds", "1", "--outputs", "2", "--quiet",
             "--out", str(folder)]
-    assert compare.main(argv) == 0
+    assert compare_cli.main(argv) == 0
     before = (folder / "report.json").read_text()
     from meanfield.plotting import report
 
     def full(comparison, where):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(report, "report_figures", full)
-    assert compare.main(argv[:-1] + [str(folder)]) == 1
+    assert compare_cli.main(argv[:-1] + [str(folder)]) == 1
     assert f"cannot write out {folder}: No space left on device" in capsys.readouterr().err
     assert (folder / "report.json").read_text() == before and atomic.is_complete(folder)
     assert sorted(os.listdir(tmp_path)) == ["r"]
@@ -229,7 +229,7 @@ CONVERGENCE = textwrap.dedent("""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
-    from meanfield import convergence
+    from meanfield import convergence_cli
     real = Figure.savefig
 
     def slow_savefig(self, *args, **kwargs):
@@ -238,7 +238,7 @@ CONVERGENCE = textwrap.dedent("""
         return real(self, *args, **kwargs)
 
     Figure.savefig = slow_savefig
-    sys.exit(convergence.main(["--n", "8", "16", "--grids", "16", "32", "--T", sys.argv[2], "--times", "2",
+    sys.exit(convergence_cli.main(["--n", "8", "16", "--grids", "16", "32", "--T", sys.argv[2], "--times", "2",
                                "--out", sys.argv[1], "--quiet"]))
 """)
 

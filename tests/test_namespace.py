@@ -13,7 +13,9 @@ import meanfield
 ROOT = Path(meanfield.__file__).resolve().parent
 SOLVERS = Path(meanfield.solvers.__file__).resolve().parent
 # The mathematics layer: what the engines may import from meanfield.
-CORE = {"checks", "geometry", "models", "theory", "measures", "sampling", "interpolation"}
+# the mathematics layer, and the input, file and work-budget utilities beside it (no engine, no analysis)
+CORE = {"checks", "geometry", "models", "theory", "measures", "sampling", "interpolation", "atomic", "budget",
+        "npzfile"}
 
 
 def _run_elsewhere(tmp_path, code):
