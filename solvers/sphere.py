@@ -49,7 +49,7 @@ later stage needs less is rejected and retried (``stepping.integrate(positivity=
 global bound dt · max_i (perimeter_i / |C_i|) · sup|X| ≤ CFL (1 for upwind and tpfa, 1/2 for the
 reconstructed fluxes, sup|X| = ``theory.speed_bound(model)``, 1 for SA: ``max_step``) assumes the
 largest speed leaving through every face; the actual outflows are far smaller (SA β = 3, T = 10:
-92 / 155 / 296 steps on levels 3 / 4 / 5 instead of 578 / 1156 / 2313), and a fixed ``dt`` up to that
+110 / 166 / 299 / 574 steps on levels 3 / 4 / 5 / 6 instead of 578 / 1156 / 2313 / 4625), and a fixed ``dt`` up to that
 bound is still accepted.  Mass is conserved to round-off (each flux leaves one cell and enters its
 neighbour).
 """
