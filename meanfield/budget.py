@@ -12,7 +12,8 @@ import numpy as np
 
 from .checks import as_positive
 
-__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "step_count", "check_fixed_steps"]
+__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "step_count", "check_fixed_steps",
+           "ssprk3_within_budget"]
 
 BUDGET = 3600.0     # seconds: the default budget of the solvers and of landscape.critical_points
 MIN_STEPS = 1000    # fixed-step runs of at most this many steps are not timed (they cost nothing extra)
@@ -106,3 +107,15 @@ def check_fixed_steps(budget, t_eval, dt, call, evaluations, what):
     steps = step_count(t_eval, dt)
     if budget is not None and steps > MIN_STEPS:
         check_work(budget, steps, evaluations * seconds_per_call(call), what)
+
+
+def ssprk3_within_budget(rhs, budget, t_eval, dt, y0, what):
+    """The right-hand side of an SSP-RK3 density solve held to ``budget``: with steps controlled by the
+    state (``dt`` None) it stops the run once the budget has passed (``deadline``); with fixed steps of
+    ``dt`` the run is refused up front when three evaluations of ``rhs(y0)`` per step exceed it
+    (``check_fixed_steps``)."""
+    budget = as_budget(budget)
+    if dt is None:
+        return deadline(rhs, budget, what)
+    check_fixed_steps(budget, t_eval, dt, lambda: rhs(y0), 3, what)
+    return rhs

@@ -61,7 +61,7 @@ import numpy as np
 import scipy.fft
 from numba import njit, prange
 
-from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
+from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
 from meanfield.models import SA, MultiHead, as_model
@@ -530,11 +530,8 @@ def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt
     else:
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
-    what, budget = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}", as_budget(budget)
-    if controlled:                  # the steps follow the state: stopped at the budget, not estimated
-        rhs = deadline(rhs, budget, what)
-    else:
-        check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
+    what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)

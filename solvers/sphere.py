@@ -62,7 +62,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
+from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
 
@@ -589,11 +589,8 @@ def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STE
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
-    what, budget = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}", as_budget(budget)
-    if controlled:                  # the steps follow the state: stopped at the budget, not estimated
-        rhs = deadline(rhs, budget, what)
-    else:
-        check_fixed_steps(budget, t_eval, dt, lambda: rhs(rho), 3, what)
+    what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
                            checkpoint=ckpt,
                            resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)

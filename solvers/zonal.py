@@ -53,7 +53,7 @@ import functools
 import numpy as np
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
+from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA
@@ -419,11 +419,8 @@ def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_d
         max_dt = max_step(model, cells, flux)
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
-    what, budget = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}", as_budget(budget)
-    if dt is None:                  # the steps follow the state: stopped at the budget, not estimated
-        rhs = deadline(rhs, budget, what)
-    else:
-        check_fixed_steps(budget, t_eval, dt, lambda: rhs(m0), 3, what)
+    what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
