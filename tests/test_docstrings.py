@@ -24,13 +24,17 @@ def package_modules(package):
 
 
 def public_objects(module):
-    """(name, object) of the public functions and classes of ``module``."""
+    """(name, object) of the public functions (Numba-compiled ones included) and classes of ``module``."""
     names = getattr(module, "__all__", None)
     if names is None:
         names = [n for n, v in vars(module).items()
                  if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__]
-    return [(n, getattr(module, n)) for n in names
-            if inspect.isfunction(getattr(module, n)) or inspect.isclass(getattr(module, n))]
+    return [(n, getattr(module, n)) for n in names if is_function(getattr(module, n)) or inspect.isclass(getattr(module, n))]
+
+
+def is_function(obj):
+    """A Python function, or one compiled by Numba (a dispatcher wrapping it)."""
+    return inspect.isfunction(inspect.unwrap(obj)) if callable(obj) and not inspect.isclass(obj) else False
 
 
 def takes_arguments(obj):
