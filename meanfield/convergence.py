@@ -1,10 +1,13 @@
-"""Particles and densities converging to each other: ``meanfield convergence``.
+r"""Particles and densities converging to each other: ``meanfield convergence``.
 
 For one model and initial density ρ_0, solve the particle system for several token counts n
 (tokens from ``meanfield.sampling.discretise``, "stratified" by default) and the finite-volume
-PDE on several grids (cells on S^1, icosphere levels on S^2), and tabulate
+PDE on several grids (cells on S^1, icosphere levels on S^2), and tabulate, for every n, every
+grid h and every output time t,
 
-    W_p(μ^n_t, ρ^h_t)     for every n, every grid h and every output time t   (p = 1, 2),
+.. math::
+
+    W_p(\mu^n_t, \rho^h_t), \qquad p = 1, 2,
 
 with the observed orders: in h, the least-squares slope of log W_p(μ^{n_max}_t, ρ^h_t) against
 log h (h the mean cell width, (|S^{d-1}|/N)^{1/(d-1)}), and in n, minus the slope of
@@ -14,9 +17,15 @@ too, and the self-convergence of each discretisation alone: W_p(ρ^h_t, ρ^{h/2}
 and W_p(μ^n_t, μ^{n'}_t) between consecutive token counts.
 
 Once clusters have formed, a cluster-mass error δm moves mass δm across a distance D between
-clusters: W_1 ≈ D δm but W_2 ≈ D sqrt(δm), so W_2 converges at half the order of W_1 (and
-n equal-mass tokens cannot represent a cluster mass better than 1/(2n)): W_1 is the metric to
-read orders from, W_2 the one to compare with the reports.
+clusters,
+
+.. math::
+
+    W_1 \approx D\, \delta m, \qquad W_2 \approx D \sqrt{\delta m},
+
+so W_2 converges at half the order of W_1 (and n equal-mass tokens cannot represent a cluster
+mass better than 1/(2n)): W_1 is the metric to read orders from, W_2 the one to compare with the
+reports.
 
 Once clusters have formed (``clustered``: the finest density has a cluster denser than twice
 uniform, ``meanfield.clusters.density_clusters`` at level 2), W_p(μ^n, ρ^h) is bounded by the
@@ -46,13 +55,42 @@ CLUSTER_LEVEL = 2.0        # clusters have formed once the density has a part de
 
 @dataclass(eq=False)
 class ConvergenceStudy:
-    """W_p between particles and densities over a grid of resolutions.
+    r"""W_p between particles and densities over a grid of resolutions (result of ``study``).
 
-    Fields: t (m,) output times; n (a,) token counts; cells (b,) grid sizes; h (b,) mean cell
-    widths; w1, w2 (m, a, b) W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians; grid_w1, grid_w2 (m, b-1)
-    W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); particle_w1, particle_w2 (m, a-1) W_p(μ^{n_i}_t, μ^{n_{i+1}}_t);
-    info (settings, methods, timings); clustered (m,) whether clusters have formed at t (None: never
-    asked, no floors).
+    .. math::
+
+        w_p[k, i, j] = W_p(\mu^{n_i}_{t_k}, \rho^{h_j}_{t_k}).
+
+    Parameters
+    ----------
+    t : numpy.ndarray, shape (m,)
+        Output times.
+    n : numpy.ndarray, shape (a,)
+        Token counts.
+    cells : numpy.ndarray, shape (b,)
+        Grid sizes.
+    h : numpy.ndarray, shape (b,)
+        Mean cell widths.
+    w1, w2 : numpy.ndarray, shape (m, a, b)
+        W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians.
+    grid_w1, grid_w2 : numpy.ndarray, shape (m, b - 1)
+        W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t).
+    particle_w1, particle_w2 : numpy.ndarray, shape (m, a - 1)
+        W_p(μ^{n_i}_t, μ^{n_{i+1}}_t).
+    info : dict
+        Settings, methods, timings.
+    clustered : numpy.ndarray of bool, shape (m,), optional
+        Whether clusters have formed at t (None: never asked, no floors).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> s.w1.shape, s.grid_w2.shape, s.particle_w1.shape
+    ((2, 2, 2), (2, 1), (2, 1))
+    >>> sorted(s.orders(p=1))
+    ['grid', 'h', 'n', 'particles']
     """
     t: np.ndarray
     n: np.ndarray
@@ -170,22 +208,27 @@ def _order(value):
 
 
 def observed_order(h, err):
-    """Least-squares slope of log err against log h (NaN with fewer than two positive errors).
+    r"""Least-squares slope of log err against log h (NaN with fewer than two positive errors).
+
+    .. math::
+
+        \log \mathrm{err} \approx p \log h + c.
 
     Parameters
     ----------
-    h : array (k,)
+    h : array_like, shape (k,)
         Resolutions (cell widths, or token counts).
-    err : array (k,)
+    err : array_like, shape (k,)
         Errors; entries that are NaN or <= 0 are left out.
 
     Returns
     -------
     float
-        The slope p of log err ≈ p log h + c.
+        The slope p.
 
     Examples
     --------
+    >>> from meanfield.convergence import observed_order
     >>> round(observed_order([0.1, 0.05, 0.025], [0.02, 0.005, 0.00125]), 6)
     2.0
     >>> observed_order([0.1, 0.05], [0.02, float("nan")])
@@ -200,9 +243,57 @@ def observed_order(h, err):
 
 def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="stratified", seed=0, flux="upwind",
           transport="auto", progress=False):
-    """W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids`` (cells on
-    the circle, icosphere levels on the sphere), at the times t_eval. One draw of tokens per n
-    (``compare.initial_tokens`` with ``sampling`` and ``seed``). Returns a ``ConvergenceStudy``."""
+    r"""W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids``, at the times t_eval.
+
+    .. math::
+
+        W_p(\mu^n_t, \rho^h_t), \quad p = 1, 2; \qquad W_p(\rho^h_t, \rho^{h/2}_t), \quad W_p(\mu^n_t, \mu^{n'}_t).
+
+    One draw of tokens per n (``compare.initial_tokens`` with ``sampling`` and ``seed``).
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q = K = I, V = ±I.
+    rho0 : callable
+        Initial density, points (N, d) -> densities.
+    t_eval : array_like
+        Increasing output times.
+    ns : sequence of int
+        Token counts (at least two different).
+    grids : sequence of int
+        Cells on the circle, icosphere levels on the sphere (at least two different).
+    geometry : {"circle", "sphere"}
+        S^1 or S^2.
+    sampling : {"stratified", "iid", "quantile", "weighted"}
+        How the tokens discretise ρ_0.
+    seed : int
+        Seed of the draws.
+    flux : str
+        Flux of the finite-volume solver.
+    transport : str
+        The ``wasserstein`` method.
+    progress : bool
+        Progress bars.
+
+    Returns
+    -------
+    ConvergenceStudy
+
+    Raises
+    ------
+    ValueError
+        If the geometry or sampling is unknown, the times are not increasing, or the token counts or
+        grids are fewer than two or repeat.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> s.n.tolist(), s.cells.tolist(), bool(s.w1.max() < 0.5)
+    ([32, 64], [32, 64], True)
+    """
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     as_choice(sampling, "sampling", METHODS)
@@ -260,9 +351,14 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
 
 
 def figure(result):
-    """W_1 at every output time against the cell width h (the most tokens) and against the
-    tokens n (the finest grid), log-log: one colour per time, hollow markers for pairs at their
-    cluster-mass floor, the floor π/(2n) itself (grey) and slope guides.
+    r"""The figure of a convergence study: W_1 at every output time against the cell width h (the most
+    tokens) and against the tokens n (the finest grid), log-log: one colour per time, hollow markers
+    for pairs at their cluster-mass floor, the floor itself (grey) and slope guides.
+
+    .. math::
+
+        W_1(\mu^{n_{\max}}_t, \rho^h_t) \text{ against } h, \qquad W_1(\mu^n_t, \rho^{h_{\min}}_t) \text{ against } n,
+        \qquad \text{floor } 2 \cdot \pi/(2n).
 
     Parameters
     ----------
@@ -271,6 +367,18 @@ def figure(result):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> from meanfield.convergence import figure
+    >>> fig = figure(s)
+    >>> len(fig.axes)
+    2
+    >>> plt.close(fig)
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
