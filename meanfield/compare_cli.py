@@ -106,8 +106,13 @@ def _check_engine_settings(opts):
 
 
 def options(argv):
-    """The options of ``meanfield compare``: defaults, overridden by the TOML config, overridden
-    by the command line, every value checked before any computation.
+    r"""The options of ``meanfield compare``: defaults, overridden by the TOML config, overridden by the
+    command line, every value checked before any computation.
+
+    .. math::
+
+        \text{options} = \text{DEFAULTS} \leftarrow \text{config} \leftarrow \text{command line}
+        \leftarrow \text{GEOMETRY\_DEFAULTS (for what is still unset)}.
 
     Parameters
     ----------
@@ -126,6 +131,7 @@ def options(argv):
 
     Examples
     --------
+    >>> from meanfield.compare_cli import options
     >>> opts = options(["--beta", "9", "--n", "500", "--out", "report"])
     >>> opts["beta"], opts["n"], opts["seeds"], opts["geometry"]
     (9.0, 500, 3, 'circle')
@@ -162,7 +168,29 @@ def _model(opts):
 
 
 def run(opts):
-    """The comparison described by the options (as returned by ``options``): a ``Comparison``."""
+    r"""The comparison described by the options (as returned by ``options``): ``compare`` from the
+    perturbed-uniform density at the outputs linspace(0, T, outputs).
+
+    .. math::
+
+        t_k = k T / (\text{outputs} - 1), \qquad k = 0, \dots, \text{outputs} - 1.
+
+    Parameters
+    ----------
+    opts : dict
+        The options, as ``options`` returns them.
+
+    Returns
+    -------
+    Comparison
+
+    Examples
+    --------
+    >>> from meanfield.compare_cli import options, run
+    >>> opts = options(["--n", "64", "--seeds", "1", "--cells", "64", "--T", "1", "--outputs", "2", "--quiet"])
+    >>> run(opts).w1.shape
+    (2, 1)
+    """
     import numpy as np
 
     from .compare import compare
@@ -177,7 +205,31 @@ def run(opts):
 
 def main(argv=None):
     """``meanfield compare [options]``: run, print the table (or with ``--quiet`` only the final
-    distances), write the report folder; returns the exit status 0 (2 for bad options, by argparse)."""
+    distances), write the report folder.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield compare`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when the report cannot be written.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 (argparse) for bad options, before any computation.
+
+    Examples
+    --------
+    >>> from meanfield.compare_cli import main
+    >>> main(["--beta", "-1"])                 # refused before any computation; the message goes to stderr
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
     opts = options(sys.argv[1:] if argv is None else argv)
     from .compare import write_report
     clock = time.perf_counter()

@@ -54,8 +54,12 @@ def _parser():
 
 
 def options(argv):
-    """The options of ``meanfield convergence`` with the geometry's defaults filled in, every value
+    r"""The options of ``meanfield convergence`` with the geometry's defaults filled in, every value
     checked before any computation.
+
+    .. math::
+
+        \text{options} = \text{command line} \leftarrow \text{DEFAULTS[geometry] (for what is unset)}.
 
     Parameters
     ----------
@@ -73,6 +77,7 @@ def options(argv):
 
     Examples
     --------
+    >>> from meanfield.convergence_cli import options
     >>> opts = options(["--n", "100", "200", "--grids", "32", "64"])
     >>> opts["n"], opts["grids"], opts["beta"], opts["T"]
     ([100, 200], [32, 64], 4.0, 20.0)
@@ -119,8 +124,40 @@ def _model(opts):
 
 
 def main(argv=None):
-    """``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot;
-    returns the exit status 0 (2 for bad options, by argparse)."""
+    r"""``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot.
+
+    The output times are 0 and T/2^k, k = times-1, ..., 0:
+
+    .. math::
+
+        t \in \{0, T/2^{\text{times}-1}, \dots, T/2, T\}.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield convergence`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when the results cannot be written.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 (argparse) for bad options, before any computation.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.convergence_cli import main
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     out = os.path.join(parent, "study")
+    ...     status = main(["--n", "32", "64", "--grids", "32", "64", "--T", "1", "--times", "1", "--quiet",
+    ...                    "--out", out])
+    ...     print(status, sorted(os.listdir(out)))
+    0 ['complete.json', 'convergence.json', 'convergence.png']
+    """
     opts = options(sys.argv[1:] if argv is None else argv)
     import numpy as np
 
