@@ -27,7 +27,7 @@ def test_examples_run(name, tmp_path, monkeypatch):
     plt.switch_backend("Agg")
     monkeypatch.chdir(tmp_path)
     module = importlib.import_module(name)
-    tests = doctest.DocTestFinder(exclude_empty=True).find(module, name)
+    tests = [test for test in doctest.DocTestFinder().find(module, name) if test.examples]
     if not tests:
         pytest.skip(f"{name} has no examples")
     lines = []
