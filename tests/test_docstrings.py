@@ -27,9 +27,11 @@ def public_objects(module):
     """(name, object) of the public functions (Numba-compiled ones included) and classes of ``module``."""
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [n for n, v in vars(module).items()
-                 if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__]
-    return [(n, getattr(module, n)) for n in names if is_function(getattr(module, n)) or inspect.isclass(getattr(module, n))]
+        names = [n for n in vars(module) if not n.startswith("_")]
+    objects = [(n, getattr(module, n)) for n in names]
+    # re-exports (the package's lazy names) are checked in the module that defines them
+    return [(n, obj) for n, obj in objects if (is_function(obj) or inspect.isclass(obj))
+            and getattr(obj, "__module__", None) == module.__name__]
 
 
 def is_function(obj):

@@ -14,8 +14,13 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 
 def api_modules():
-    names = ["meanfield"] + [m.name for m in pkgutil.walk_packages(meanfield.__path__, "meanfield.")]
-    return sorted(n for n in names if not any(n == s or n.startswith(s + ".") for s in NOT_API))
+    """Every module of ``meanfield`` and of ``meanfield.solvers`` (which lives in solvers/ and is
+    installed under that name, so it is walked from its own path), without NOT_API."""
+    names = []
+    for package in ("meanfield", "meanfield.solvers"):
+        root = importlib.import_module(package)
+        names += [package] + [m.name for m in pkgutil.walk_packages(root.__path__, package + ".")]
+    return sorted({n for n in names if not any(n == s or n.startswith(s + ".") for s in NOT_API)})
 
 
 MODULES = api_modules()
