@@ -153,7 +153,8 @@ def is_complete(folder: str | os.PathLike) -> bool:
     >>> import os, tempfile
     >>> from meanfield.atomic import is_complete, replace_folder
     >>> with tempfile.TemporaryDirectory() as parent:
-    ...     report = replace_folder(os.path.join(parent, "report"), lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1"))
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1")
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
     ...     before = is_complete(report)
     ...     _ = open(os.path.join(report, "a.txt"), "w").write("2")      # changed after the write
     ...     print(before, is_complete(report))
@@ -283,7 +284,8 @@ def replace_folder(folder: str | os.PathLike, write: Callable[[str], object], na
     >>> import os, tempfile
     >>> from meanfield.atomic import replace_folder
     >>> with tempfile.TemporaryDirectory() as parent:
-    ...     report = replace_folder(os.path.join(parent, "report"), lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1"))
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1")
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
     ...     print(sorted(os.listdir(report)))
     ['a.txt', 'complete.json']
     """

@@ -140,7 +140,8 @@ def density_clusters(sol: object, k: int = -1, *, level: float = LEVEL, min_mass
 
     .. math::
 
-        \#\{\text{components } C \text{ of } \{\rho_i \ge \ell/|S^{d-1}|\}: \textstyle\sum_{i \in C} \rho_i |C_i| \ge m\},
+        \#\{\text{components } C \text{ of } \{\rho_i \ge \ell/|S^{d-1}|\}:
+        \textstyle\sum_{i \in C} \rho_i |C_i| \ge m\},
 
     cells joined within 1.5 mean cell widths (|S^{d-1}|/N)^{1/(d-1)}, masses relative to the total.
 

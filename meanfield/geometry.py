@@ -263,7 +263,8 @@ def random_rotation(d: int, seed: int | np.random.Generator | None = None) -> np
 
     .. math::
 
-        G = QR,\ G_{ij} \sim N(0, 1) \text{ i.i.d.}; \qquad Q \leftarrow Q\, \operatorname{diag}(\operatorname{sign} R_{ii}),
+        G = QR,\ G_{ij} \sim N(0, 1) \text{ i.i.d.}; \qquad
+        Q \leftarrow Q\, \operatorname{diag}(\operatorname{sign} R_{ii}),
         \text{ one column flipped if } \det Q < 0.
 
     Parameters

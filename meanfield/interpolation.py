@@ -82,7 +82,8 @@ class SphericalTriangulation:
 
     .. math::
 
-        f(x) = \frac{\sum_v \lambda_v f_v}{\sum_v \lambda_v}, \qquad x = \lambda_a a + \lambda_b b + \lambda_c c, \ \lambda \ge 0.
+        f(x) = \frac{\sum_v \lambda_v f_v}{\sum_v \lambda_v}, \qquad
+        x = \lambda_a a + \lambda_b b + \lambda_c c, \ \lambda \ge 0.
 
     Parameters
     ----------

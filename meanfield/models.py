@@ -2,7 +2,8 @@ r"""Self-attention dynamics on the sphere: the SA and USA models.
 
 .. math::
 
-    \text{SA:} \quad \dot x_i = P_{x_i} \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}},
+    \text{SA:} \quad \dot x_i = P_{x_i}
+    \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}},
     \qquad
     \text{USA:} \quad \dot x_i = P_{x_i} \frac1n \sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j,
 
@@ -170,7 +171,8 @@ class SA(_Attention):
 
     .. math::
 
-        \dot x_i = P_{x_i} \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}}.
+        \dot x_i = P_{x_i}
+        \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}}.
 
     Parameters
     ----------

@@ -430,7 +430,8 @@ def refined_triangles(rho: Callable[[np.ndarray], np.ndarray],
 
     .. math::
 
-        w_T = \int_T \rho\, d\sigma, \qquad x_T = \frac{\int_T \rho(y)\, y\, d\sigma(y)}{\big|\int_T \rho(y)\, y\, d\sigma(y)\big|},
+        w_T = \int_T \rho\, d\sigma, \qquad
+        x_T = \frac{\int_T \rho(y)\, y\, d\sigma(y)}{\big|\int_T \rho(y)\, y\, d\sigma(y)\big|},
 
     the integrals mapping the flat triangle abc onto T by y = P/|P|, P = a + s(b - a) + t(c - a),
     dσ = det(a, b, c) |P|^{-3} ds dt, collapsed to the square (s, t) = (u(1 - v), uv) and summed by

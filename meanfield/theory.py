@@ -307,7 +307,12 @@ def equiangular_rhs(model: SA | USA, n: int) -> Callable[[float, float], float]:
         \text{SA: } \dot\rho = \frac{2 e^{\beta\rho}(1-\rho)(1+(n-1)\rho)}{e^\beta + (n-1) e^{\beta\rho}}
 
     (attractive sign; V = -I flips it). Derivation:
-    :math:`\langle \dot x_i, x_k\rangle = \sum_j a_{ij} (\langle x_j, x_k\rangle - \langle x_i, x_j\rangle\langle x_i, x_k\rangle)`
+
+    .. math::
+
+        \langle \dot x_i, x_k\rangle
+        = \sum_j a_{ij} (\langle x_j, x_k\rangle - \langle x_i, x_j\rangle\langle x_i, x_k\rangle)
+
     with the j = k term 1-ρ², the n-2 others ρ-ρ², and j = i zero; add the symmetric term. Also the
     d -> ∞ limit for i.i.d. random tokens (their inner products concentrate at a common value).
 

@@ -207,7 +207,8 @@ class ZonalComparison(_Saveable):
 
     .. math::
 
-        w_1[k, s] = W_1\big(\theta_\# \mu^{n, s}_{t_k}, \theta_\# \rho_{t_k}\big), \qquad \theta = \arccos\langle x, e_1\rangle.
+        w_1[k, s] = W_1\big(\theta_\# \mu^{n, s}_{t_k}, \theta_\# \rho_{t_k}\big), \qquad
+        \theta = \arccos\langle x, e_1\rangle.
 
     Like ``Comparison``: a compact repr, ``save``/``load`` (.npz) and ``to_xarray``/``to_netcdf``/``from_netcdf``.
 

@@ -7,8 +7,6 @@ import pkgutil
 
 import pytest
 
-import meanfield
-
 NOT_API = ("meanfield.validation", "meanfield.__main__")
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
