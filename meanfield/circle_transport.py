@@ -3,7 +3,8 @@ r"""Exact optimal transport on the circle, for weighted point measures (position
 With positions s ∈ [0, 1) (θ = 2π s), μ = Σ a_i δ_{u_i}, ν = Σ b_j δ_{v_j} (probabilities), and
 F, G their distribution functions extended to ℝ by F(s + 1) = F(s) + 1:
 
-- the level median (Rabin–Delon–Gousseau, Cabrelli–Molter): ``level_median_w1``, O((n+m) log(n+m)),
+- the level median (Rabin–Delon–Gousseau, Cabrelli–Molter): ``level_median_w1``,
+  O((n+m) log(n+m)),
 
   .. math::
 

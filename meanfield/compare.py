@@ -15,7 +15,7 @@ From one initial density ρ_0 and one model, run
 and report at every output time: W_1 and W_2 between each empirical measure
 :math:`\mu^n_t = \frac1n \sum_i \delta_{x_i(t)}` (tokens closer than 1e-7 merged into one atom, which
 changes W_p by less than 2e-7 and makes exact transport fast once clusters have collapsed) and the
-grid measure :math:`\sum_i \rho_i(t) |C_i| \delta_{c_i}` (geodesic, radians; ``meanfield.wasserstein``),
+grid measure :math:`\sum_i \rho_i(t) \lvert C_i\rvert \delta_{c_i}` (geodesic, radians; ``meanfield.wasserstein``),
 the interaction energies E_β of both, and their cluster counts.
 
 Two reference lines explain the distance (``Comparison.iid_prediction`` and ``grid_error``):

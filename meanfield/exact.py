@@ -3,22 +3,22 @@ r"""Exact solutions to test the solvers against.
 At β = 0 both SA and USA reduce to :math:`X[\mu](x) = P_x m`, :math:`m = \int y\, d\mu`, which maps
 the Möbius (Poisson-kernel) family into itself:
 
-- S^1: the wrapped Cauchy density, ψ fixed,
+- S^1: the wrapped Cauchy density, centred at a fixed ψ, with its concentration r(t)
+  growing towards 1,
 
   .. math::
 
       \rho = \frac{1}{2\pi} \frac{1 - r^2}{1 - 2r\cos(\theta - \psi) + r^2}, \qquad
       r(t) = \frac{r_0 e^{t/2}}{\sqrt{1 - r_0^2 + r_0^2 e^t}}.
 
-- S^2: with w = s e,
+- S^2: the Möbius density ρ_w, w = s e, with m(s) the length of its mean
+  (``mobius_mean``),
 
   .. math::
 
       \rho_w(x) = \frac{1}{4\pi} \Big(\frac{1 - |w|^2}{|x - w|^2}\Big)^2, \qquad
       \dot s = \tfrac12 (1 - s^2)\, m(s), \quad
-      m(s) = \frac{1 + s^2}{2s} - \frac{(1 - s^2)^2}{4s^2} \ln\frac{1+s}{1-s}
-
-  the mean's length.
+      m(s) = \frac{1 + s^2}{2s} - \frac{(1 - s^2)^2}{4s^2} \ln\frac{1+s}{1-s}.
 
 For β > 0: two half-mass Diracs at angle φ stay on their great circle and (signs flip for V = -I)
 
