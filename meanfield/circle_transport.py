@@ -91,7 +91,7 @@ def _quantiles(u, a):
 
 
 @njit(cache=True)
-def shift_cost(alpha, u, cu, v, cv, p):
+def shift_cost(alpha: float, u: np.ndarray, cu: np.ndarray, v: np.ndarray, cv: np.ndarray, p: float) -> float:
     r"""The cost of the shift α in the Delon–Salomon–Sobolevski formula (Numba-compiled).
 
     .. math::

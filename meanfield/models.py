@@ -288,7 +288,8 @@ class Hardmax(_Attention):
     """
     tie: float = 1e-12
 
-    def __init__(self, Q=None, K=None, V=None, *, tie=1e-12, causal=False):
+    def __init__(self, Q: object = None, K: object = None, V: object = None, *, tie: float = 1e-12,
+                 causal: bool = False):
         for name, value in (("beta", 1.0), ("Q", Q), ("K", K), ("V", V), ("tie", tie), ("causal", causal)):
             object.__setattr__(self, name, value)
         self.__post_init__()

@@ -46,6 +46,7 @@ import time
 import traceback
 import warnings
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -712,7 +713,8 @@ def _run_dask(client, func, todo):
         fut.release()
 
 
-def run(func, grid, seeds, store, client=None, *, workers: int | None = None, progress: bool = False,
+def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seeds: int | list[int],
+        store: str | os.PathLike, client: object = None, *, workers: int | None = None, progress: bool = False,
         timeout: float | None = None) -> SweepResult:
     r"""Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
     tasks already in ``store``.

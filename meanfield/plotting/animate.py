@@ -9,6 +9,7 @@ their clusters as rings and the last stretch of each trajectory as a line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from ..checks import as_count, as_positive
 from ..geometry import circle_angles
 from .sphere import _draw, _lonlat, draw_tokens
 from .tokens import cluster_markers
+
+if TYPE_CHECKING:
+    from ..solvers.results import DensitySolution, ParticleSolution
 
 __all__ = ["animate"]
 
@@ -32,9 +36,9 @@ def _tokens(particles):
     return np.asarray(particles.t, dtype=float), x
 
 
-def animate(path, density=None, particles=None, *, frames: int = 60, fps: float = 8.0,
-            size: tuple = (8.0, 4.5), dpi: int = 100, tail: int = 8, decades: float = 4.0,
-            title: str | None = None) -> Path:
+def animate(path: str | Path, density: DensitySolution | None = None, particles: ParticleSolution | None = None,
+            *, frames: int = 60, fps: float = 8.0, size: tuple = (8.0, 4.5), dpi: int = 100, tail: int = 8,
+            decades: float = 4.0, title: str | None = None) -> Path:
     r"""Write an animated GIF of a density and/or tokens on S^1 or S^2; returns its path.
 
     Frames are spread evenly over the output times; the density is coloured on a logarithmic scale
