@@ -27,7 +27,7 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 # pages link to files of the repository outside docs/ (validation/README.md, benchmarks/...):
 # MyST reports those as missing cross-references, which is not an error of the page
-suppress_warnings = ["myst.xref_missing", "myst.header"]
+suppress_warnings = ["myst.header"]
 
 autodoc_default_options = {"members": True, "show-inheritance": False}
 autodoc_member_order = "bysource"

@@ -83,8 +83,8 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     """(AdaptiveMesh, rho, threshold): the mesh the criterion asks for at t = 0, found by refining
     from the base level with rho0 evaluated on each new mesh until the set no longer changes.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from meanfield.measures import perturbed_uniform
     >>> amesh, rho, _ = initial_mesh(perturbed_uniform(3, degree=2), base=2, finest=3)
     >>> amesh.size >= 162
@@ -159,8 +159,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     meshes (t, cells and finest cell level of every mesh used), energy_dips, remesh_energy,
     and the step counters (nfev, nsteps, nrejected, hmin, hmax).
 
-    Example
-    -------
+    Examples
+    --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
     >>> sol = solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5], base=2, finest=3)

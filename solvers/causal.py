@@ -74,7 +74,29 @@ FFT_ERROR = 4.0
 
 
 def slice_positions(slices):
-    """Slice centres s_k = (k + 1/2)/S, k = 0..S-1 (token i of n = S at s = (i - 1/2)/n, i = 1..n)."""
+    r"""Slice centres of the token-position axis [0, 1].
+
+    .. math::
+
+        s_k = \frac{k + 1/2}{S}, \qquad k = 0, \dots, S - 1
+
+    (token i of n = S tokens sits at s = (i - 1/2)/n, i = 1..n).
+
+    Parameters
+    ----------
+    slices : int
+        S >= 1.
+
+    Returns
+    -------
+    ndarray, shape (S,)
+
+    Examples
+    --------
+    >>> from meanfield.solvers import causal
+    >>> causal.slice_positions(4)
+    array([0.125, 0.375, 0.625, 0.875])
+    """
     slices = as_count(slices, "slices")
     return (np.arange(slices) + 0.5) / slices
 
@@ -234,9 +256,31 @@ def max_step(model, cells):
 
 
 def velocity(model, rho):
-    """Angular velocities u_{k,i} (S, N) at the cell centres: the circle field of the prefix
-    average P_k of the cell densities rho (S, N) (slices of any positive mass: P_k is formed
-    from the slices normalised to unit mass).
+    r"""Angular velocities at the cell centres: the circle field of the prefix averages.
+
+    .. math::
+
+        u_{k,i} = \pm \frac{1}{Z_{k,i}} \int e^{\beta \cos(\theta_i - \theta')} \sin(\theta' - \theta_i)
+        \, P_k(\theta') \, d\theta', \qquad P_k = \texttt{prefix\_average}(\rho)_k,
+
+    with the slices normalised to unit mass before P_k is formed.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I (run causally).
+    rho : array_like, shape (S, N)
+        Cell densities, every slice of positive mass.
+
+    Returns
+    -------
+    ndarray, shape (S, N)
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, negative or non-finite densities, a slice without mass, fewer
+        than 8 cells.
 
     Examples
     --------
@@ -251,7 +295,33 @@ def velocity(model, rho):
 
 
 def time_derivative(model, rho):
-    """dρ/dt (S, N) of the semi-discrete scheme for cell densities rho (S, N) of unit-mass slices."""
+    r"""dρ/dt of the semi-discrete scheme, slice by slice.
+
+    .. math::
+
+        \frac{d\rho_{k,i}}{dt} = -\frac{F_{k,i+1/2} - F_{k,i-1/2}}{h},
+
+    F the upwind fluxes of ρ_k in the velocity ``velocity(model, rho)[k]``.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I.
+    rho : array_like, shape (S, N)
+        Cell densities of unit-mass slices.
+
+    Returns
+    -------
+    ndarray, shape (S, N)
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> th = 2 * np.pi * (np.arange(32) + 0.5) / 32
+    >>> rho = (1 + 0.5 * np.cos(th))[None].repeat(3, axis=0) / (2 * np.pi)
+    >>> bool(np.abs(time_derivative(mf.SA(2.0), rho).sum(axis=1)).max() < 1e-12)   # each slice keeps its mass
+    True
+    """
     model = _causal_model(model)
     rho = _grid_density(rho)
     return _Operator(model, rho.shape[1])(rho)
