@@ -4,6 +4,7 @@ The result classes live in the engine layer (``meanfield.solvers.results``), whi
 import plotting code.  They name this module as their plotting backend
 (``meanfield.solvers.results.PLOT_BACKEND``, as pandas names its plotting backend) and import it
 only when a plot is asked for; everything that draws is here, in the interface layer.
+(``Comparison.plot`` of ``meanfield.compare`` keeps its own kinds, the same three figures.)
 
 ==========================  ==========================================================
 result                      kinds (the first is the default)
@@ -15,7 +16,7 @@ DensitySolution             "density" (output k: ρ against θ on S^1, a map on 
 ZonalSolution               "density" (the polar-angle marginal at output k),
                             "spacetime", "energy"
 CausalDensitySolution       "density" (ρ(s, θ) at output k)
-Comparison                  "wasserstein", "solution", "energy" (the report's figures)
+Comparison                  "distances", "solution", "energy" (the report's figures)
 ==========================  ==========================================================
 """
 import numpy as np
@@ -38,6 +39,10 @@ def _output(obj, k):
     return k % m
 
 
+PI_TICKS = ([0, np.pi / 2, np.pi, 3 * np.pi / 2, 2 * np.pi], ["0", "π/2", "π", "3π/2", "2π"])
+POLAR_TICKS = ([0, np.pi / 4, np.pi / 2, 3 * np.pi / 4, np.pi], ["0", "π/4", "π/2", "3π/4", "π"])
+
+
 def _first_draw(x):
     """x (m, n, d) of one system, or the first system of a batch (m, B, n, d)."""
     return x[:, 0] if x.ndim == 4 else x
@@ -58,7 +63,7 @@ def _particle_tokens(sol, ax=None, k=-1):
         ax.set_xlabel("t")
         ax.set_ylabel("θ")
         ax.set_ylim(0, 2 * np.pi)
-        ax.set_yticks([0, np.pi / 2, np.pi, 3 * np.pi / 2, 2 * np.pi], ["0", "π/2", "π", "3π/2", "2π"])
+        ax.set_yticks(*PI_TICKS)
         ax.set_title(f"{x.shape[1]} tokens on $S^1$")
         return ax
     if d == 3:
@@ -66,11 +71,13 @@ def _particle_tokens(sol, ax=None, k=-1):
         ax = _axes(ax, projection="mollweide")
         draw_tokens(ax, x[k], color="C0")
         ax.grid(True, alpha=0.3)
+        ax.set_xticklabels([])          # the longitudes' labels collide at this size; the grid stays
         ax.set_title(f"{x.shape[1]} tokens on $S^2$, t = {sol.t[k]:.3g}")
         return ax
     ax = _axes(ax)
     gram = x[k] @ x[k].T
-    order = np.argsort(-gram.sum(axis=1))
+    _, _, vt = np.linalg.svd(x[k], full_matrices=False)      # order by the angle in the top principal plane:
+    order = np.argsort(np.arctan2(x[k] @ vt[1], x[k] @ vt[0]))    # clusters become blocks on the diagonal
     image = ax.imshow(gram[np.ix_(order, order)], vmin=-1, vmax=1, cmap="RdBu_r")
     ax.figure.colorbar(image, ax=ax, label=r"$\langle x_i, x_j\rangle$")
     ax.set_xlabel("token j")
@@ -128,7 +135,7 @@ def _zonal_density(sol, ax=None, k=-1):
     top = _zonal_marginal(sol)[k].max()
     ax.set_ylim(top * 1e-8, top * 2)
     ax.set_xlim(0, np.pi)
-    ax.set_xticks([0, np.pi / 4, np.pi / 2, 3 * np.pi / 4, np.pi], ["0", "π/4", "π/2", "3π/4", "π"])
+    ax.set_xticks(*POLAR_TICKS)
     ax.set_xlabel("polar angle θ")
     ax.set_ylabel("density of θ")
     ax.set_title(f"$S^{{{sol.d - 1}}}$, t = {sol.t[k]:.3g}")
@@ -145,6 +152,7 @@ def _zonal_spacetime(sol, ax=None):
     ax.figure.colorbar(mesh, ax=ax, label="density of θ")
     ax.set_xlabel("t")
     ax.set_ylabel("polar angle θ")
+    ax.set_yticks(*POLAR_TICKS)
     return ax
 
 
@@ -154,6 +162,7 @@ def _causal_density(sol, ax=None, k=-1):
     mesh = ax.pcolormesh(sol.theta, sol.s, sol.rho[k], shading="nearest")
     ax.figure.colorbar(mesh, ax=ax, label="ρ(s, θ)")
     ax.set_xlabel("θ")
+    ax.set_xticks(*PI_TICKS)
     ax.set_ylabel("token position s")
     ax.set_title(f"causal density, t = {sol.t[k]:.3g}")
     return ax
@@ -174,7 +183,7 @@ VIEWS = {
     "DensitySolution": {"density": _density, "spacetime": _spacetime, "energy": _energy},
     "ZonalSolution": {"density": _zonal_density, "spacetime": _zonal_spacetime, "energy": _energy},
     "CausalDensitySolution": {"density": _causal_density},
-    "Comparison": {"wasserstein": _report("wasserstein"), "solution": _report("solution"),
+    "Comparison": {"distances": _report("wasserstein"), "solution": _report("solution"),
                    "energy": _report("energy")},
 }
 
