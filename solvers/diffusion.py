@@ -104,7 +104,7 @@ def mesh_laplacian(mesh):
 
     Parameters
     ----------
-    mesh : Mesh
+    mesh : meanfield.solvers.mesh.Mesh
 
     Returns
     -------
@@ -138,7 +138,7 @@ def mesh_rate(mesh):
 
     Parameters
     ----------
-    mesh : Mesh
+    mesh : meanfield.solvers.mesh.Mesh
 
     Returns
     -------

@@ -123,7 +123,7 @@ class AdaptiveMesh:
 
     Parameters
     ----------
-    mesh : Mesh
+    mesh : meanfield.solvers.mesh.Mesh
     index : ndarray, shape (N,)
         Sorted indices of the generators among the vertices of level ``finest``.
     finest : int

@@ -109,7 +109,7 @@ def polar_grid(cells=DEFAULT_CELLS):
     .. math::
 
         \theta_i = \left(i + \tfrac12\right) \frac{\pi}{N}, \qquad
-    \theta_{i \pm 1/2} = \left(i + \tfrac12 \pm \tfrac12\right) \frac{\pi}{N}.
+        \theta_{i \pm 1/2} = \left(i + \tfrac12 \pm \tfrac12\right) \frac{\pi}{N}.
 
     Parameters
     ----------
