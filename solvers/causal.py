@@ -1,12 +1,19 @@
-"""Finite volumes for the mean-field PDE of causal attention on [0, 1] × S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field PDE of causal attention on [0, 1] × S^1 (Q^T K = I, V = ±I).
 
 Token i of n sits at the position s = (i - 1/2)/n in the sequence; as n → ∞ the tokens become a
 density ρ(t, s, θ) that is a probability density in θ for every s (one token per position).
 Causal attention moves each slice with the field of the part of the sequence before it:
 
-    ∂_t ρ(t, s, ·) + ∂_θ( ρ(t, s, ·) u_s ) = 0,     P_s = (1/s) ∫_0^s ρ(t, s', ·) ds',
-    u_s(θ) = ±(1/Z_s(θ)) ∫ e^{β cos(θ'-θ)} sin(θ'-θ) P_s(θ') dθ',   Z_s = ∫ e^{β cos(θ'-θ)} P_s (SA)
-    u_s(θ) = ±e^β ∫ e^{β(cos(θ'-θ) - 1)} sin(θ'-θ) P_s(θ') dθ'                                  (USA)
+.. math::
+
+    \partial_t \rho(t, s, \cdot) + \partial_\theta\big(\rho(t, s, \cdot)\, u_s\big) = 0, \qquad
+    P_s = \frac{1}{s} \int_0^s \rho(t, s', \cdot) \, ds',
+
+    u_s(\theta) = \pm \frac{1}{Z_s(\theta)} \int e^{\beta \cos(\theta' - \theta)} \sin(\theta' - \theta)
+    P_s(\theta') \, d\theta', \qquad Z_s = \int e^{\beta \cos(\theta' - \theta)} P_s \ \text{(SA)},
+
+    u_s(\theta) = \pm e^\beta \int e^{\beta(\cos(\theta' - \theta) - 1)} \sin(\theta' - \theta) P_s(\theta')
+    \, d\theta' \ \text{(USA)}
 
 i.e. u_s is the (full-attention) circle field of the prefix average P_s.  For SA this is the
 softmax over s' <= s; for USA it is the 1/i normalisation of the particle model (the prefix

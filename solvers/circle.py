@@ -1,6 +1,10 @@
-"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
 
-    ∂_t ρ + ∂_θ(ρ u) = 0,   u(θ) = ±(1/Z(θ)) ∫ e^{β cos(θ-θ')} sin(θ'-θ) ρ(θ') dθ',
+.. math::
+
+    \partial_t \rho + \partial_\theta(\rho u) = 0, \qquad
+    u(\theta) = \pm \frac{1}{Z(\theta)} \int e^{\beta \cos(\theta - \theta')} \sin(\theta' - \theta)
+    \rho(\theta') \, d\theta',
 
 Z = Φ(θ) = ∫ e^{β cos(θ-θ')} ρ(θ') dθ' (SA) or 1 (USA), sign - for V = -I; ρ is a density
 against arc length with unit mass.  Equivalently u = ±(1/β) ∂_θ Φ (USA), ±(1/β) ∂_θ log Φ (SA).

@@ -84,6 +84,16 @@ def clusters_in_cells(masses, adjacency, points, min_mass=1e-3, alone=1e-2):
     carries : (N,) bool.
     centres : (N, d) the normalised mass-weighted mean of each group's centres.
     group : (N,) G_i.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> masses = np.zeros(16); masses[5] = 1.0              # one cluster in cell 5 of a ring
+    >>> theta = 2 * np.pi * (np.arange(16) + 0.5) / 16
+    >>> points = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    >>> carries, centres, group = clusters_in_cells(masses, ring_adjacency(16), points)
+    >>> np.flatnonzero(carries), bool(np.allclose(centres[5], points[5]))
+    (array([5]), True)
     """
     group = adjacency @ masses
     reach = (adjacency @ adjacency) != 0
@@ -147,6 +157,16 @@ def pinned_on_fixed_mesh(t, masses, adjacency, points, velocity, size):
     Returns
     -------
     (K,) sorted indices of the pinned cells.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> theta = 2 * np.pi * (np.arange(16) + 0.5) / 16
+    >>> points = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    >>> masses = np.zeros((3, 16)); masses[:, 5] = 1.0      # a cluster that stays in cell 5
+    >>> pull = lambda k: np.tile([0.0, 1.0], (16, 1))      # while its velocity asks it to move
+    >>> pinned_on_fixed_mesh(np.array([0.0, 1.0, 2.0]), masses, ring_adjacency(16), points, pull, np.full(16, 0.4))
+    array([5])
     """
     carries, start, _ = clusters_in_cells(masses[0], adjacency, points)
     travel = np.zeros(len(size))

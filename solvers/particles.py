@@ -1,6 +1,9 @@
-"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
+r"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
 
-    dx_i/dt = X[μ^n](x_i),   μ^n = sum_j w_j δ_{x_j}   (w_j = 1/n by default)
+.. math::
+
+    \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j} \quad (w_j = 1/n \text{ by default}),
+    \qquad X[\mu](x) = P_x \frac{1}{Z(x)} \int e^{\beta \langle Qx, Ky\rangle} V y \, d\mu(y).
 
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.

@@ -1,7 +1,10 @@
-"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
 
-    ∂_t ρ + div_S(ρ X[ρ]) = 0,   X = ±(1/β) ∇_S Φ (USA),  ±(1/β) ∇_S log Φ (SA),
-    Φ(x) = ∫ e^{β<x,y>} ρ(y) dσ(y)
+.. math::
+
+    \partial_t \rho + \operatorname{div}_S(\rho X[\rho]) = 0, \qquad
+    X = \pm \tfrac{1}{\beta} \nabla_S \Phi \ \text{(USA)}, \quad \pm \tfrac{1}{\beta} \nabla_S \log \Phi \ \text{(SA)},
+    \qquad \Phi(x) = \int e^{\beta \langle x, y\rangle} \rho(y) \, d\sigma(y)
 
 on a spherical Voronoi mesh (``meanfield.solvers.mesh``).  The cell values ρ_i carry the measure
 Σ_j m_j δ_{c_j}, m_j = ρ_j |C_j|; the cell velocities X_i and log Φ_i are the particle field of
