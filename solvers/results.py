@@ -71,7 +71,7 @@ class _Saveable:
         The views of each result class are in ``meanfield.plotting.views.VIEWS`` (the first kind is
         the default): ParticleSolution "tokens", "energy"; DensitySolution "density", "spacetime"
         (S^1), "energy"; ZonalSolution "density", "spacetime", "energy"; CausalDensitySolution
-        "density"; Comparison "distances", "solution", "energy".
+        "density"; Comparison "distances", "solution", "energy"; ZonalComparison "distances", "mean".
 
         Parameters
         ----------

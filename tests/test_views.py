@@ -8,6 +8,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.compare import compare
+from meanfield.zonal import compare as zonal_compare
 from meanfield.plotting.views import VIEWS, plot
 from meanfield.solvers import causal, circle, particles, results, sphere, zonal
 
@@ -28,6 +29,7 @@ def runs():
         "zonal": zonal.solve(mf.SA(2.0), lambda s: 1 + 0.5 * s, t, d=8, cells=32, progress=False),
         "causal": causal.solve(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th), t, slices=4, cells=16),
         "comparison": compare(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], t, n=50, seeds=2, cells=64),
+        "zonal comparison": zonal_compare(mf.SA(2.0), lambda s: 1 + 0.5 * s, t, 6, 40, seeds=2, cells=32),
     }
 
 
@@ -41,7 +43,7 @@ def _views(runs):
 
 def test_every_result_class_has_views():
     assert set(VIEWS) == {"ParticleSolution", "DensitySolution", "ZonalSolution", "CausalDensitySolution",
-                          "Comparison"}
+                          "Comparison", "ZonalComparison"}
 
 
 def test_every_view_draws_labelled_axes(runs):

@@ -17,6 +17,8 @@ ZonalSolution               "density" (the polar-angle marginal at output k),
                             "spacetime", "energy"
 CausalDensitySolution       "density" (ρ(s, θ) at output k)
 Comparison                  "distances", "solution", "energy" (the report's figures)
+ZonalComparison             "distances" (W_1 of the polar angles against t), "mean"
+                            (the axial component of the mean, particles and PDE)
 ==========================  ==========================================================
 """
 import numpy as np
@@ -168,6 +170,30 @@ def _causal_density(sol, ax=None, k=-1):
     return ax
 
 
+def _zonal_distances(comparison, ax=None):
+    ax = _axes(ax)
+    w1 = np.asarray(comparison.w1)
+    ax.semilogy(comparison.t, w1.mean(axis=1), "o-", color="C0", label=f"mean over {w1.shape[1]} draws")
+    ax.fill_between(comparison.t, w1.min(axis=1), w1.max(axis=1), color="C0", alpha=0.25, label="min–max")
+    ax.set_xlabel("t")
+    ax.set_ylabel(r"$W_1$ of the polar angles (rad)")
+    ax.set_title(rf"particles in $\mathbb{{R}}^{{{comparison.info.get('d', '')}}}$ vs the zonal PDE, "
+                 f"n = {comparison.info.get('n', '')}")
+    ax.legend()
+    return ax
+
+
+def _zonal_mean(comparison, ax=None):
+    ax = _axes(ax)
+    ax.plot(comparison.t, comparison.mean_particles, color="C1", lw=1, alpha=0.7)
+    ax.plot([], [], color="C1", label="particles (each draw)")
+    ax.plot(comparison.t, comparison.mean_pde, "k--", lw=2, label="zonal PDE")
+    ax.set_xlabel("t")
+    ax.set_ylabel(r"$\langle m, e\rangle$, axial component of the mean")
+    ax.legend()
+    return ax
+
+
 def _report(name):
     def draw(comparison, ax=None):
         if ax is not None:
@@ -185,6 +211,7 @@ VIEWS = {
     "CausalDensitySolution": {"density": _causal_density},
     "Comparison": {"distances": _report("wasserstein"), "solution": _report("solution"),
                    "energy": _report("energy")},
+    "ZonalComparison": {"distances": _zonal_distances, "mean": _zonal_mean},
 }
 
 
