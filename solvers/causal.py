@@ -55,16 +55,22 @@ makes is below 8 (2k + 1) ε log2(N)/h (< 1e-9 at S = 256, N = 512).
 Not done here: the same equation on [0, 1] × S^2 (the sphere solver's mesh would need a prefix
 sum of its fields per slice; its FFT-free fields make that S times its present cost).
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
 
 from dataclasses import replace
 
+from collections.abc import Callable
+from os import PathLike
+
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.fft
 from numba import njit, prange
 
 from meanfield.checks import as_count, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
+from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
@@ -351,8 +357,9 @@ def _initial_density(rho0, slices, cells):
     return _unit_slices(rho)
 
 
-def solve(model, rho0, t_eval, slices=64, cells=256, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
+def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices: int = 64, cells: int = 256, *,
+          dt: float | None = None, progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = 100, resume: bool = False) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
     SSP-RK3; return a CausalDensitySolution.
 

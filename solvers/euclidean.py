@@ -12,11 +12,14 @@ V = I — the z_i converge to the vertices of a convex polytope ("leaders"); V w
 positive top eigenvalue — the components along its eigenvector converge to at most three values
 (hyperplanes).  Only the softmax (SA) model is defined here.
 """
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import expm
 
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
+from meanfield.models import SA, as_model
 
 from .results import ParticleSolution
 from .stepping import integrate
@@ -83,7 +86,8 @@ def velocity(model, z, t=0.0):
     return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
 
 
-def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=None):
+def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: float = 0.01, *,
+          progress: bool | None = None) -> ParticleSolution:
     r"""Integrate the rescaled tokens z(t) = e^{-tV} x(t) of self-attention in R^d.
 
     .. math::

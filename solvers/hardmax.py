@@ -21,7 +21,10 @@ approximation of the Filippov solution, first order in dt there.  info["chatteri
 steps (0: every switch located).  Dense n × n sets: for systems of
 up to a few thousand tokens.
 """
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from meanfield.checks import as_choice, as_points, as_positive, as_time_grid
 from meanfield.geometry import normalise
@@ -140,7 +143,7 @@ def _step(W, V, x, h, scheme):
     return normalise(x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
 
 
-def solve(model, x0, t_eval, dt=0.01, method="rk4"):
+def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, method: str = "rk4") -> ParticleSolution:
     """Integrate hardmax attention from tokens x0 (n, d) with event-aware steps (module docstring).
 
     Parameters

@@ -48,15 +48,21 @@ positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circ
 runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
 sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """
+from __future__ import annotations
+
 import functools
 
+from collections.abc import Callable
+from os import PathLike
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
-from meanfield.models import SA
+from meanfield.models import SA, USA
 from meanfield.theory import speed_bound
 
 from . import gegenbauer, stepping
@@ -621,9 +627,11 @@ def energy(masses, beta, d):
     return _Operator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind").energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False,
-          budget=BUDGET):
+def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, cells: int | None = None,
+          flux: str = DEFAULT_FLUX, *, dt: float | None = None, max_dt: float | None = None,
+          cfl: float = stepping.CFL, summation: str = "auto", progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+          budget: float | None = BUDGET) -> ZonalSolution:
     r"""Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     A density that depends on the polar angle θ = arccos <x, e> only stays so, and its cell masses
