@@ -129,11 +129,13 @@ def plot():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from meanfield.plotting.ticks import log_ticks
     data = json.load(open(OUT))
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), dpi=110)
+    seconds = [r["cpu_seconds"] for r in data["runs"]]
     series = [("uniform", None, "uniform icosphere", "C0", "s")] + [
         ("adaptive", b, f"adaptive, base level {b}", c, m) for b, c, m in ((3, "C3", "o"), (4, "C2", "^"))]
-    for ax, key, label in zip(axes, ("w1", "w2"), ("W1", "W2")):
+    for ax, key, label in zip(axes, ("w1", "w2"), ("$W_1$", "$W_2$")):
         for kind, base, name, colour, marker in series:
             runs = sorted((r for r in data["runs"] if r["kind"] == kind and (base is None or r["base"] == base)),
                           key=lambda r: r["finest"])
@@ -148,12 +150,13 @@ def plot():
                 ax.loglog([r["cpu_seconds"] for r in runs], [r["w2_mass"] for r in runs], ls=":", color=colour,
                           lw=1.4, label=f"{name}: cluster-mass part")
         if key == "w1":
-            ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label="target W1 = 5e-3")
+            ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label=r"target $W_1 = 5\cdot 10^{-3}$")
+        log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100) if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=9)
         ax.set(xlabel="CPU seconds of the solve (shared 2-core machine)",
-               ylabel=f"{label}(FV, reference) at T = 10 [rad]",
-               title=f"S^2, SA(β=3), T = 10: {label} (labels: finest level)")
+               ylabel=f"{label}(FV, reference) at $T = 10$ (rad)",
+               title=rf"$S^2$, SA $\beta = 3$, $T = 10$: {label} (labels: finest level)")
     fig.savefig(os.path.join(HERE, "adaptive_work_precision.png"), bbox_inches="tight")
 
 

@@ -80,11 +80,34 @@ def _initial(rho0, amesh, base):
 
 def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],
                  buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"]):
-    """(AdaptiveMesh, rho, threshold): the mesh the criterion asks for at t = 0, found by refining
-    from the base level with rho0 evaluated on each new mesh until the set no longer changes.
+    """The adaptive mesh that the refinement criterion asks for at t = 0.
 
-    Example
+    Found by refining from the base level, with rho0 evaluated on each new mesh, until the set of
+    generators no longer changes; each cell i is resolved at the level ``remesh.wanted_levels``
+    gives it (the mass of a cell at most θ times that of a base-level cell of the mean density).
+
+    Parameters
+    ----------
+    rho0 : callable or array_like
+        Densities of points (N, 3), or cell densities on ``icosphere(base)``.
+    base, finest : int
+        The coarsest and the finest icosahedral level.
+    threshold : float
+        θ (raised if the mesh would exceed ``max_cells``).
+    buffer : int
+        Cells of each level around the finer region.
+    max_cells : int
+
+    Returns
     -------
+    amesh : remesh.AdaptiveMesh
+    rho : ndarray, shape (N,)
+        rho0 on its cells, unit mass.
+    threshold : float
+        The θ used.
+
+    Examples
+    --------
     >>> from meanfield.measures import perturbed_uniform
     >>> amesh, rho, _ = initial_mesh(perturbed_uniform(3, degree=2), base=2, finest=3)
     >>> amesh.size >= 162
@@ -159,8 +182,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     meshes (t, cells and finest cell level of every mesh used), energy_dips, remesh_energy,
     and the step counters (nfev, nsteps, nrejected, hmin, hmax).
 
-    Example
-    -------
+    Examples
+    --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
     >>> sol = solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5], base=2, finest=3)

@@ -1,6 +1,9 @@
-"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
+r"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
 
-    dx_i/dt = X[μ^n](x_i),   μ^n = sum_j w_j δ_{x_j}   (w_j = 1/n by default)
+.. math::
+
+    \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j} \quad (w_j = 1/n \text{ by default}),
+    \qquad X[\mu](x) = P_x \frac{1}{Z(x)} \int e^{\beta \langle Qx, Ky\rangle} V y \, d\mu(y).
 
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
 order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
@@ -18,7 +21,14 @@ weight sum_{j<=i} w_j) run on every direct engine (the mask is applied inside ``
 and ``kernels``); the fast summation has no causal form and refuses them.  Their energies are
 NaN: the causal dynamics is not a gradient flow (info["energy"] says so).
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
+
+from collections.abc import Callable
+from os import PathLike
+
+from numpy.typing import ArrayLike
 
 import numpy as np
 from scipy.special import logsumexp
@@ -27,7 +37,7 @@ from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_ar
                               as_time_grid)
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise
-from meanfield.models import SA, MultiHead, as_model
+from meanfield.models import SA, USA, MultiHead, as_model
 
 from . import gemm, kernels, small, spectral, stepping
 from .results import ParticleSolution
@@ -48,10 +58,43 @@ def _uniform_weights(shape):
 
 
 def resolve_summation(model, d, n, m, summation="auto"):
-    """"direct" or "fast": what ``attention_field`` does for n targets and m sources in R^d.
+    """The summation that ``attention_field`` uses for n targets and m sources in R^d.
 
-    "fast" (``meanfield.solvers.spectral``) needs Q^T K = I, V = ±I and d in {2, 3}; "auto" takes it
-    when it is valid and its estimated cost is below the direct O(n m) summation's."""
+    "fast" (``meanfield.solvers.spectral``: Fourier / Funk–Hecke sums) needs Q^T K = I, V = ±I,
+    d in {2, 3} and a non-causal model; "auto" takes it where it is valid and its estimated cost is
+    below the direct O(n m) log-sum-exp summation's.
+
+    Parameters
+    ----------
+    model : SA or USA
+        The attention head.
+    d : int
+        Ambient dimension (tokens on S^{d-1}).
+    n, m : int
+        Numbers of targets and of sources.
+    summation : {"auto", "direct", "fast"}
+        What the caller asks for.
+
+    Returns
+    -------
+    str
+        "direct" or "fast".
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``summation``, or "fast" where the fast sums do not apply (causal model,
+        general Q, K, V, d > 3, β beyond the series' range).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.resolve_summation(mf.SA(1.0), 3, 10, 10)
+    'direct'
+    >>> particles.resolve_summation(mf.SA(1.0), 3, 100_000, 100_000)
+    'fast'
+    """
     as_choice(summation, "summation", SUMMATIONS)
     if summation == "direct":
         return "direct"
@@ -93,8 +136,27 @@ def _small_arguments(model, d):
 
 
 def uses_small(n, m, how):
-    """Whether direct summation runs on the batched small-system engine (``small``): systems of
-    at most ``small.SMALL_N`` tokens that are their own sources."""
+    """Whether direct summation runs on the batched small-system engine ``small``.
+
+    That engine takes systems of at most ``small.SMALL_N`` tokens that are their own sources.
+
+    Parameters
+    ----------
+    n, m : int
+        Numbers of targets and of sources.
+    how : str
+        The resolved summation ("direct" or "fast", see ``resolve_summation``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.solvers import particles
+    >>> particles.uses_small(32, 32, "direct"), particles.uses_small(32, 64, "direct")
+    (True, False)
+    """
     return how == "direct" and n == m and n <= small.SMALL_N
 
 
@@ -146,13 +208,55 @@ def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
 
 
 def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None, dtype=np.float64):
-    """(X, log Φ) at targets x (B, n, d) from sources (B, m, d) (default: x itself) with
-    weights (B, m) >= 0 (default 1/m).  No input checks: internal entry point of the solvers.
-    ``dtype`` float32: direct summation with single-precision products (``gemm``).
+    r"""The attention field and the log partition functions at targets x from weighted sources y.
 
-    summation: "direct", "fast" or "auto" (``resolve_summation``).  The fast path recomputes
-    directly the targets where its error bound exceeds ``spectral.RTOL``.  ``stats`` (a dict)
-    accumulates the number of calls per summation and of such recomputed targets."""
+    .. math::
+
+        X(x_i) = P_{x_i} \frac{1}{Z_i} \sum_j w_j e^{\beta \langle Q x_i, K y_j\rangle} V y_j,
+        \qquad \Phi_i = \sum_j w_j e^{\beta \langle Q x_i, K y_j\rangle},
+
+    with Z_i = Φ_i (SA) or Σ_j w_j (USA) and P_x = I - x x^T.  No input checks: this is the
+    solvers' internal entry point (``velocity`` is the checked one).
+
+    Parameters
+    ----------
+    model : SA or USA
+        One attention head with constant weights.
+    x : ndarray, shape (B, n, d)
+        Targets (unit vectors).
+    weights : ndarray, shape (B, m), optional
+        Non-negative source weights (default 1/m).
+    sources : ndarray, shape (B, m, d), optional
+        Sources y (default: x itself).
+    summation : {"auto", "direct", "fast"}
+        See ``resolve_summation``; the fast path recomputes directly the targets where its error
+        bound exceeds ``spectral.RTOL``.
+    stats : dict, optional
+        Accumulates the number of calls per summation and of recomputed targets ("recomputed").
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (``gemm``, direct summation).
+
+    Returns
+    -------
+    X : ndarray, shape (B, n, d)
+        The field (tangent to the sphere at each target).
+    log_phi : ndarray, shape (B, n)
+        log Φ_i.
+
+    Raises
+    ------
+    FloatingPointError
+        Where the USA field overflows double precision.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(5, 3, seed=0)[None]
+    >>> X, log_phi = particles.attention_field(mf.SA(1.0), x)
+    >>> X.shape, log_phi.shape, bool(np.abs(np.sum(X * x, axis=-1)).max() < 1e-15)
+    ((1, 5, 3), (1, 5), True)
+    """
     y = x if sources is None else sources
     w = _uniform_weights(y.shape) if weights is None else weights
     how = resolve_summation(model, x.shape[-1], x.shape[1], y.shape[1], summation)
@@ -179,9 +283,38 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
 
 
 def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64):
-    """The velocity field at targets x (B, n, d) of a constant model: one head's
-    ``attention_field``, or for ``MultiHead`` the sum over heads (each summed as ``summation``
-    allows for it) plus the projected feed-forward term P_x W σ(A x + b)."""
+    r"""The velocity field at targets x (B, n, d) of a model with constant weights.
+
+    One head: ``attention_field``'s X.  ``MultiHead``: the sum over heads (each summed as
+    ``summation`` allows for it) plus the projected feed-forward term,
+
+    .. math::
+
+        X(x) = \sum_h X_h(x) + P_x W \sigma(A x + b).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        With constant weights (``model.at(t)`` of a time-dependent one).
+    x : ndarray, shape (B, n, d)
+        Tokens, which are also the sources.
+    weights : ndarray, shape (B, n), optional
+        Token weights (default 1/n).
+    summation, stats, dtype
+        As in ``attention_field``.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(4, 3, seed=1)[None]
+    >>> bool(np.allclose(particles.field(mf.SA(1.0), x), particles.attention_field(mf.SA(1.0), x)[0]))
+    True
+    """
     if not isinstance(model, MultiHead):
         return attention_field(model, x, weights, summation=summation, stats=stats, dtype=dtype)[0]
     out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
@@ -195,11 +328,50 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
 
 
 def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
-    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
-    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it.
-    ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
-    direct summation, d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
-    the result is float64 in both cases."""
+    r"""Tangent velocities X[μ](x_i) of tokens x, μ = Σ_j w_j δ_{x_j}.
+
+    .. math::
+
+        \dot x_i = P_{x_i} \frac{1}{Z_i} \sum_j w_j e^{\beta \langle Q x_i, K x_j\rangle} V x_j,
+        \qquad Z_i = \sum_j w_j e^{\beta \langle Q x_i, K x_j\rangle} \ \text{(SA)}, \quad
+        Z_i = \sum_j w_j \ \text{(USA)}.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        The dynamics; weights that depend on time are evaluated at ``t``.
+    x : array_like, shape (n, d) or (B, n, d)
+        Unit vectors.
+    weights : array_like, shape (n,) or (B, n), optional
+        Non-negative token weights (default 1/n); causal models need w_1 > 0.
+    summation : {"auto", "direct", "fast"}
+        See ``resolve_summation``.
+    t : float
+        Time at which time-dependent weights are evaluated.
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (direct summation, d <= 1024; relative
+        error ~1e-7 (1 + β), docs/performance.md); the result is float64 in both cases.
+
+    Returns
+    -------
+    ndarray, shape like x
+        The velocities, tangent to the sphere.
+
+    Raises
+    ------
+    ValueError
+        For points that are not unit vectors, non-finite entries, a bad shape, negative weights, a
+        summation that does not apply, or USA weights that overflow double precision.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(6, 3, seed=0)
+    >>> v = particles.velocity(mf.SA(1.0), x)
+    >>> v.shape, bool(np.allclose(np.sum(v * x, axis=1), 0.0))
+    ((6, 3), True)
+    """
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     dtype = _precision(dtype, x.shape[-1], summation)
@@ -233,8 +405,33 @@ def _precision(dtype, d, summation):
 
 
 def default_dt(model, d, cap=True):
-    """A step well inside RK4's stability region: 0.25 / L with L ≈ the field's Lipschitz
-    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1 (unless ``cap=False``)."""
+    r"""The default fixed step: 0.25 / L, well inside RK4's stability region.
+
+    .. math::
+
+        L = |V| (1 + \beta |Q^T K|) \quad (\text{times } e^{\beta |Q^T K|} \text{ for USA}),
+
+    L a bound on the field's Lipschitz constant (operator norms); capped at 0.1 unless ``cap=False``.
+
+    Parameters
+    ----------
+    model : SA or USA
+    d : int
+        Ambient dimension.
+    cap : bool
+        Cap the step at 0.1.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.default_dt(mf.SA(1.0), 3), particles.default_dt(mf.SA(1.0), 3, cap=False)
+    (0.1, 0.125)
+    """
     A, V = _operators(model, d)
     a = np.linalg.norm(A, 2)      # a 1 × 1 array for A = a I: no d × d matrix, no SVD
     lip = np.linalg.norm(V, 2) * (1.0 + model.beta * a)
@@ -249,21 +446,35 @@ MAX_EXP = float(np.log(np.finfo(float).max))  # e^x overflows beyond x = 709.78
 
 
 def max_step(model, d, method="rk4"):
-    """The largest fixed step accepted: c / L, with L the Lipschitz bound of ``default_dt`` and
-    c = 2.78 (RK4) or 2 (Euler) the scheme's stability interval on the negative real axis.
-    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere).
+    """The largest fixed step ``solve`` accepts: c / L.
+
+    L is the Lipschitz bound of ``default_dt`` and c = 2.78 (RK4) or 2 (Euler) the scheme's
+    stability interval on the negative real axis; larger steps can make the discrete dynamics
+    unstable (tokens jumping about the sphere).
 
     Parameters
     ----------
     model : SA or USA
     d : int
-        Dimension of the ambient space (tokens on S^{d-1}).
+        Ambient dimension (tokens on S^{d-1}).
     method : {"rk4", "euler"}
 
     Returns
     -------
     float
         The bound on ``dt`` that ``solve`` and ``solve_angles`` enforce.
+
+    Raises
+    ------
+    ValueError
+        For d < 2, another method, or USA weights that overflow double precision.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> round(particles.max_step(mf.SA(1.0), 3), 4), particles.max_step(mf.SA(1.0), 3, "euler")
+    (1.39, 1.0)
     """
     model = as_model(model, causal=True)
     d = as_count(d, "d", minimum=2)
@@ -298,8 +509,30 @@ def _check_adaptive(model, d, t_eval, rtol, atol):
 
 
 def block_dt(model, d):
-    """``default_dt`` for MultiHead: Lipschitz constants add, so the steps combine harmonically
-    (the feed-forward term adds |W| |A| sup|σ'| with sup|σ'| <= 1.13 for ReLU, GELU, tanh)."""
+    """``default_dt`` for a ``MultiHead``: the heads' Lipschitz bounds add.
+
+    The steps combine harmonically; the feed-forward term adds |W| |A| sup|σ'|, with
+    sup|σ'| <= 1.13 for ReLU, GELU and tanh.  For one head it is ``default_dt``.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        With constant weights.
+    d : int
+        Ambient dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> h = mf.SA(1.0)
+    >>> particles.block_dt(h, 3), particles.block_dt(mf.MultiHead([h, h]), 3)    # two heads: half the step
+    (0.1, 0.05)
+    """
     if not isinstance(model, MultiHead):
         return default_dt(model, d)
     lip = sum(0.25 / default_dt(h, d) for h in model.heads)
@@ -383,48 +616,96 @@ def _observer(observe, model, w, shape, energy, how, log):
     return packed
 
 
-def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
-          atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64, budget=BUDGET):
-    """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
+def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4",
+          dt: float | None = None, *, summation: str = "auto", weights: ArrayLike | None = None,
+          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None, energy: bool = True,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+          noise: float = 0.0, seed: int | None = None, observe: Callable | None = None, engine: str = "auto",
+          dtype: type = np.float64, budget: float | None = BUDGET) -> ParticleSolution:
+    r"""Integrate the tokens x0 on S^{d-1} and return a ParticleSolution.
 
-    model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
-    of t, evaluated at every stage time (the schemes keep their order).
-    method: "rk4" (default), "euler" (both with renormalisation after each step, step ``dt``,
-    default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
-    noise: σ >= 0 adds Brownian motion on the sphere, generator (σ²/2) Δ_S (McKean–Vlasov
-    particles): with method="euler", the geodesic Euler–Maruyama step
-    x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1; ``seed`` fixes the draws
-    (each step's are keyed by (seed, step), so resumed runs draw the same numbers).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
-    ``resume=True`` an existing checkpoint is continued, bit for bit.
-    summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
-    and used for the energies too; info["summation"] says which ran and info["recomputed"]
-    how many target evaluations the fast path handed to direct summation.
+    .. math::
 
-    engine: "auto" | "small" | "kernels".  Systems of at most ``small.SMALL_N`` tokens with
-    direct summation and "euler" or "rk4" run on the fused engine ``small.advance`` ("small":
-    every system's steps between output times are taken in cache, batches in parallel);
-    "kernels" takes each step through ``stepping.fixed_step`` and the tiled direct summation
-    (``gemm`` for d <= 1024, ``kernels`` beyond); "auto" picks
-    "small" wherever it applies.  info["engine"] says which ran (same scheme, results within
-    round-off of each other).
+        \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j},
 
-    observe: a function of the tokens (shaped like x0) returning an array (same shape at every
-    output time).  When given, the solution stores ``observed`` (m, ...) = observe(x(t_k)) and
-    ``last`` = x(t_eval[-1]) instead of the trajectory ``x`` (None): per-time statistics of
-    large batches without holding m copies of the state.  ``energy`` is still (m,) or (m, B).
+    with the field of ``velocity`` (plus (σ²/2) Δ_S Brownian motion when ``noise`` > 0).
 
-    dtype: float64 (default) or float32: the field's score and value products in single precision
-    (``gemm`` engine, direct summation, d <= 1024, engine "kernels"); the state, the steps
-    and the energies stay float64.
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        The dynamics; its weights (β, Q, K, V, the feed-forward W, A, b) may be callables of t,
+        evaluated at every stage time (the schemes keep their order).
+    x0 : array_like, shape (n, d) or (B, n, d)
+        Initial tokens (unit vectors), one system or a batch of B systems.
+    t_eval : array_like
+        Increasing output times; the steps end on each of them exactly.
+    method : {"rk4", "euler", "adaptive", "dopri5"}
+        RK4 or forward Euler, each followed by the projection x <- x/|x| (it keeps the scheme's
+        order), with fixed step ``dt``; or the adaptive Dormand–Prince 5(4) pair with ``rtol``,
+        ``atol``.
+    dt : float, optional
+        Fixed step (default ``block_dt`` of the model, for time-dependent weights the smallest over
+        the run); refused above ``max_step``.
+    summation : {"auto", "direct", "fast"}
+        Chosen once for the run (``resolve_summation``) and used for the energies too.
+    weights : array_like, shape (n,) or (B, n), optional
+        Non-negative token weights (default 1/n).
+    rtol, atol : float
+        Tolerances of the adaptive method.
+    progress : bool or None
+        A progress bar (None: after a few seconds, on a terminal).
+    energy : bool
+        Compute E_β at the output times.
+    checkpoint : str or path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
+        checkpoint bit for bit.
+    checkpoint_every : int
+    resume : bool
+    noise : float
+        σ >= 0: with method "euler", the geodesic Euler–Maruyama step
+        x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1.
+    seed : int, optional
+        Fixes the noise; each step's draws are keyed by (seed, step), so resumed runs repeat them.
+    observe : callable, optional
+        A function of the tokens (shaped like x0) returning an array of the same shape at every
+        output time: the solution then stores ``observed`` (m, ...) and ``last`` = x(t_eval[-1])
+        instead of the trajectory (``x`` is None).
+    engine : {"auto", "small", "kernels"}
+        "small": the fused engine ``small.advance`` (systems of at most ``small.SMALL_N`` tokens,
+        direct summation, "euler" or "rk4", one head with constant weights, no noise); "kernels":
+        each step through ``stepping.fixed_step`` and the tiled direct summation; "auto" picks
+        "small" wherever it applies.  Both give the same scheme, within round-off.
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (``gemm`` engine, direct summation,
+        d <= 1024, engine "kernels"); state, steps and energies stay float64.
+    budget : float or None
+        Seconds (default one hour; None: no limit).  A fixed-step run whose step count times the
+        measured cost of one step exceeds it is refused before it starts; an adaptive run is
+        stopped when it reaches it (resume it from its checkpoint).
 
-    budget: seconds (default ``meanfield.budget.BUDGET``, one hour; None: no limit).  A fixed-step
-    run whose step count times the measured cost of one step exceeds it is refused before it
-    starts; an adaptive run is stopped when it reaches it (resume from its checkpoint).
+    Returns
+    -------
+    ParticleSolution
+        ``t`` (m,), ``x`` (m, n, d) or (m, B, n, d), ``energy`` (m,) or (m, B) (NaN, with the reason
+        in ``info["energy"]``, where E_β is not the dynamics' energy), ``info`` (method, dt,
+        summation, engine, step counts, recomputed targets of the fast summation).
 
-    Time-dependent weights: the default step is the smallest ``block_dt`` of the model at the
-    output times and 65 equispaced times of the run (the field's Lipschitz bound may grow with t).
+    Raises
+    ------
+    ValueError
+        For invalid tokens, weights, times, methods or options, a ``dt`` above ``max_step``, USA
+        weights that overflow, or a fixed-step run that does not fit in ``budget``.
+    RuntimeError
+        When an adaptive run reaches its ``budget``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x0 = mf.uniform_sphere(8, 3, seed=0)
+    >>> sol = particles.solve(mf.SA(1.0), x0, [0.0, 1.0, 2.0], progress=False)
+    >>> sol.x.shape, bool(np.all(np.diff(sol.energy) >= 0))
+    ((3, 8, 3), True)
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
@@ -513,15 +794,71 @@ def _energy_note(model):
 
 
 def log_energies(beta, x, weights=None, summation="auto"):
-    """log(2β E_β) = log Σ_ij w_i w_j e^{β<x_i,x_j>} (β > 0) for each system of x (B, n, d),
-    weights (B, n) (default 1/n): log-sum-exp over the field's log Φ, overflow-free for any β."""
+    r"""log(2β E_β) of each system of x, overflow-free for any β > 0.
+
+    .. math::
+
+        \log(2\beta E_\beta) = \log \sum_{i,j} w_i w_j e^{\beta \langle x_i, x_j\rangle},
+
+    computed by log-sum-exp over the field's log Φ_i.
+
+    Parameters
+    ----------
+    beta : float
+        β > 0.
+    x : ndarray, shape (B, n, d)
+        Unit vectors (not checked).
+    weights : ndarray, shape (B, n), optional
+        Default 1/n.
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape (B,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(5, 3, seed=0)[None]
+    >>> bool(np.isclose(particles.log_energies(1.0, x)[0], np.log(2 * mf.energy(x[0], 1.0))))
+    True
+    """
     w = _uniform_weights(x.shape) if weights is None else weights
     _, log_phi = attention_field(SA(beta), x, w, summation=summation)
     return logsumexp(log_phi, b=w, axis=1)
 
 
 def energies(beta, x, weights=None, summation="auto"):
-    """E_β for each system of x (B, n, d); at β = 0 the limit (1/2)|Σ_i w_i x_i|² of E_β - 1/(2β)."""
+    r"""E_β for each system of x.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} w_i w_j e^{\beta \langle x_i, x_j\rangle},
+
+    and at β = 0 the limit (1/2)|Σ_i w_i x_i|² of E_β - 1/(2β).
+
+    Parameters
+    ----------
+    beta : float
+        β >= 0.
+    x : ndarray, shape (B, n, d)
+    weights : ndarray, shape (B, n), optional
+        Default 1/n.
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape (B,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import particles
+    >>> x = np.array([[[1.0, 0.0], [1.0, 0.0]]])
+    >>> particles.energies(0.0, x), bool(np.isclose(particles.energies(2.0, x)[0], np.exp(2.0) / 4))
+    (array([0.5]), True)
+    """
     w = _uniform_weights(x.shape) if weights is None else weights
     if beta == 0:
         mean = np.einsum("bn,bnd->bd", w, x)
@@ -547,9 +884,38 @@ def _trajectory_energy(model, xs, w, summation):
 
 
 def angle_velocity(model, theta, summation="auto"):
-    """dθ_i/dt on the circle, θ (n,) or (B, n): (1/Z_i) sum_j e^{β cos(θ_i-θ_j)} sin(θ_j-θ_i)
-    (Z_i the softmax sum for SA, n for USA; times -1 for V = -I).  "direct" sums in angles;
-    "fast" is <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``."""
+    r"""dθ_i/dt of tokens on the circle in angle variables.
+
+    .. math::
+
+        \frac{d\theta_i}{dt} = \frac{s}{Z_i} \sum_j e^{\beta \cos(\theta_i - \theta_j)} \sin(\theta_j - \theta_i),
+
+    Z_i the softmax sum (SA) or n (USA), s = ±1 for V = ±I.  "direct" sums in angles; "fast" is
+    <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q = K = I and V = ±I.
+    theta : array_like, shape (n,) or (B, n)
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape like theta
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, an empty or wrongly shaped theta, non-finite angles.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.angle_velocity(mf.SA(1.0), np.array([0.0, np.pi / 2]))   # 1/(e + 1): towards each other
+    array([ 0.26894142, -0.26894142])
+    """
     model = as_model(model, causal=True)
     theta = as_float_array(theta, "theta")
     if theta.ndim not in (1, 2) or theta.size == 0:
@@ -569,8 +935,45 @@ def angle_velocity(model, theta, summation="auto"):
 
 def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
                  progress=None):
-    """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
-    (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
+    """Integrate tokens on the circle (d = 2) in angle variables θ.
+
+    The equation of ``angle_velocity``, with the schemes of ``solve`` (without projection: angles
+    need none).
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q = K = I and V = ±I.
+    theta0 : array_like, shape (n,) or (B, n)
+        Initial angles.
+    t_eval : array_like
+        Increasing output times.
+    method : {"rk4", "euler", "adaptive", "dopri5"}
+    dt : float, optional
+        Fixed step (default ``default_dt``), at most ``max_step``.
+    summation : {"auto", "direct", "fast"}
+    rtol, atol : float
+        Tolerances of the adaptive method.
+    progress : bool or None
+
+    Returns
+    -------
+    ParticleSolution
+        With ``theta`` (m, ...) the unwrapped angles and ``x`` = (cos θ, sin θ).
+
+    Raises
+    ------
+    ValueError
+        As ``angle_velocity`` and ``solve``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> sol = particles.solve_angles(mf.SA(1.0), np.array([0.0, 1.0]), [0.0, 20.0], progress=False)
+    >>> bool(abs(sol.theta[-1, 1] - sol.theta[-1, 0]) < 1e-6)     # the two tokens have merged
+    True
+    """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation
