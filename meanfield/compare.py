@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import atomic
-from .checks import as_choice, as_count, as_seed, as_time_grid
+from .checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
 from .geometry import GEOMETRIES
@@ -209,6 +209,9 @@ class Comparison(_Saveable):
         folder = os.path.dirname(path)
         with open(path) as fh:
             numbers = json.load(fh)
+        if numbers.get("info", {}).get("causal"):
+            from .causal_compare import CausalComparison
+            return CausalComparison.load(path)
         particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
         density = DensitySolution.load(os.path.join(folder, "density.npz"))
         grid_error = numbers.get("grid_error")
@@ -303,15 +306,21 @@ def check_density_settings(geometry, model, cells=512, level=4, flux=FLUX):
     sphere.max_step(model, sphere.icosphere(level))
 
 
-def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
-            level: int = 4, flux: str = FLUX, method: str | None = None, dt: float | None = None,
-            summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
-            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True) -> Comparison:
+def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
+            cells: int | None = None, level: int = 4, flux: str = FLUX, method: str | None = None,
+            dt: float | None = None, summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
+            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True,
+            causal: bool = False, slices: int = 64, bins: int = 8):
     """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
     At each output time: W_1 and W_2 (geodesic, radians) between each draw's empirical
     measure μ^n_t = (1/n) Σ_i δ_{x_i(t)} and the grid measure Σ_i ρ_i(t) |C_i| δ_{c_i}, the
     energies E_β of both, and their cluster counts (``meanfield.clusters``).
+
+    With ``causal=True``: causal particles against the causal PDE on [0, 1] × S^1
+    (``meanfield.causal_compare.compare_causal``: the mean over ``bins`` bins of s of the circle
+    W_1, cluster counts, no energies — causal attention is not a gradient flow); returns a
+    ``CausalComparison``.
 
     Parameters
     ----------
@@ -328,8 +337,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     geometry : {"circle", "sphere"}
         S^1 or S^2.
     cells, level, flux
-        The grid: ``cells`` on the circle, ``icosphere(level)`` on the sphere, and the flux
-        (default ``FLUX`` = "upwind2", the solvers' own default).
+        The grid: ``cells`` on the circle (default 512; 256 in θ with ``causal``),
+        ``icosphere(level)`` on the sphere, and the flux (default ``FLUX`` = "upwind2", the
+        solvers' own default).
     method, dt, summation
         The particle integrator (``meanfield.solvers.particles.solve``); method None: "rk4" on S^1,
         "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
@@ -348,12 +358,24 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         W_2(ρ_h, ρ_{2h}) as the grid error estimate (skipped for a precomputed ``density``).
     progress : bool or None
         Progress bars (None: only for solves longer than a few seconds).
+    causal : bool
+        Causal attention: particles vs ``solvers.causal`` (geometry "circle", flux "upwind2",
+        sampling "stratified" or "iid"; rho0 may be f(s, θ)).
+    slices, bins : int
+        With ``causal``: the slices in s of the PDE and the bins of s of the distance (n and
+        ``slices`` multiples of ``bins``).
 
     Returns
     -------
-    Comparison
+    Comparison or CausalComparison
         ``w1``, ``w2`` (m, seeds), energies, cluster counts, both solutions and ``info``.
     """
+    if as_flag(causal, "causal"):
+        return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
+                               method=method, dt=dt, summation=summation, seed=seed, density=density,
+                               progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
+                               bins=bins)
+    cells = 512 if cells is None else cells
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     d = GEOMETRIES[geometry]
@@ -421,6 +443,19 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                       grid_error=grid_error)
 
 
+def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
+    """``compare(..., causal=True)``: the geometry and flux checked, then ``causal_compare.compare_causal``."""
+    from meanfield.solvers import circle
+
+    from .causal_compare import CELLS, compare_causal
+    if as_choice(geometry, "geometry", tuple(GEOMETRIES)) != "circle":
+        raise ValueError("causal=True compares with the causal PDE on [0, 1] × S^1: geometry must be 'circle'")
+    if as_choice(flux, "flux", circle.FLUXES) != FLUX:
+        raise ValueError(f"the causal PDE solver has one flux, {FLUX!r}; got flux={flux!r}")
+    return compare_causal(model, rho0, t_eval, n, seeds, cells=CELLS if cells is None else cells,
+                          method="rk4" if method is None else method, **options)
+
+
 def initial_tokens(rho0, n, d, sampling, seed, seeds):
     """x0 (seeds, n, d) discretising ρ_0 and their weights (seeds, n), or None when all are 1/n.
     The draws use successive states of ``numpy.random.default_rng(seed)`` (i.i.d.: one batch, as
@@ -457,7 +492,10 @@ def write_report(comparison, folder, options=None):
     (``meanfield.atomic.replace_folder``: an interrupted write leaves the previous report whole,
     and a finished one carries the marker complete.json); returns the paths of every file written,
     the marker included. ``Comparison.load(folder)`` reads it back."""
-    from .plotting.report import report_figures
+    if comparison.info.get("causal"):
+        from .plotting.causal import report_figures
+    else:
+        from .plotting.report import report_figures
     numbers = comparison.to_dict()
     if options is not None:
         numbers["options"] = options

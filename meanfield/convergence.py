@@ -52,7 +52,9 @@ class ConvergenceStudy:
     widths; w1, w2 (m, a, b) W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians; grid_w1, grid_w2 (m, b-1)
     W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); particle_w1, particle_w2 (m, a-1) W_p(μ^{n_i}_t, μ^{n_{i+1}}_t);
     info (settings, methods, timings); clustered (m,) whether clusters have formed at t (None: never
-    asked, no floors).
+    asked, no floors); bins: the distances are means over ``bins`` measures of n/bins tokens each (1;
+    the causal study's bins of s, ``causal_compare.causal_study``), whose floor is that of n/bins
+    tokens.  A causal study has W_1 only (w2 and its companions are NaN).
     """
     t: np.ndarray
     n: np.ndarray
@@ -66,6 +68,7 @@ class ConvergenceStudy:
     particle_w2: np.ndarray
     info: dict = field(default_factory=dict)
     clustered: np.ndarray = None
+    bins: int = 1
 
     def at_floor(self, p=1):
         """(m, a) boolean: the pairs (t, n) whose W_p(μ^n_t, ρ^h_t) is at the cluster-mass floor
@@ -87,7 +90,7 @@ class ConvergenceStudy:
         w = self.w1 if p == 1 else self.w2
         if self.clustered is None:
             return np.zeros(w.shape, dtype=bool)
-        floor = FLOOR_FACTOR * quantum_level(self.n, p)
+        floor = FLOOR_FACTOR * quantum_level(self.n / self.bins, p)
         return np.asarray(self.clustered, dtype=bool)[:, None, None] & (w < floor[None, :, None])
 
     def orders(self, p=1):
@@ -110,14 +113,14 @@ class ConvergenceStudy:
         """W_p(μ^{n_i}, μ^{n_{i+1}}) with the pairs below the floor of n_i (once clustered) set to NaN."""
         if self.clustered is None:
             return q
-        floor = FLOOR_FACTOR * quantum_level(self.n[:-1], p)
+        floor = FLOOR_FACTOR * quantum_level(self.n[:-1] / self.bins, p)
         return np.where(np.asarray(self.clustered, dtype=bool)[:, None] & (q < floor[None, :]), np.nan, q)
 
     def table(self):
         """Plain-text tables of W_1 and W_2 at every output time, with the observed orders; pairs at
         their cluster-mass floor are marked * and give no order ("-")."""
         lines = []
-        for p, w in ((1, self.w1), (2, self.w2)):
+        for p, w in ((1, self.w1), (2, self.w2))[:2 if np.isfinite(self.w2).any() else 1]:
             orders, floor = self.orders(p), self.at_floor(p)
             above = self._above_floor(w, p)
             for k, t in enumerate(self.t):
@@ -138,8 +141,9 @@ class ConvergenceStudy:
                 lines.append(f"{'tokens':>7} W{p}(mu_n, mu_2n) " + " ".join(f"{v:.2e}" for v in own[k])
                              + f", order {_order(orders['particles'][k])}")
                 if floor[k].any():
-                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n, p))
-                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}) = "
+                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n / self.bins, p))
+                    per = "" if self.bins == 1 else f" (n/{self.bins} tokens per bin of s)"
+                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}){per} = "
                                  f"{FLOOR_FACTOR:g} x ({levels}), the cluster-mass quantum of n tokens: no order")
                 lines.append("")
         return "\n".join(lines)
@@ -151,7 +155,7 @@ class ConvergenceStudy:
                     grid_w2=self.grid_w2.tolist(), particle_w1=self.particle_w1.tolist(),
                     particle_w2=self.particle_w2.tolist(),
                     clustered=None if self.clustered is None else np.asarray(self.clustered).tolist(),
-                    at_floor={f"w{p}": self.at_floor(p).tolist() for p in (1, 2)},
+                    bins=self.bins, at_floor={f"w{p}": self.at_floor(p).tolist() for p in (1, 2)},
                     orders={f"w{p}": {k: v.tolist() for k, v in self.orders(p).items()} for p in (1, 2)})
 
 
@@ -161,7 +165,7 @@ class ConvergenceStudy:
         arrays = {name: np.asarray(numbers[name]) for name in ("t", "n", "cells", "h", "w1", "w2", "grid_w1",
                                                                "grid_w2", "particle_w1", "particle_w2")}
         clustered = numbers.get("clustered")
-        return cls(**arrays, info=dict(numbers.get("info", {})),
+        return cls(**arrays, info=dict(numbers.get("info", {})), bins=int(numbers.get("bins", 1)),
                    clustered=None if clustered is None else np.asarray(clustered, dtype=bool))
 
 
@@ -288,14 +292,18 @@ def figure(result):
                 label="slope 1")
     left.plot([], [], "k--", lw=1, label=r"grid alone: $W_1(\rho_h, \rho_{h/2})$")
     left.set_xlabel("mean cell width $h$ (rad)")
-    left.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
+    ylabel = (r"$W_1(\mu^n_t, \rho^h_t)$ (rad)" if result.bins == 1 else
+              rf"$D$: mean over {result.bins} $s$-bins of $W_1$ (rad)")
+    left.set_ylabel(ylabel)
     left.set_title(f"against the grid, n = {result.n[-1]} tokens")
-    right.loglog(result.n, FLOOR_FACTOR * quantum_level(result.n, 1), "-", color="grey", lw=2, alpha=0.6,
-                 label=rf"floor ${FLOOR_FACTOR:g}\,\pi/(2n)$ once clustered")
+    right.loglog(result.n, FLOOR_FACTOR * quantum_level(result.n / result.bins, 1), "-", color="grey", lw=2,
+                 alpha=0.6, label=rf"floor ${FLOOR_FACTOR:g}\,\pi/(2n)$ once clustered" if result.bins == 1 else
+                 rf"floor ${FLOOR_FACTOR:g}\,\pi B/(2n)$ once clustered ($B = {result.bins}$ bins of $s$)")
     right.loglog(result.n, result.w1[steps[0], 0, -1] * result.n[0] / result.n, ":", color="grey", label="slope $-1$")
     right.set_xlabel("tokens $n$")
-    right.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
-    right.set_title(f"against the tokens ({result.info['sampling']}), {result.cells[-1]} cells")
+    right.set_ylabel(ylabel)
+    right.set_title(f"against the tokens ({result.info['sampling']}), "
+                    f"{result.info.get('grid_labels', result.cells)[-1]} cells")
     for ax, ticks in ((left, result.h), (right, result.n)):
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
