@@ -198,7 +198,8 @@ def twisted(rho0, turns=1.0):
 
     def rho(s, theta):
         s, theta = np.broadcast_arrays(np.asarray(s, dtype=float), np.asarray(theta, dtype=float))
-        return np.asarray(rho0(circle_points((theta - 2 * np.pi * turns * s).ravel())), dtype=float).reshape(theta.shape)
+        points = circle_points((theta - 2 * np.pi * turns * s).ravel())
+        return np.asarray(rho0(points), dtype=float).reshape(theta.shape)
     rho.spec = dict(kind="twisted", turns=turns, rho0=getattr(rho0, "spec", None))
     return rho
 

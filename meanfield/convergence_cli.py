@@ -54,6 +54,10 @@ def _parser():
     add("--out", metavar="DIR", default="meanfield-convergence",
         help="folder for convergence.json and convergence.png (default ./meanfield-convergence)")
     add("--quiet", action="store_true", help="no progress bars and no tables")
+    add("--reference", type=int,
+        help="atoms n_ref of the refined reference (circle: the grids' W_1 and W_2 against refined_quantiles of "
+             "n_ref/2 and n_ref atoms, what converges past clustering; default the largest --n; 0: none; not on "
+             "the sphere)")
     add("--causal", action="store_true",
         help="causal attention: causal particles vs the causal PDE on [0, 1] x S^1, the distance D the mean over "
              "--bins bins of s of the circle W_1; grids are cells N in theta with N/4 slices in s (defaults: SA "
@@ -113,6 +117,12 @@ def _check(opts):
         values = [as_count(v, name, minimum=0 if name == "grids" and sphere else 1) for v in opts[name]]
         if len(values) < 2 or len(set(values)) < len(values):
             raise ValueError(f"{name} needs two or more different values; got {' '.join(map(str, values))}")
+    if opts["reference"] is not None:
+        if opts["causal"]:
+            raise ValueError("--reference: the causal study has no refined reference (weighted atoms would change "
+                             "causal attention itself; docs/causal.md)")
+        from .convergence import reference_size
+        reference_size(opts["reference"], opts["geometry"], opts["n"])
     if opts["sampling"] == "quantile" and sphere:
         raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
                          "or 'weighted'")
@@ -166,7 +176,8 @@ def main(argv=None):
                               sampling=opts["sampling"], seed=opts["seed"], progress=not opts["quiet"])
     else:
         result = study(model, rho0, t_eval, opts["n"], opts["grids"], geometry=opts["geometry"],
-                       sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"])
+                       sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"],
+                       reference=opts["reference"])
     import matplotlib.pyplot as plt
     from . import atomic
     fig = figure(result)
