@@ -27,7 +27,6 @@ B/n, so a bin's cluster masses are fixed only to B/(2n), which costs W_1 ≈ π 
 diameter (``compare.quantum_level(n/B, 1)``).
 """
 import inspect
-import json
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,7 @@ import numpy as np
 from .causal_transport import GOLDEN, binned_w1, causal_tokens
 from .checks import as_choice, as_count, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
-from .compare import quantum_level
+from .compare import quantum_level, read_report
 from .geometry import circle_angles, circle_points
 from .models import as_model
 from .solvers.results import CausalDensitySolution, ParticleSolution, _Saveable
@@ -57,16 +56,16 @@ class CausalComparison(_Saveable):
     """Causal particles vs the causal density at the output times t (m,), over S draws of tokens.
 
     Fields: t (m,); w1 (m, S) the binned distance D (radians, module docstring) of each draw;
-    clusters_particles (m, S) and clusters_density (m,) of the θ-marginals; particles
-    (ParticleSolution, x (m, S, n, 2)); density (CausalDensitySolution); info (settings, timings,
+    particles (ParticleSolution, x (m, S, n, 2)); density (CausalDensitySolution);
+    clusters_particles (m, S) and clusters_density (m,) of the θ-marginals; info (settings, timings,
     the energy note); grid_error (m,) D(ρ_h, ρ_{2h}) (None when not computed).
     """
     t: np.ndarray
     w1: np.ndarray
-    clusters_particles: np.ndarray
-    clusters_density: np.ndarray
     particles: object
     density: object
+    clusters_particles: np.ndarray
+    clusters_density: np.ndarray
     info: dict = field(default_factory=dict)
     grid_error: np.ndarray = None
 
@@ -138,14 +137,12 @@ class CausalComparison(_Saveable):
     def load(cls, path):
         """Read a causal comparison back: a .npz file written by ``save``, or a report folder written
         by ``meanfield compare --causal`` (the folder itself or its report.json)."""
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, "report.json")
-        if os.path.basename(path) != "report.json":
-            return super().load(path)
-        folder = os.path.dirname(path)
-        with open(path) as fh:
-            numbers = json.load(fh)
+        report = read_report(path)
+        return super().load(path) if report is None else cls.from_report(*report)
+
+    @classmethod
+    def from_report(cls, folder, numbers):
+        """The comparison from a report folder and the numbers of its report.json."""
         grid_error = numbers.get("grid_error")
         return cls(t=np.array(numbers["t"], dtype=float), w1=np.array(numbers["w1"]),
                    clusters_particles=np.array(numbers["clusters_particles"], dtype=int),

@@ -200,18 +200,14 @@ class Comparison(_Saveable):
         -------
         Comparison
         """
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, "report.json")
-        if os.path.basename(path) != "report.json":
+        report = read_report(path)
+        if report is None:
             return super().load(path)
-        from .solvers.results import DensitySolution, ParticleSolution
-        folder = os.path.dirname(path)
-        with open(path) as fh:
-            numbers = json.load(fh)
+        folder, numbers = report
         if numbers.get("info", {}).get("causal"):
             from .causal_compare import CausalComparison
-            return CausalComparison.load(path)
+            return CausalComparison.from_report(folder, numbers)
+        from .solvers.results import DensitySolution, ParticleSolution
         particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
         density = DensitySolution.load(os.path.join(folder, "density.npz"))
         grid_error = numbers.get("grid_error")
@@ -222,6 +218,18 @@ class Comparison(_Saveable):
                    clusters_density=np.array(numbers["clusters_density"], dtype=int),
                    particles=particles, density=density, info=numbers["info"], weights=particles.weights,
                    grid_error=None if grid_error is None else np.array(grid_error, dtype=float))
+
+
+def read_report(path):
+    """(folder, numbers of its report.json) for a report folder or its report.json; None for any
+    other path (a .npz file written by ``save``)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "report.json")
+    if os.path.basename(path) != "report.json":
+        return None
+    with open(path) as fh:
+        return os.path.dirname(path), json.load(fh)
 
 
 def _draws(s):

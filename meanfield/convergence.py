@@ -247,7 +247,7 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     """W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids`` (cells on
     the circle, icosphere levels on the sphere), at the times t_eval. One draw of tokens per n
     (``compare.initial_tokens`` with ``sampling`` and ``seed``). ``reference``: an int n_ref
-    (the circle only; None: max(ns) on the circle, none on the sphere; 0: none) computes the
+    (the circle only; None: max(ns)/2 on the circle, none on the sphere; 0: none) computes the
     refined references of n_ref/2 and n_ref quantile atoms (module docstring) and W_p of every grid
     to the finer one. Returns a ``ConvergenceStudy``."""
     model = as_model(model)
@@ -314,16 +314,16 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
 
 
 def reference_size(reference, geometry, ns):
-    """n_ref of ``study``: max(ns) on the circle for None, 0 (none) on the sphere; an explicit n_ref
-    is 0 or at least 4, and 0 on the sphere (ValueError otherwise).
+    """n_ref of ``study``: max(ns)/2 (at least 4) on the circle for None, 0 (none) on the sphere; an
+    explicit n_ref is 0 or at least 4, and 0 on the sphere (ValueError otherwise).
 
     Examples
     --------
     >>> reference_size(None, "circle", [500, 4000]), reference_size(None, "sphere", [250, 1000])
-    (4000, 0)
+    (2000, 0)
     """
     if reference is None:
-        return max(ns) if geometry == "circle" else 0
+        return max(max(ns) // 2, 4) if geometry == "circle" else 0
     reference = as_count(reference, "reference", minimum=0)
     if reference and geometry != "circle":
         raise ValueError("the refined reference of the study is the circle's (refined_quantiles); on the sphere "

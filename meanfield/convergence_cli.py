@@ -56,7 +56,7 @@ def _parser():
     add("--quiet", action="store_true", help="no progress bars and no tables")
     add("--reference", type=int,
         help="atoms n_ref of the refined reference (circle: the grids' W_1 and W_2 against refined_quantiles of "
-             "n_ref/2 and n_ref atoms, what converges past clustering; default the largest --n; 0: none; not on "
+             "n_ref/2 and n_ref atoms, what converges past clustering; default half the largest --n; 0: none; not on "
              "the sphere)")
     add("--causal", action="store_true",
         help="causal attention: causal particles vs the causal PDE on [0, 1] x S^1, the distance D the mean over "
