@@ -154,7 +154,9 @@ class ConvergenceStudy:
             above = self._above_floor(w, p)
             for k, t in enumerate(self.t):
                 state = "clusters formed" if self.clustered is not None and self.clustered[k] else "before clustering"
-                lines.append(f"W{p} at t = {t:g}, {state}   (rows: n tokens, columns: cells)")
+                name = f"W{p}" if self.bins == 1 else f"D = mean over {self.bins} s-bins of W1"
+                columns = "cells" if self.bins == 1 else f"cells S x N = {', '.join(self.info.get('grid_labels', []))}"
+                lines.append(f"{name} at t = {t:g}, {state}   (rows: n tokens, columns: {columns})")
                 lines.append(f"{'n':>7} " + " ".join(f"{c:>10d} " for c in self.cells) + f" {'order h':>8}")
                 for i, n in enumerate(self.n):
                     lines.append(f"{n:>7d} " + " ".join(f"{v:10.3e}" + ("*" if f else " ")
@@ -246,10 +248,11 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
           transport="auto", progress=False, reference=None):
     """W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids`` (cells on
     the circle, icosphere levels on the sphere), at the times t_eval. One draw of tokens per n
-    (``compare.initial_tokens`` with ``sampling`` and ``seed``). ``reference``: an int n_ref
-    (the circle only; None: max(ns)/2 on the circle, none on the sphere; 0: none) computes the
-    refined references of n_ref/2 and n_ref quantile atoms (module docstring) and W_p of every grid
-    to the finer one. Returns a ``ConvergenceStudy``."""
+    (``compare.initial_tokens`` with ``sampling`` and ``seed``). ``reference``: n_ref > 0 (the
+    circle only; ``meanfield convergence`` passes ``reference_size(None, ...)`` = max(ns)/2 by
+    default) computes the refined references of n_ref/2 and n_ref quantile atoms (module
+    docstring) and W_p of every grid to the finer one; None or 0: none. Returns a
+    ``ConvergenceStudy``."""
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     as_choice(sampling, "sampling", METHODS)
@@ -262,7 +265,7 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
                          f"got n = {ns}, grid = {grids}")
     if len(set(ns)) < len(ns) or len(set(grids)) < len(grids):
         raise ValueError(f"token counts and grids must not repeat; got n = {ns}, grids = {grids}")
-    reference = reference_size(reference, geometry, ns)
+    reference = 0 if reference is None else reference_size(reference, geometry, ns)
     from meanfield.solvers import particles
     clock, timings = time.perf_counter(), {}
     tokens = []
@@ -314,8 +317,9 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
 
 
 def reference_size(reference, geometry, ns):
-    """n_ref of ``study``: max(ns)/2 (at least 4) on the circle for None, 0 (none) on the sphere; an
-    explicit n_ref is 0 or at least 4, and 0 on the sphere (ValueError otherwise).
+    """n_ref of the refined reference of ``meanfield convergence``: max(ns)/2 (at least 4) on the
+    circle for None, 0 (none) on the sphere; an explicit n_ref is 0 or at least 4, and 0 on the
+    sphere (ValueError otherwise).
 
     Examples
     --------

@@ -162,7 +162,7 @@ def main(argv=None):
     opts = options(sys.argv[1:] if argv is None else argv)
     import numpy as np
 
-    from .convergence import figure, study
+    from .convergence import figure, reference_size, study
     from .measures import perturbed_uniform
     model = _model(opts)
     rho0 = perturbed_uniform(GEOMETRIES[opts["geometry"]], amplitude=opts["amplitude"], degree=opts["degree"],
@@ -177,7 +177,7 @@ def main(argv=None):
     else:
         result = study(model, rho0, t_eval, opts["n"], opts["grids"], geometry=opts["geometry"],
                        sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"],
-                       reference=opts["reference"])
+                       reference=reference_size(opts["reference"], opts["geometry"], opts["n"]))
     import matplotlib.pyplot as plt
     from . import atomic
     fig = figure(result)
@@ -195,8 +195,9 @@ def main(argv=None):
     finally:
         plt.close(fig)
     if not opts["quiet"]:
+        distance = result.info.get("distance", f"W_p by {'/'.join(result.info['transport_methods'])}")
         print(f"{opts['geometry']}{' x [0, 1] (causal)' if opts['causal'] else ''}, {model!r}, {opts['sampling']} "
-              f"tokens, {result.info.get('distance', 'W_p')} by {'/'.join(result.info['transport_methods'])}")
+              f"tokens, {distance}")
         print(result.table())
         print(f"wrote convergence.json and convergence.png to {os.path.join(opts['out'], '')} in "
               f"{time.perf_counter() - clock:.1f} s")
