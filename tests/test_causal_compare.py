@@ -132,3 +132,12 @@ def test_convergence_cli_causal_options(tmp_path):
 def test_compare_causal_refuses_foreign_density():
     with pytest.raises(ValueError, match="CausalDensitySolution"):
         compare_causal(mf.SA(2.0), rho0, [0, 1.0], n=64, slices=8, cells=32, bins=4, density=object())
+
+
+def test_doctests_of_the_causal_comparison_modules():
+    import doctest
+
+    from meanfield import causal_compare, causal_convergence, causal_transport
+    for module in (causal_compare, causal_convergence, causal_transport):
+        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+        assert result.failed == 0 and result.attempted > 0, module.__name__
