@@ -383,6 +383,8 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                                method=method, dt=dt, summation=summation, seed=seed, density=density,
                                progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
                                bins=bins)
+    if getattr(model, "causal", False):
+        raise ValueError(f"{model!r} is causal: compare it with the causal PDE on [0, 1] × S^1 by passing causal=True")
     cells = 512 if cells is None else cells
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))

@@ -129,6 +129,11 @@ def test_convergence_cli_causal_options(tmp_path):
         assert exc.value.code == 2
 
 
+def test_causal_model_without_causal_flag_is_pointed_to_it():
+    with pytest.raises(ValueError, match="causal=True"):
+        compare(mf.SA(2.0, causal=True), lambda x: 1 + 0 * x[:, 0], [0, 1.0], n=64)
+
+
 def test_compare_causal_refuses_foreign_density():
     with pytest.raises(ValueError, match="CausalDensitySolution"):
         compare_causal(mf.SA(2.0), rho0, [0, 1.0], n=64, slices=8, cells=32, bins=4, density=object())
