@@ -32,12 +32,12 @@ MODELS = ("SA", "USA")
 
 DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=None, outputs=None, seeds=None,
                 seed=0, cells=None, level=None, flux="upwind2", sampling="stratified", amplitude=0.6, degree=3,
-                out="meanfield-report", quiet=False, causal=False, slices=64, bins=8)
+                out="meanfield-report", quiet=False, causal=False, slices=None, bins=None)
 # on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
 GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3, cells=512, T=20.0),
                      "sphere": dict(n=1000, seeds=2, outputs=6, level=4, cells=512, T=20.0)}
 # causal: n^2/2 pairs per field evaluation for every draw, and the PDE on slices × cells (docs/causal.md)
-CAUSAL_DEFAULTS = dict(n=1024, seeds=2, outputs=21, cells=256, T=10.0)
+CAUSAL_DEFAULTS = dict(n=1024, seeds=2, outputs=21, cells=256, T=10.0, slices=64, bins=8)
 CAUSAL_SAMPLINGS = ("stratified", "iid")     # meanfield.causal_compare.SAMPLINGS
 
 
@@ -96,11 +96,13 @@ def _check_option_values(opts):
     as_beta(opts["beta"], "beta")
     for name in ("repulsive", "quiet", "causal"):
         as_flag(opts[name], name)
-    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0),
-                      ("slices", 1), ("bins", 1)):
+    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
         as_count(opts[name], name, minimum=low)
     if opts["causal"]:
         _check_causal_options(opts)
+    elif opts["slices"] is not None or opts["bins"] is not None:
+        raise ValueError("slices and bins belong to --causal (the causal PDE's slices in s, the bins of its "
+                         "distance)")
     as_positive(opts["T"], "T")
     if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
         raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
@@ -116,6 +118,8 @@ def _check_causal_options(opts):
     if opts["flux"] != "upwind2":
         raise ValueError(f"the causal PDE solver has one flux, upwind2; got flux {opts['flux']}")
     as_choice(opts["sampling"], "sampling (with --causal)", CAUSAL_SAMPLINGS)
+    as_count(opts["slices"], "slices")
+    as_count(opts["bins"], "bins")
     for name in ("n", "slices"):
         if opts[name] % opts["bins"]:
             raise ValueError(f"{name} = {opts[name]} must be a multiple of bins = {opts['bins']} (the distance is a "

@@ -102,10 +102,12 @@ def test_cli_causal(tmp_path, capsys):
         numbers = json.load(fh)
     assert numbers["info"]["causal"] and numbers["info"]["grid"] == dict(slices=8, cells=32)
     for bad in (["--geometry", "sphere"], ["--n", "100"], ["--sampling", "weighted"], ["--flux", "muscl"],
-                ["--slices", "12", "--bins", "8"]):
+                ["--slices", "12", "--bins", "8"], ["--bins", "0"]):
         with pytest.raises(SystemExit) as exc:
             compare_cli.options(["--causal", *bad, "--out", str(tmp_path / "x")])
         assert exc.value.code == 2
+    with pytest.raises(SystemExit):                     # --slices and --bins belong to --causal
+        compare_cli.options(["--slices", "32", "--out", str(tmp_path / "x")])
 
 
 def test_causal_study_orders_in_n_and_cells():
