@@ -65,7 +65,7 @@ class ConvergenceStudy:
     asked, no floors); reference_w1, reference_w2 (m, b) W_p(ρ^{h_j}_t, ref_t) against the refined
     reference and reference_error_w1, reference_error_w2 (m,) its own error (None: no reference);
     bins: the distances are means over ``bins`` measures of n/bins tokens each (1;
-    the causal study's bins of s, ``causal_compare.causal_study``), whose floor is that of n/bins
+    the causal study's bins of s, ``causal_convergence.causal_study``), whose floor is that of n/bins
     tokens.  A causal study has W_1 only (w2 and its companions are NaN).
     """
     t: np.ndarray
