@@ -26,8 +26,8 @@ level is *at its floor* (``ConvergenceStudy.at_floor``): no order is computed fr
 tables mark it with ``*``.
 
 What converges past clustering, W_2 included: the grids against a **refined reference** (on the
-circle; ``meanfield convergence`` computes it by default, ``study(..., reference=n_ref)`` when asked). ``meanfield.sampling.refined_quantiles`` puts weighted atoms on the quantile
-intervals of ρ_0 and refines those that a watershed between clusters crosses, so its cluster
+circle; ``meanfield convergence`` computes it by default, ``study(..., reference=n_ref)`` when
+asked). ``meanfield.sampling.refined_quantiles`` puts weighted atoms on the quantile intervals of ρ_0 and refines those that a watershed between clusters crosses, so its cluster
 masses are not quantised in 1/n; flowed by the particle solver it is the mean-field solution to
 within its own error, estimated by W_p between the references of n_ref/2 and n_ref atoms.  The
 study records W_p(ρ^h_t, ref_t) for every grid with its order in h, pairs below ``FLOOR_FACTOR``
