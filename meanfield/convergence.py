@@ -27,11 +27,12 @@ tables mark it with ``*``.
 
 What converges past clustering, W_2 included: the grids against a **refined reference** (on the
 circle; ``meanfield convergence`` computes it by default, ``study(..., reference=n_ref)`` when
-asked). ``meanfield.sampling.refined_quantiles`` puts weighted atoms on the quantile intervals of ρ_0 and refines those that a watershed between clusters crosses, so its cluster
-masses are not quantised in 1/n; flowed by the particle solver it is the mean-field solution to
-within its own error, estimated by W_p between the references of n_ref/2 and n_ref atoms.  The
-study records W_p(ρ^h_t, ref_t) for every grid with its order in h, pairs below ``FLOOR_FACTOR``
-times the reference's own error being at that floor (no order).  On S^2 the refined reference
+asked). ``meanfield.sampling.refined_quantiles`` puts weighted atoms on the quantile intervals of
+ρ_0 and refines those that a watershed between clusters crosses, so its cluster masses are not
+quantised in 1/n; flowed by the particle solver it is the mean-field solution to within its own
+error, estimated by W_p between the references of n_ref/2 and n_ref atoms.  The study records
+W_p(ρ^h_t, ref_t) for every grid with its order in h, pairs below ``FLOOR_FACTOR`` times the
+reference's own error being at that floor (no order).  On S^2 the refined reference
 (``refined_triangles``) costs minutes per round at the levels that matter, so it is not computed.
 """
 import time
