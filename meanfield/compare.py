@@ -199,6 +199,7 @@ class Comparison(_Saveable):
         Returns
         -------
         Comparison
+            (a ``causal_compare.CausalComparison`` for a report of ``meanfield compare --causal``)
         """
         report = read_report(path)
         if report is None:
