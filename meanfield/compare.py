@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import atomic
-from .checks import as_choice, as_count, as_seed, as_time_grid
+from .checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
 from .geometry import GEOMETRIES
@@ -241,16 +241,16 @@ class Comparison(_Saveable):
         Returns
         -------
         Comparison
+            (a ``causal_compare.CausalComparison`` for a report of ``meanfield compare --causal``)
         """
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, "report.json")
-        if os.path.basename(path) != "report.json":
+        report = read_report(path)
+        if report is None:
             return super().load(path)
+        folder, numbers = report
+        if numbers.get("info", {}).get("causal"):
+            from .causal_compare import CausalComparison
+            return CausalComparison.from_report(folder, numbers)
         from .solvers.results import DensitySolution, ParticleSolution
-        folder = os.path.dirname(path)
-        with open(path) as fh:
-            numbers = json.load(fh)
         particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
         density = DensitySolution.load(os.path.join(folder, "density.npz"))
         grid_error = numbers.get("grid_error")
@@ -261,6 +261,18 @@ class Comparison(_Saveable):
                    clusters_density=np.array(numbers["clusters_density"], dtype=int),
                    particles=particles, density=density, info=numbers["info"], weights=particles.weights,
                    grid_error=None if grid_error is None else np.array(grid_error, dtype=float))
+
+
+def read_report(path):
+    """(folder, numbers of its report.json) for a report folder or its report.json; None for any
+    other path (a .npz file written by ``save``)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "report.json")
+    if os.path.basename(path) != "report.json":
+        return None
+    with open(path) as fh:
+        return os.path.dirname(path), json.load(fh)
 
 
 def _draws(s):
@@ -345,10 +357,11 @@ def check_density_settings(geometry, model, cells=512, level=4, flux=FLUX):
     sphere.max_step(model, sphere.icosphere(level))
 
 
-def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
-            level: int = 4, flux: str = FLUX, method: str | None = None, dt: float | None = None,
-            summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
-            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True) -> Comparison:
+def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
+            cells: int | None = None, level: int = 4, flux: str = FLUX, method: str | None = None,
+            dt: float | None = None, summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
+            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True,
+            causal: bool = False, slices: int = 64, bins: int = 8):
     r"""Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
     At each output time: W_1 and W_2 (geodesic, radians) between each draw's empirical
@@ -358,6 +371,11 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     .. math::
 
         W_p\Big(\frac1n \sum_i \delta_{x_i(t)}, \sum_i \rho_i(t) |C_i| \delta_{c_i}\Big).
+
+    With ``causal=True``: causal particles against the causal PDE on [0, 1] × S^1
+    (``meanfield.causal_compare.compare_causal``: the mean over ``bins`` bins of s of the circle
+    W_1, cluster counts, no energies — causal attention is not a gradient flow); returns a
+    ``CausalComparison``.
 
     Parameters
     ----------
@@ -374,7 +392,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     geometry : {"circle", "sphere"}
         S^1 or S^2.
     cells : int
-        Cells of the grid on the circle.
+        Cells of the grid on the circle (default 512; 256 in θ with ``causal``).
     level : int
         ``icosphere(level)`` on the sphere.
     flux : str
@@ -403,10 +421,16 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     grid_reference : bool
         Also solve on the coarser grid (half the cells, or icosphere(level - 1)) and record
         W_2(ρ_h, ρ_{2h}) as the grid error estimate (skipped for a precomputed ``density``).
+    causal : bool
+        Causal attention: particles vs ``solvers.causal`` (geometry "circle", flux "upwind2",
+        sampling "stratified" or "iid"; rho0 may be f(s, θ)).
+    slices, bins : int
+        With ``causal``: the slices in s of the PDE and the bins of s of the distance (n and
+        ``slices`` multiples of ``bins``).
 
     Returns
     -------
-    Comparison
+    Comparison or CausalComparison
         ``w1``, ``w2`` (m, seeds), energies, cluster counts, both solutions and ``info``.
 
     Raises
@@ -427,6 +451,14 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     >>> c.info["sampling"], c.info["geometry"]
     ('stratified', 'circle')
     """
+    if as_flag(causal, "causal"):
+        return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
+                               method=method, dt=dt, summation=summation, seed=seed, density=density,
+                               progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
+                               bins=bins)
+    if getattr(model, "causal", False):
+        raise ValueError(f"{model!r} is causal: compare it with the causal PDE on [0, 1] × S^1 by passing causal=True")
+    cells = 512 if cells is None else cells
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     d = GEOMETRIES[geometry]
@@ -492,6 +524,19 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                       energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
                       clusters_density=cd, particles=part, density=density, info=info, weights=weights,
                       grid_error=grid_error)
+
+
+def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
+    """``compare(..., causal=True)``: the geometry and flux checked, then ``causal_compare.compare_causal``."""
+    from meanfield.solvers import circle
+
+    from .causal_compare import CELLS, compare_causal
+    if as_choice(geometry, "geometry", tuple(GEOMETRIES)) != "circle":
+        raise ValueError("causal=True compares with the causal PDE on [0, 1] × S^1: geometry must be 'circle'")
+    if as_choice(flux, "flux", circle.FLUXES) != FLUX:
+        raise ValueError(f"the causal PDE solver has one flux, {FLUX!r}; got flux={flux!r}")
+    return compare_causal(model, rho0, t_eval, n, seeds, cells=CELLS if cells is None else cells,
+                          method="rk4" if method is None else method, **options)
 
 
 def initial_tokens(rho0, n, d, sampling, seed, seeds):
@@ -564,7 +609,10 @@ def write_report(comparison, folder, options=None):
     ...     print(sorted(os.path.basename(p) for p in paths if not p.endswith(".png")))
     ['complete.json', 'density.npz', 'particles.npz', 'report.json']
     """
-    from .plotting.report import report_figures
+    if comparison.info.get("causal"):
+        from .plotting.causal import report_figures
+    else:
+        from .plotting.report import report_figures
     numbers = comparison.to_dict()
     if options is not None:
         numbers["options"] = options

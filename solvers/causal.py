@@ -52,8 +52,10 @@ SA accuracy where Z is tiny: the FFT sums have absolute error <= 4 ε log2(N); w
 P_k >= ρ_k/(2k + 1), such a cell carries ρ_{k,i} <= (2k + 1) · 4 ε log2(N)/h, so the flux error it
 makes is below 8 (2k + 1) ε log2(N)/h (< 1e-9 at S = 256, N = 512).
 
-Not done here: the same equation on [0, 1] × S^2 (the sphere solver's mesh would need a prefix
-sum of its fields per slice; its FFT-free fields make that S times its present cost).
+Not built: the same equation on [0, 1] × S^2.  The sphere solver's harmonic table would give the
+prefix sums of all slices as one BLAS-3 product (S times its field work), but its stage — ten
+kernel moments per cell, a balance correction, trusted slopes, outflow-controlled steps — works on
+one density and would have to run per slice (docs/causal.md, "Not built").
 """
 from __future__ import annotations
 
