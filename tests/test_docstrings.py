@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-DOCUMENTED = ("meanfield",)
+DOCUMENTED = ("meanfield", "meanfield.solvers")
 # not API: the experiment scripts, ``python -m meanfield``, and subpackages listed on their own
 NOT_API = ("meanfield.validation", "meanfield.__main__")
 SEPARATE = ("meanfield.solvers",)
