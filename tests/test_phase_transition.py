@@ -7,15 +7,8 @@ from scipy.special import betainc
 
 import meanfield as mf
 from meanfield.geometry import span_coordinates, uniform_span_coordinates
-from meanfield.solvers import particles, span
+from meanfield.solvers import euclidean, particles, span
 from meanfield.theory import equiangular_curve
-
-
-def _softmax_drift(beta, x, A, V):
-    """Reference D_i = Σ_j softmax_j(β <x_i, A x_j>) V x_j of one system, plain numpy."""
-    s = beta * x @ A @ x.T
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True)) @ x @ V.T
 
 
 def test_unprojected_step_is_the_authors_update():
@@ -24,7 +17,7 @@ def test_unprojected_step_is_the_authors_update():
     Q, K, V = (np.eye(d) + 0.3 * rng.standard_normal((d, d)) for _ in range(3))
     model = mf.SA(3.0, Q=Q, K=K, V=V)
     x0 = mf.uniform_sphere(7, d, seed=1)
-    D = _softmax_drift(3.0, x0, Q.T @ K, V)
+    D = euclidean.velocity(model, x0) + x0 @ V.T      # Σ_j P_ij V (x_j - x_i) + V x_i: the raw drift
     assert np.allclose(particles.unprojected_drift(model, x0), D, rtol=0, atol=1e-13)
     sol = particles.solve(model, x0, [0.0, 0.05], method="euler_unprojected", dt=0.05, energy=False)
     step = x0 + 0.05 * D
