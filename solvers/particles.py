@@ -675,6 +675,9 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
                  progress=None):
     """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
     (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
+    if method == "euler_unprojected":
+        raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
+                         "no such drift: use solve() with circle_points(theta0)")
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation

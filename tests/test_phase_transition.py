@@ -53,6 +53,8 @@ def test_unprojected_refusals():
         particles.solve(mf.SA(0.0), x, [0, 1], method="euler_unprojected", dt=0.6)
     with pytest.raises(ValueError, match="span"):
         particles.unprojected_drift(mf.SA(1.0), mf.uniform_sphere(3, 2000, seed=0))
+    with pytest.raises(ValueError, match="angles"):
+        particles.solve_angles(mf.SA(1.0), np.zeros(3), [0, 1], method="euler_unprojected")
 
 
 @pytest.mark.parametrize("d", [128, 512])
