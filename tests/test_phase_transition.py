@@ -6,6 +6,7 @@ from scipy import stats
 from scipy.special import betainc
 
 import meanfield as mf
+from meanfield import figures
 from meanfield.geometry import span_coordinates, uniform_span_coordinates
 from meanfield.solvers import euclidean, particles, span
 from meanfield.theory import equiangular_curve
@@ -111,3 +112,16 @@ def test_direct_span_sampler_has_the_law_of_uniform_points():
     wrong = np.tril(rng.standard_normal((B, n, n)), -1)
     wrong[:, np.arange(n), np.arange(n)] = np.sqrt(rng.chisquare(d + 1 - np.arange(n), size=(B, n)))
     assert stats.kstest(mf.normalise(wrong)[:, -1, -1] ** 2, exact).pvalue < 1e-6
+
+
+def test_finite_dimension_helpers():
+    """d*: the first d from which on every distance is within 5 % (NaN = censored); t50 from the median
+    gap by log-linear interpolation, exact for an exponential decay."""
+    fd = figures.load_script("finite_dimension")
+    dims = [2, 4, 8, 16]
+    assert fd.first_within(dims, np.array([0.01, 0.2, 0.03, 0.01])) == 8
+    assert fd.first_within(dims, np.array([0.01, np.nan, 0.01, 0.01])) == 8
+    assert fd.first_within(dims, np.array([0.0, 0.0, 0.0, 0.06])) is None
+    t = np.linspace(0.0, 1.0, 11)
+    assert abs(fd.crossing(t, np.exp(-3.0 * t), np.exp(-1.35)) - 0.45) < 1e-12
+    assert np.isnan(fd.crossing(t, np.exp(-t), 1e-3))
