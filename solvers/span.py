@@ -21,9 +21,8 @@ from . import particles
 
 
 def supports(model):
-    """Whether the dynamics of ``model`` keeps tokens in the span of x(0): one head with
-    Q^T K = a I and V = v I (constant or time-dependent scalars a, v are both fine, but the
-    weights are read at the model's construction time, so only constant ones are accepted)."""
+    """Whether the dynamics of ``model`` keeps tokens in the span of x(0): one head with constant
+    weights Q^T K = a I and V = v I (SA or USA, causal or not)."""
     return (not getattr(model, "heads", None) and not model.is_time_dependent
             and model.attention_scalar is not None and model.value_scalar is not None)
 
