@@ -4,9 +4,9 @@ from numpy.typing import ArrayLike
 
 from .checks import UNIT_TOL, as_count, as_float_array, as_points, as_seed, as_size
 
-__all__ = ["uniform_sphere", "normalise", "tangent_projection", "circle_points", "circle_angles",
-           "random_rotation", "geodesic_distance", "spherical_coordinates", "from_spherical",
-           "icosahedral_triangulation"]
+__all__ = ["uniform_sphere", "span_coordinates", "uniform_span_coordinates", "normalise", "tangent_projection",
+           "circle_points", "circle_angles", "random_rotation", "geodesic_distance", "spherical_coordinates",
+           "from_spherical", "icosahedral_triangulation"]
 
 # the spheres the density solvers discretise, by name: S^1 and S^2 sit in R^d with d = 2 and 3
 GEOMETRIES = {"circle": 2, "sphere": 3}
@@ -55,6 +55,85 @@ def uniform_sphere(n: int, d: int, seed: int | np.random.Generator | None = None
     shape = (n, d) if batch is None else (count, n, d)
     g = np.random.default_rng(as_seed(seed)).standard_normal(shape)
     return normalise(g)
+
+
+def span_coordinates(x):
+    """Coordinates of tokens in an orthonormal basis of their span: x = c Bᵀ, so c cᵀ = x xᵀ.
+
+    With xᵀ = B R (reduced QR, diag R >= 0), c = Rᵀ is lower triangular: row i holds the
+    coordinates of x_i in the Gram–Schmidt basis of x_1, ..., x_i.  The coordinates live in
+    R^r, r = min(n, d): for d > n an n-dimensional, exactly equivalent copy of the tokens.
+
+    Parameters
+    ----------
+    x : ndarray (n, d) or (B, n, d)
+
+    Returns
+    -------
+    c : ndarray (n, r) or (B, n, r)
+        Coordinates, rows renormalised (they are unit vectors to round-off).
+    basis : ndarray (d, r) or (B, d, r)
+        Orthonormal columns; x = c @ basisᵀ to round-off.
+
+    Example
+    -------
+    >>> x = uniform_sphere(4, 100, seed=0)
+    >>> c, basis = span_coordinates(x)
+    >>> c.shape, bool(np.allclose(c @ c.T, x @ x.T)), bool(np.allclose(c @ basis.T, x))
+    ((4, 4), True, True)
+    """
+    x = as_float_array(x, "x")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"x must have shape (n, d) or (B, n, d); got {x.shape}")
+    basis, r = np.linalg.qr(np.swapaxes(x, -1, -2))
+    sign = np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)[..., None, :]
+    return normalise(np.swapaxes(r, -1, -2) * sign), basis * sign
+
+
+def uniform_span_coordinates(n: int, d: int, seed=None, batch: int | None = None) -> np.ndarray:
+    """``span_coordinates`` of n i.i.d. uniform points on S^{d-1}, drawn in O(n²) for any d.
+
+    For d <= n the points themselves (``uniform_sphere``).  For d > n, Bartlett's decomposition:
+    for g_1, ..., g_n i.i.d. N(0, I_d), the coordinates L of g_i in the Gram–Schmidt basis of
+    g_1, ..., g_i form a lower-triangular matrix with independent entries
+
+        L_ii = sqrt(χ²_{d-i+1}),   L_ij ~ N(0, 1)  (j < i),   (i, j = 1, ..., n)
+
+    (the component of g_i along an orthonormal direction fixed by g_1, ..., g_{i-1} is N(0, 1),
+    and its squared norm orthogonal to their span χ² with d - i + 1 degrees of freedom).  The rows
+    L_i/|L_i| therefore have exactly the law of ``span_coordinates(uniform_sphere(n, d))``: same
+    Gram matrix law (the Wishart W_n(d, I) normalised to unit diagonal), not an approximation,
+    and d = 10^6 costs what d = n does.
+
+    Parameters
+    ----------
+    n, d : int
+        Number of points and ambient dimension (d >= 2).
+    seed : int, numpy.random.Generator or None
+    batch : int, optional
+        Number of independent clouds.
+
+    Returns
+    -------
+    ndarray (n, min(n, d)) or (batch, n, min(n, d))
+
+    Example
+    -------
+    >>> c = uniform_span_coordinates(3, 10**6, seed=0)
+    >>> c.shape, bool(np.allclose(np.linalg.norm(c, axis=1), 1.0)), bool(np.all(np.triu(c, 1) == 0))
+    ((3, 3), True, True)
+    """
+    d = as_count(d, "d", minimum=2)
+    if d <= n:
+        return uniform_sphere(n, d, seed=seed, batch=batch)
+    count = 1 if batch is None else as_count(batch, "batch")
+    n = as_size(n, "n", 16 * as_count(n, "n") * count)      # L and its normalised copy
+    rng = np.random.default_rng(as_seed(seed))
+    L = np.tril(rng.standard_normal((count, n, n)), -1)
+    i = np.arange(n)
+    L[:, i, i] = np.sqrt(rng.chisquare(d - i, size=(count, n)))
+    L = normalise(L)
+    return L[0] if batch is None else L
 
 
 def normalise(x: ArrayLike) -> np.ndarray:

@@ -6,7 +6,10 @@ r"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and ba
     \qquad X[\mu](x) = P_x \frac{1}{Z(x)} \int e^{\beta \langle Qx, Ky\rangle} V y \, d\mu(y).
 
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
-order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
+order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.  The authors'
+scheme of the paper's figures, x_i <- (x_i + h D_i)/|x_i + h D_i| with the unprojected drift
+D_i = Σ_j A_ij V x_j (``method="euler_unprojected"``), is the projected Euler step with the
+per-token step h/(1 + h <x_i, D_i>): first order, and slow in t by up to h <x_i, D_i> ≈ h.
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
 ``gemm``: the same with score and value tiles as BLAS products, used for d <= 1024;
@@ -44,7 +47,7 @@ from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
 
-METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
+METHODS = {"rk4": "rk4", "euler": "euler", "euler_unprojected": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
 SUMMATIONS = ("auto", "direct", "fast")
 
 
@@ -196,15 +199,80 @@ def _direct_kernels(model, x, y, w, A, V):
     return out, log_phi
 
 
-def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
+def _direct_gemm(model, x, y, w, A, V, dtype=np.float64, tangent=True):
     """``_direct`` by ``gemm.softmax_sums`` (d <= gemm.MAX_D): queries U = β x A,
-    then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources."""
+    then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources
+    (the unprojected drift V G when ``tangent`` is False)."""
     U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
     B, n, d = x.shape
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         G, log_phi = gemm.softmax_sums(U, y, w, model.normalised, dtype, causal=model.causal)
     v = G @ V.T if model.value_scalar is None else V[0, 0] * G
+    if not tangent:
+        return v, log_phi
     return v - np.sum(v * x, axis=-1, keepdims=True) * x, log_phi
+
+
+def unprojected_drift(model, x, weights=None, dtype=np.float64):
+    """The drift D_i of the authors' Euler step x_i <- (x_i + h D_i)/|x_i + h D_i| (paper.md §4):
+
+        D_i = Σ_j w_j e^{β<Q x_i, K x_j>} V x_j / Z_i,   Z_i = Σ_j w_j e^{β<Q x_i, K x_j>}  (SA),
+
+    without the division by Z_i for USA; the velocity field is its tangential part P_{x_i} D_i.
+
+    Parameters
+    ----------
+    model : SA or USA (one head, constant weights; causal allowed)
+    x : ndarray (n, d) or (B, n, d)
+        Unit vectors, d <= 1024 (``gemm``: the tiled summation that can skip the projection).
+    weights : ndarray (n,) or (B, n), optional
+        w_j >= 0 (default 1/n).
+    dtype : float64 or float32
+        Precision of the score and value products.
+
+    Returns
+    -------
+    ndarray shaped like x
+
+    Example
+    -------
+    >>> import numpy as np, meanfield as mf
+    >>> x = mf.uniform_sphere(5, 3, seed=0)
+    >>> D = unprojected_drift(mf.SA(1.0), x)
+    >>> X = mf.velocity(mf.SA(1.0), x)
+    >>> bool(np.allclose(D - np.sum(D * x, -1, keepdims=True) * x, X))
+    True
+    """
+    model = as_model(model, causal=True)
+    x = as_points(x, "x", ndim=(2, 3))
+    _check_unprojected(model, x.shape[-1])
+    _check_exponent(model, x.shape[-1])
+    dtype = _precision(dtype, x.shape[-1], "direct")
+    w = as_batch_weights(weights, x)
+    w = _uniform_weights(_batched(x).shape) if w is None else w
+    A, V = _operators(model, x.shape[-1])
+    return _direct_gemm(model, _batched(x), _batched(x), np.ascontiguousarray(w), A, V, dtype,
+                        tangent=False)[0].reshape(x.shape)
+
+
+def _check_unprojected(model, d):
+    """The unprojected drift is summed by ``gemm`` (d <= gemm.MAX_D) for one constant head."""
+    if isinstance(model, MultiHead) or model.is_time_dependent:
+        raise ValueError(f"method='euler_unprojected' (the authors' scheme) takes one SA/USA head with constant "
+                         f"weights; got {model!r}")
+    if not gemm.supports(d):
+        raise ValueError(f"method='euler_unprojected' sums the drift with the gemm engine, d <= {gemm.MAX_D}; got "
+                         f"d = {d} (for d >= n, solve in the span of the tokens: meanfield.solvers.span)")
+
+
+def radial_bound(model, d):
+    """A bound on |<x_i, D_i>| <= |D_i| for the unprojected drift: |V| (SA, a convex combination of
+    the V x_j) or |V| e^{β|Q^T K|} (USA).  The step x + h D stays away from 0 when h times it is < 1."""
+    A, V = _operators(model, d)
+    bound = np.linalg.norm(V, 2)
+    if not model.normalised:
+        bound *= np.exp(model.beta * np.linalg.norm(A, 2))
+    return float(bound)
 
 
 def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None, dtype=np.float64):
@@ -456,8 +524,11 @@ def max_step(model, d, method="rk4"):
     ----------
     model : SA or USA
     d : int
-        Ambient dimension (tokens on S^{d-1}).
-    method : {"rk4", "euler"}
+        Dimension of the ambient space (tokens on S^{d-1}).
+    method : {"rk4", "euler", "euler_unprojected"}
+        "euler_unprojected" also keeps h |<x_i, D_i>| <= 1/2 (``radial_bound``), so that the
+        authors' step x + h D never comes near 0 and its effective step h/(1 + h <x_i, D_i>)
+        stays within a factor 2 of h.
 
     Returns
     -------
@@ -478,9 +549,12 @@ def max_step(model, d, method="rk4"):
     """
     model = as_model(model, causal=True)
     d = as_count(d, "d", minimum=2)
-    scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
+    scheme = METHODS[as_choice(method, "method", ("rk4", "euler", "euler_unprojected"))]
     _check_exponent(model, d)
-    return STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+    bound = STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+    if method == "euler_unprojected":
+        bound = min(bound, 0.5 / radial_bound(model, d))
+    return bound
 
 
 def _check_exponent(model, d):
@@ -561,7 +635,8 @@ def _fixed_step(model, d, scheme, dt):
     bound = max_step(model, d, scheme)
     if dt > bound:
         raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
-                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound); use dt <= {bound:.6g} "
+                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound; euler_unprojected also "
+                         f"dt |D| <= 1/2, see max_step); use dt <= {bound:.6g} "
                          f"(or leave dt=None, or method='adaptive')")
     return dt
 
@@ -639,10 +714,14 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         Initial tokens (unit vectors), one system or a batch of B systems.
     t_eval : array_like
         Increasing output times; the steps end on each of them exactly.
-    method : {"rk4", "euler", "adaptive", "dopri5"}
+    method : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}
         RK4 or forward Euler, each followed by the projection x <- x/|x| (it keeps the scheme's
         order), with fixed step ``dt``; or the adaptive Dormand–Prince 5(4) pair with ``rtol``,
-        ``atol``.
+        ``atol``; or "euler_unprojected", the scheme of the paper's figures (its
+        ``phase-diagrams.py`` and ``sphere.py``), x_i <- (x_i + h D_i)/|x_i + h D_i| with the
+        unprojected drift D_i = Σ_j A_ij V x_j (``unprojected_drift``): first order, its t runs slow
+        by the factor 1 + h <x_i, D_i> (one head, direct summation, d <= 1024, no noise;
+        docs/phase_transition.md measures the bias).
     dt : float, optional
         Fixed step (default ``block_dt`` of the model, for time-dependent weights the smallest over
         the run); refused above ``max_step``.
@@ -711,6 +790,9 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
     dtype = _precision(dtype, x0.shape[-1], summation)
+    unprojected = method == "euler_unprojected"
+    if unprojected:
+        summation = _unprojected_options(model, x0.shape[-1], summation, noise, engine)
     first = model.at(t_eval[0])
     for head in getattr(first, "heads", (first,)):
         _check_exponent(head, x0.shape[-1])
@@ -727,7 +809,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     elif scheme != "dopri5" and dt is None:
         dt = block_dt(first, x0.shape[-1])
     elif scheme != "dopri5" and not isinstance(model, MultiHead) and not model.is_time_dependent:
-        dt = _fixed_step(model, x0.shape[-1], scheme, dt)
+        dt = _fixed_step(model, x0.shape[-1], method if unprojected else scheme, dt)
     if scheme == "dopri5":
         for head in getattr(first, "heads", (first,)):
             _check_adaptive(head, x0.shape[-1], t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
@@ -739,14 +821,22 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         # O(h²), and this extension is the one both summations evaluate identically
         return field(model.at(t), normalise(x), w, summation=how, stats=stats, dtype=dtype)
 
-    plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None
+    if unprojected:     # the authors' step x <- N(x + h D(x)): Euler on the drift, then x/|x|
+        A, V = _operators(model, x0.shape[-1])
+        wu = np.ascontiguousarray(_uniform_weights(batched.shape) if w is None else w)
+
+        def rhs(t, x):
+            y = normalise(x)
+            return _direct_gemm(model, y, y, wu, A, V, dtype, tangent=False)[0]
+
+    plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None and not unprojected
     engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
     advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
-    meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
-                engine=engine, dtype=np.dtype(dtype).name,
+    meta = dict(solver="particles", model=model.to_dict(), method=method if unprojected else scheme, dt=dt,
+                rtol=rtol, atol=atol, summation=how, weights=None if w is None else digest(w),
+                noise=float(noise) if kick else 0.0, seed=seed, engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
     what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
     if scheme == "dopri5":
@@ -779,6 +869,20 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     if energy and np.all(np.isnan(en)):
         info["energy"] = _energy_note(model)
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
+
+
+def _unprojected_options(model, d, summation, noise, engine):
+    """The summation of method="euler_unprojected" ("direct"), refusing what it does not take:
+    several heads, time-dependent weights, d > gemm.MAX_D, fast summation, noise, engine="small"."""
+    if not isinstance(model, MultiHead):
+        model = as_model(model, time_dependent=True, causal=True)
+    _check_unprojected(model, d)
+    as_choice(summation, "summation", SUMMATIONS)
+    if summation == "fast" or noise or engine == "small":
+        raise ValueError(f"method='euler_unprojected' runs the direct gemm summation without noise on "
+                         f"engine='kernels' (or 'auto'); got summation={summation!r}, noise={noise!r}, "
+                         f"engine={engine!r}")
+    return "direct"
 
 
 def _energy_note(model):
@@ -974,6 +1078,9 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     >>> bool(abs(sol.theta[-1, 1] - sol.theta[-1, 0]) < 1e-6)     # the two tokens have merged
     True
     """
+    if method == "euler_unprojected":
+        raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
+                         "no such drift: use solve() with circle_points(theta0)")
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation
