@@ -5,38 +5,50 @@ controlled SSP-RK3) is solved on a dyadic mesh (``dyadic``): base cells of width
 L times, L = log2(``finest``/``cells``).
 
 - **Field on cells of different widths.**  The circle's FFT sums need equal cells.  Here the field
-  of the cell measure Σ_j m_j δ_{c_j} (the measure the uniform solver uses) is a truncated Fourier
-  sum over its exact non-uniform coefficients,
+  is that of the piecewise-constant density ρ(θ) = ρ_j on C_j = [c_j - w_j/2, c_j + w_j/2], a truncated
+  Fourier sum over its exact coefficients,
 
-      m̂_k = Σ_j m_j e^{-ik c_j} = A_k - i B_k,   F(c_i) = Σ_{|k|≤K} κ̂_k m̂_k e^{ik c_i},
+      ρ̂_k = Σ_j ∫_{C_j} ρ_j e^{-ikθ} dθ = Σ_j m_j sinc(k w_j/2) e^{-ik c_j} = A_k - i B_k,
+      F(c_i) = Σ_{|k|≤K} κ̂_k ρ̂_k e^{ik c_i},
 
   κ̂_k the continuous Fourier coefficients of the kernels: e^{β(cos δ - 1)} = Σ_k a_k e^{ikδ} with
   a_k = e^{-β} I_k(β), so Q = (e^{β(cos δ-1)} - 1)/β has (a_k - [k = 0])/β, G = -e^{β(cos δ-1)} sin δ
   = ∂_δ(e^{β(cos δ-1)})/β has i k a_k/β and G' has -k² a_k/β.  K = ``circle_kernels.degree``(β) bounds
   the dropped modes by 1e-16 times the mass, so the sums are exact to round-off at O(N K) work (tables
-  cos k c_i, sin k c_i built once per mesh; two matrix products per field).  On equal cells this is
-  the uniform solver's field (tested to 1e-13).  Where SA's Φ~ = M + βQ falls below the sums'
-  accuracy the cell is recomputed by direct log-sum-exp (``dyadic_kernels.log_space``), as in ``circle``.
+  of cos k c_i, sin k c_i and the sinc factors built once per mesh; two matrix products per field).
+  Why this measure: the uniform density has ρ̂_k = 0 for k ≠ 0 on any cells, so it is at rest to
+  round-off on every adaptive mesh (the point masses m_j δ_{c_j} of the uniform solver would give an
+  O(h²) field on unequal cells); it differs from the uniform solver's field by O(h²) on equal cells.
+  Where SA's Φ~ = M + βQ falls below the sums' accuracy the cell's Φ~ and u are recomputed by direct
+  log-sum-exp over the point masses (``dyadic_kernels.log_space``), as in ``circle``.
 - **Fluxes and reconstruction** on cells of different widths: ``dyadic_kernels.flux_pass``.
-- **Criterion.**  Cell i wants the level max(ℓ^mass_i, ℓ^ws_i):
+- **Criterion.**  Cell i wants the level
 
   * mass: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
     (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
     cells (the error past clustering is about m_c h/2 per cluster in W1);
-  * watersheds: ℓ^ws_i = L within ``reach`` base cells of a face where the velocity changes sign
-    from - to + (u_i ≤ 0 < u_{i+1}: the flow divides there) while the density beside it is at least
-    ``watershed`` times ρ̄.  The cluster masses are decided there, before the collapse: the mass a
-    cluster ends with is what the scheme lets through the dividing point, and a flux error at that
-    face moves mass from one cluster to the other for good.  On base cells that error is O(h_0²) and
-    the finest level does not touch it; W2 ≈ D √δm then stalls (docs/adaptive.md).  With the
-    watersheds on the finest cells it is O(h_L²).  Once the density there is negligible the cells
-    coarsen again.
+  * watersheds: while a watershed (a face where the velocity changes sign from - to +, u_i ≤ 0 <
+    u_{i+1}: the flow divides there) carries density ≥ ``watershed`` · ρ̄, every cell wants at least
+    the level of ``watershed_cells``.  The cluster masses are decided then, before the collapse: a
+    cluster ends with the mass between the two separatrices around it, and the scheme misplaces a
+    separatrix by the error of the velocity field there, which is the O(h²) error of the density
+    within the kernel's reach (about 1.2 rad at β = 4: refining only 0.4 / 0.8 / 1.2 rad around the
+    watersheds, a local variant, left 2.9e-5 / 1.1e-5 / 1.3e-6 of cluster mass error, refining all
+    5.8e-7, no watershed refinement 3.1e-5; docs/adaptive.md).  So the smooth phase runs on
+    ``watershed_cells`` cells, and the cluster-mass error δm falls like (2π/watershed_cells)² while the
+    finest level decides the positions.  Once no watershed carries mass the cells coarsen.
 
   Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
   ``watershed``/4 (hysteresis); ``buffer`` cells of every level surround the finer ones (``dyadic.select``);
   θ is raised fourfold while the mesh would exceed ``max_cells``.
+- **Initial data**: a callable ρ_0 is averaged over each cell (Gauss–Legendre); values at the centres
+  would be off by w_i² ρ''/24, differently on coarse and fine cells, which moves O(h_0²) mass between
+  the clusters' basins.
 - **Remeshing**: the criterion is checked every ``every`` steps and at least every ``interval`` time
   units; a new mesh gets the densities by ``dyadic.transfer`` (conservative, ≥ 0, within a cell).
+- **Energy**: E_β of the piecewise-constant density (the energy whose first variation is the field
+  used), e^β (M² + β Σ_k w_k q̂_k |ρ̂_k|²)/(2β), at the outputs (``info["energy_dips"]``) and across
+  every remesh (``info["remesh_energy"]``).
 
 With ``finest == cells`` nothing is refined and the run is ``circle.solve``, bit for bit.
 """
@@ -166,8 +178,8 @@ class _Stage:
         return _Stage(self.model, self.mesh, "upwind").velocity(rho)
 
     def energy(self, rho):
-        """E_β of the cell measure, e^β (M² + β Σ_k w_k q_k (A_k² + B_k²))/(2β) (Parseval on the
-        Fourier sums); at β = 0 its limit; Σ_h ±E_{β_h} for USA heads, NaN with SA heads."""
+        """E_β of the piecewise-constant density, e^β (M² + β Σ_k w_k q_k (A_k² + B_k²))/(2β) (Parseval
+        on the Fourier sums); at β = 0 its limit; Σ_h ±E_{β_h} for USA heads, NaN with SA heads."""
         a, b, mass = self.transform(rho)
         if len(self.heads) > 1 and any(h.model.normalised for h in self.heads):
             return np.nan
@@ -280,10 +292,11 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     finest : the number of cells of the finest level, N_0 2^L (``finest == cells``: ``circle.solve``).
     flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``circle``'s fluxes).
     threshold : θ, the most mass a cell may hold in units of a base cell at the mean density.
-    watershed : density (in units of the mean) above which the cells within ``reach`` base cells of
-        a watershed (a - to + sign change of the velocity) are refined to the finest level; 0 turns the
+    watershed : while a watershed (a - to + sign change of the velocity) carries a density of at least
+        this times the mean, every cell is refined to ``watershed_cells`` (module docstring); 0 turns the
         watershed criterion off.
-    reach, buffer : base cells around a watershed; cells of each level around the finer ones.
+    watershed_cells : the cells of that smooth phase, cells 2^k (clipped to [cells, finest]).
+    buffer : cells of each level around the finer ones.
     every, interval : the criterion is checked every ``every`` steps and at least every ``interval``.
     max_cells : the most cells a mesh may have (θ is raised until it fits).
     energy : compute E_β at the outputs and across the remeshes.
