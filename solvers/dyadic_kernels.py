@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .circle_kernels import UNRESOLVED
+from .circle_kernels import UNRESOLVED, face_fluxes
 
 
 @njit(cache=True)
@@ -51,25 +51,7 @@ def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
         west[i] = (rho[i] - half) * min(max(u[i] - du, -bound), 0.0)
         curvature = 2.0 * (dr - dl) / (gaps[im] + gaps[i]) * widths[i] * widths[i]
         coarse[i] = abs(curvature) > UNRESOLVED * max(rho[im], rho[i], rho[ip])
-    for i in range(n):
-        j = i + 1 if i + 1 < n else 0
-        if flux == 1 or (flux == 0 and (coarse[i] != 0.0 or coarse[j] != 0.0)):
-            f_out = rho[i] * max(u[i], 0.0)
-            f_in = rho[j] * min(u[j], 0.0)
-        elif flux == 0:
-            f_out = east[i]
-            f_in = west[j]
-        else:
-            uf = (pot[j] - pot[i]) / gaps[i]
-            if flux == 2:
-                f_out = max(uf, 0.0) * east[i]
-                f_in = min(uf, 0.0) * west[j]
-            else:
-                f_out = max(uf, 0.0) * rho[i]
-                f_in = min(uf, 0.0) * rho[j]
-        fluxes[i] = f_out + f_in
-        outflow[i] += f_out
-        outflow[j] -= f_in
+    face_fluxes(flux, rho, u, east, west, coarse, pot, 1.0 / gaps, fluxes, outflow)
     rate = 0.0
     for i in range(n):
         out[i] = (fluxes[i - 1 if i > 0 else n - 1] - fluxes[i]) / widths[i]
