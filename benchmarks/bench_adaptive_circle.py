@@ -90,7 +90,7 @@ def measure(points, weights, angles, ref_masses):
                 mass_error=float(np.abs(masses - ref_masses).max()), centre_offset=offset)
 
 
-def run_one(cells, finest, watershed):
+def run_one(cells, finest, watershed, watershed_cells):
     """One solve in this process; returns the row (wall and CPU seconds of the solve)."""
     import meanfield as mf
     from meanfield.measures import perturbed_uniform
@@ -103,15 +103,19 @@ def run_one(cells, finest, watershed):
         sol = circle.solve(model, rho0, [0.0, T], cells=cells, progress=False)
         extra = dict(max_cells=cells)
     else:
-        sol = adaptive_circle.solve(model, rho0, [0.0, T], cells=cells, finest=finest, watershed=watershed)
+        sol = adaptive_circle.solve(model, rho0, [0.0, T], cells=cells, finest=finest, watershed=watershed,
+                                    watershed_cells=watershed_cells)
         info = sol.info
         extra = dict(max_cells=int(max(m["cells"] for m in info["meshes"])), remeshes=info["remeshes"],
                      checks=info["checks"], remesh_seconds=info["remesh_seconds"], hmin=info["hmin"],
-                     hmax=info["hmax"], remesh_energy={k: v for k, v in info["remesh_energy"].items() if k != "changes"},
+                     hmax=info["hmax"],
+                     remesh_energy={k: v for k, v in info["remesh_energy"].items() if k != "changes"},
                      remesh_energy_total=float(np.sum(info["remesh_energy"]["changes"])))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     points, weights = sol.measure()
-    row = dict(cells=cells, finest=finest, watershed=watershed if cells != finest else None, seconds=seconds,
+    adaptive = cells != finest
+    row = dict(cells=cells, finest=finest, watershed=watershed if adaptive else None,
+               watershed_cells=watershed_cells if adaptive and watershed else None, seconds=seconds,
                cpu_seconds=cpu, final_cells=int(points.shape[0]), nsteps=sol.info["nsteps"],
                total_mass_error=float(abs(sol.mass[-1] - 1)), min_rho=float(sol.rho.min()), **extra)
     row.update(measure(points, weights, *_reference()))
@@ -119,16 +123,17 @@ def run_one(cells, finest, watershed):
 
 
 def _key(r):
-    return (r["cells"], r["finest"], r["watershed"])
+    return (r["cells"], r["finest"], r["watershed"], r["watershed_cells"])
 
 
 def run(todo, repeats):
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=f"SA({BETA:g})", T=T, runs=[])
     rows = {}
     for _ in range(repeats):                      # interleaved: every contender once per round
-        for cells, finest, watershed in todo:
+        for cells, finest, watershed, watershed_cells in todo:
             env = dict(os.environ, **THREADS)
-            out = subprocess.run([sys.executable, __file__, "one", str(cells), str(finest), repr(watershed)],
+            out = subprocess.run([sys.executable, __file__, "one", str(cells), str(finest), repr(watershed),
+                                  str(watershed_cells)],
                                  env=env, check=True, capture_output=True, text=True).stdout
             row = json.loads(out.strip().splitlines()[-1])
             rows.setdefault(_key(row), []).append(row)
@@ -145,7 +150,8 @@ def run(todo, repeats):
 def _name(r):
     if r["cells"] == r["finest"]:
         return f"uniform {r['cells']}"
-    return f"adaptive {r['cells']}→{r['finest']}" + ("" if r["watershed"] else ", mass criterion only")
+    return f"adaptive {r['cells']}→{r['finest']}" + (f", smooth phase {r['watershed_cells']}" if r["watershed"]
+                                                       else ", mass criterion only")
 
 
 def _series(data):
@@ -153,7 +159,8 @@ def _series(data):
     out = {}
     for r in data["runs"]:
         label = "uniform" if r["cells"] == r["finest"] else (
-            f"adaptive, base {r['cells']}" + ("" if r["watershed"] else ", mass criterion only"))
+            f"adaptive, base {r['cells']}" + (f", smooth phase {r['watershed_cells']}" if r["watershed"]
+                                              else ", mass criterion only"))
         out.setdefault(label, []).append(r)
     return {k: sorted(v, key=lambda r: r["finest"]) for k, v in out.items()}
 
@@ -163,10 +170,11 @@ def table():
     print("| run | cells (final / most) | wall [s] (median) | CPU [s] | W1 | W2 | W2 masses / positions | "
           "cluster mass error | centre offsets [rad] |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for label, runs in _series(data).items():
+    for runs in _series(data).values():
         for r in runs:
             offsets = ", ".join(f"{o:.1e}" for o in r["centre_offset"])
-            print(f"| {_name(r)} | {r['final_cells']} / {r['max_cells']} | {r['seconds']:.3g} | {r['cpu_seconds']:.3g} | "
+            print(f"| {_name(r)} | {r['final_cells']} / {r['max_cells']} | {r['seconds']:.3g} | "
+                  f"{r['cpu_seconds']:.3g} | "
                   f"{r['w1']:.2e} | {r['w2']:.2e} | {r['w2_mass']:.1e} / {r['w2_positions']:.1e} | "
                   f"{r['mass_error']:.1e} | {offsets} |")
     for label, runs in _series(data).items():
@@ -227,16 +235,18 @@ def main():
     parser.add_argument("--uniform", type=int, nargs="*", default=[])
     parser.add_argument("--adaptive", nargs="*", default=[], help="cells:finest pairs")
     parser.add_argument("--watershed", type=float, default=None, help="default: the solver's")
+    parser.add_argument("--watershed-cells", type=int, default=None, help="default: the solver's")
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
     if args.what == "one":
-        print(json.dumps(run_one(int(args.args[0]), int(args.args[1]), float(args.args[2]))))
+        print(json.dumps(run_one(int(args.args[0]), int(args.args[1]), float(args.args[2]), int(args.args[3]))))
         return
     if args.what == "run":
         from meanfield.solvers.adaptive_circle import DEFAULTS
         ws = DEFAULTS["watershed"] if args.watershed is None else args.watershed
-        todo = [(n, n, 0.0) for n in args.uniform] + [tuple(int(v) for v in p.split(":")) + (ws,)
-                                                      for p in args.adaptive]
+        wc = DEFAULTS["watershed_cells"] if args.watershed_cells is None else args.watershed_cells
+        todo = [(n, n, 0.0, 0) for n in args.uniform] + [tuple(int(v) for v in p.split(":")) + (ws, wc)
+                                                         for p in args.adaptive]
         run(todo, args.repeats)
     else:
         dict(reference=reference, table=table, plot=plot, check=check)[args.what]()

@@ -1,7 +1,8 @@
 """Linear interpolation of cell values on S^1 and S^2 (``DensitySolution.at``).
 
 - S^1, values f_i at the cell centres θ_i = (i + 1/2) h of the uniform grid, h = 2π/N:
-  f(θ) = (1 - s) f_i + s f_{i+1} with θ = θ_i + s h, s ∈ [0, 1), indices mod N (periodic).
+  f(θ) = (1 - s) f_i + s f_{i+1} with θ = θ_i + s h, s ∈ [0, 1), indices mod N (periodic); on cells
+  of different widths (``meanfield.solvers.adaptive_circle``) the same between the actual centres.
 - S^2, values f_i at the generators c_i: the Delaunay triangulation of the generators is the
   convex hull of the points (every hull facet has an empty circumcircle on the sphere). A point
   x lies in the cone of the facet (a, b, c) where x = λ_a a + λ_b b + λ_c c with all λ >= 0;
@@ -22,9 +23,12 @@ INSIDE_TOL = 1e-12       # barycentric coordinates above -tol count as inside a 
 NEAREST = 3              # facets around this many nearest generators are tried first
 
 
-def periodic_linear(values, x):
-    """Periodic linear interpolation at the points x (q, 2) of values on the uniform S^1 grid."""
+def periodic_linear(values, x, centres=None):
+    """Periodic linear interpolation at the points x (q, 2) of values on the uniform S^1 grid, or,
+    given ``centres`` (N, 2) in increasing angle (cells of different widths), between them."""
     values = as_float_array(values, "values")
+    if centres is not None:
+        return np.interp(circle_angles(as_points(x, "points", d=2)), circle_angles(centres), values, period=2 * np.pi)
     cells = values.size
     s = circle_angles(as_points(x, "points", d=2)) * cells / (2 * np.pi) - 0.5
     i = np.floor(s).astype(int)

@@ -66,8 +66,8 @@ from . import circle
 from . import circle_kernels as kernels
 from .dyadic import select, transfer, uniform_mesh, DyadicMesh
 from .dyadic_kernels import flux_pass, log_space
-from .energy_report import energy_dips
-from .results import DensitySolution
+from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
+from .energy_report import ring_adjacency, warn_pinned
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
@@ -455,25 +455,28 @@ class _Run:
         self.remesh_seconds += time.perf_counter() - begin
 
     def solution(self):
-        size = max(m.size for m, _ in self.out)
-        count = len(self.out)
-        points, areas, rho = np.zeros((count, size, 2)), np.zeros((count, size)), np.zeros((count, size))
-        for k, (m, r) in enumerate(self.out):
-            points[k, :m.size] = np.column_stack([np.cos(m.angles), np.sin(m.angles)])
-            areas[k, :m.size], rho[k, :m.size] = m.widths, r
-        cells = np.array([m.size for m, _ in self.out])
+        meshes, rhos = [m for m, _ in self.out], [r for _, r in self.out]
         info = dict(flux=self.flux, cells=self.cells, finest=self.cells << self.depth, threshold=self.threshold,
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)
+        sign = getattr(self.model, "sign", 1.0)
         en = None
         if self.energy:
             en = np.array([_Stage(self.model, m, self.flux).energy(r) for m, r in self.out])
-            sign = getattr(self.model, "sign", 1.0)
-            info["energy_dips"] = energy_dips(en, sign)
-            drops = [-sign * j for j in self.jumps]
-            info["remesh_energy"] = dict(changes=[float(j) for j in self.jumps], largest_drop=max([0.0] + drops),
-                                         largest_rise=max([0.0] + [-d for d in drops]))
-        return DensitySolution(t=self.t_eval, points=points, areas=areas, rho=rho,
-                               mass=np.einsum("kn,kn->k", rho, areas), energy=en, model=self.model, info=info,
-                               cells=cells)
+            info["remesh_energy"] = remesh_energy(self.jumps, sign)
+        pinned = pinned_on_stretches(self.t_eval, meshes, rhos, lambda m: ring_adjacency(m.size), _points,
+                                     lambda m: m.widths, self._field, lambda m: m.widths)
+        info["pinned"] = sorted({float(m.angles[i]) for m, cells in pinned for i in cells})
+        warn_pinned(info["pinned"], f"at angles {np.round(info['pinned'][:5], 4).tolist()}", self.flux)
+        return padded_solution(self.t_eval, [_points(m) for m in meshes], [m.widths for m in meshes], rhos, en,
+                               self.model, info, sign)
+
+    def _field(self, mesh, rho):
+        """The particle field (N, 2) at the centres: u times the unit tangent (-sin c, cos c)."""
+        return _Stage(self.model, mesh, "upwind").velocity(rho)[:, None] * _points(mesh)[:, ::-1] * [-1.0, 1.0]
+
+
+def _points(mesh):
+    """Cell centres (cos c_i, sin c_i)."""
+    return np.column_stack([np.cos(mesh.angles), np.sin(mesh.angles)])
