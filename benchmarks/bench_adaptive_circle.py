@@ -225,7 +225,7 @@ def plot():
                 ax.loglog(seconds, [r["w2_mass"] for r in runs], ":", color=style[:2], lw=1.2,
                           label=f"{name}: cluster-mass part")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7.5, loc="lower left" if key == "w1" else "upper right")
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1 if key == "w1" else 2)
     fig.savefig(os.path.join(HERE, "adaptive_circle_work_precision.png"), bbox_inches="tight")
 
 
