@@ -7,6 +7,8 @@ r"""Linear interpolation of cell values on S^1 and S^2 (``DensitySolution.at``).
 
       f(\theta) = (1 - s) f_i + s f_{i+1}, \qquad \theta = \theta_i + s h, \ s \in [0, 1).
 
+  On cells of different widths (``meanfield.solvers.adaptive_circle``) the same between the actual
+  centres.
 - S^2, values f_i at the generators c_i: the Delaunay triangulation of the generators is the
   convex hull of the points (every hull facet has an empty circumcircle on the sphere). A point
   x lies in the cone of the facet (a, b, c) where x = λ_a a + λ_b b + λ_c c with all λ >= 0;
@@ -33,7 +35,7 @@ INSIDE_TOL = 1e-12       # barycentric coordinates above -tol count as inside a 
 NEAREST = 3              # facets around this many nearest generators are tried first
 
 
-def periodic_linear(values: ArrayLike, x: ArrayLike) -> np.ndarray:
+def periodic_linear(values: ArrayLike, x: ArrayLike, centres: ArrayLike | None = None) -> np.ndarray:
     r"""Periodic linear interpolation of values at the cell centres of the uniform S^1 grid.
 
     .. math::
@@ -47,6 +49,9 @@ def periodic_linear(values: ArrayLike, x: ArrayLike) -> np.ndarray:
         f_i at the centres (i + 1/2) h.
     x : array_like, shape (q, 2)
         Points of S^1.
+    centres : array_like, shape (N, 2), optional
+        Cell centres in increasing angle, for cells of different widths
+        (``meanfield.solvers.adaptive_circle``): the interpolation is then between them.
 
     Returns
     -------
@@ -67,6 +72,8 @@ def periodic_linear(values: ArrayLike, x: ArrayLike) -> np.ndarray:
     array([0.5, 1.5])
     """
     values = as_float_array(values, "values")
+    if centres is not None:
+        return np.interp(circle_angles(as_points(x, "points", d=2)), circle_angles(centres), values, period=2 * np.pi)
     cells = values.size
     s = circle_angles(as_points(x, "points", d=2)) * cells / (2 * np.pi) - 0.5
     i = np.floor(s).astype(int)

@@ -176,19 +176,39 @@ def _is_solution(rho):
 
 
 class _CircleTable:
-    """A piecewise-constant density on N equal arcs [ih, (i+1)h) of S^1, h = 2π/N."""
+    """A piecewise-constant density on N equal arcs [ih, (i+1)h) of S^1, h = 2π/N, or on the arcs
+    of ``widths`` (N,) laid end to end from the angle ``start``."""
 
-    def __init__(self, values):
+    def __init__(self, values, widths=None, start=0.0):
         self.values = relative(values)
         self.h = 2 * np.pi / values.size
+        self.widths, self.start = widths, start
+        if widths is not None:
+            self.edges = start + np.concatenate([[0.0], np.cumsum(widths)])
 
     def density(self, x):
-        i = np.minimum((circle_angles(x) / self.h).astype(int), self.values.size - 1)
-        return self.values[i] / (self.values.sum() * self.h)
+        if self.widths is None:
+            i = np.minimum((circle_angles(x) / self.h).astype(int), self.values.size - 1)
+            return self.values[i] / (self.values.sum() * self.h)
+        theta = (circle_angles(x) - self.start) % (2 * np.pi) + self.start
+        i = np.clip(np.searchsorted(self.edges, theta, side="right") - 1, 0, self.values.size - 1)
+        return self.values[i] / (self.values @ self.widths)
 
     def transport(self, u):
         """Points at the quantile levels u (n, 1)."""
-        return circle_points(self.h * inverse_cdf(self.values, u[:, 0]))
+        if self.widths is None:
+            return circle_points(self.h * inverse_cdf(self.values, u[:, 0]))
+        position = inverse_cdf(self.values * self.widths, u[:, 0])
+        k = np.minimum(position.astype(int), self.values.size - 1)
+        return circle_points(self.edges[k] + (position - k) * self.widths[k])
+
+
+def uniform_circle_grid(points):
+    """Whether the S^1 cell centres ``points`` (N, 2) are those of the uniform grid (i + 1/2) 2π/N."""
+    if points.ndim != 2 or points.shape[1] != 2:
+        return False
+    centres = circle_points(2 * np.pi * (np.arange(points.shape[0]) + 0.5) / points.shape[0])
+    return bool(np.allclose(points, centres, atol=1e-9))
 
 
 def _circle_table(rho, k):
@@ -197,11 +217,15 @@ def _circle_table(rho, k):
         return _CircleTable(_density_values(rho, circle_points(h * (np.arange(CIRCLE_GRID) + 0.5)), "rho"))
     if _is_solution(rho):
         points, areas, values = _solution_cells(rho, k)
-        cells = values.size
-        centres = circle_points(2 * np.pi * (np.arange(cells) + 0.5) / cells)
-        if points.shape != (cells, 2) or not np.allclose(points, centres, atol=1e-9):
-            raise ValueError("a DensitySolution on S^1 must live on the uniform grid of meanfield.solvers.circle")
-        return _CircleTable(values)
+        if uniform_circle_grid(points):
+            return _CircleTable(values)
+        theta = circle_angles(points)
+        start = theta[0] - areas[0] / 2
+        edges = start + np.concatenate([[0.0], np.cumsum(areas)])
+        if not (abs(edges[-1] - start - 2 * np.pi) < 1e-9 and np.allclose(theta, edges[:-1] + areas / 2, atol=1e-9)):
+            raise ValueError("a DensitySolution on S^1 must live on arcs that tile the circle in increasing angle "
+                             "(meanfield.solvers.circle or adaptive_circle)")
+        return _CircleTable(values, areas, start)
     return _CircleTable(as_density(rho, "rho"))
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from meanfield.atomic import write_file
 from meanfield.npzfile import NPZ_ERRORS, npz_path
 from meanfield.interpolation import SphericalTriangulation, periodic_linear
-from meanfield.sampling import discretise
+from meanfield.sampling import discretise, uniform_circle_grid
 
 from . import export
 
@@ -250,7 +250,7 @@ class DensitySolution(_Saveable):
         if self.cells is not None:
             return self.snapshot(k).at(points)
         if self.points.shape[1] == 2:
-            return periodic_linear(self.rho[k], points)
+            return periodic_linear(self.rho[k], points, None if uniform_circle_grid(self.points) else self.points)
         return SphericalTriangulation(self.points).interpolate(self.rho[k], points)
 
     def sample(self, n, k=-1, method="stratified", seed=None):
