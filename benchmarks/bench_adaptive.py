@@ -38,6 +38,30 @@ OUT = os.path.join(HERE, "adaptive_sphere.json")
 MODEL, T = mf.SA(3.0), 10.0
 
 
+REFERENCE = os.path.join(HERE, "adaptive_sphere_reference.npz")
+REFERENCE_MERGE = 1e-4     # rad: reference atoms in one box of this side merged (W1 moves by < 1.8e-4)
+
+
+def build_reference(level=4, rounds=3, depth=2):
+    """The refined-triangle particle reference of ``bench_work_precision.py``'s S^2 case (level-4
+    base, three rounds of depth 2), its atoms at T merged in boxes of side REFERENCE_MERGE and
+    stored in REFERENCE, so that W1 is measured against the clusters' own shape (rms radius
+    1.3e-3 rad), not only their centres."""
+    from meanfield.measures import merge_atoms
+    from meanfield.sampling import refined_triangles
+    from meanfield.solvers import particles
+
+    def flow(x, w):
+        return particles.solve(MODEL, x, [0.0, T], weights=w, energy=False).x[-1]
+
+    start = time.perf_counter()
+    result = refined_triangles(perturbed_uniform(3, degree=2), flow, level=level, rounds=rounds, depth=depth)
+    x, w = merge_atoms(result.final, result.weights, tol=REFERENCE_MERGE)
+    np.savez_compressed(REFERENCE, points=x, weights=w, triangles=len(result.weights), level=level, rounds=rounds,
+                        depth=depth, seconds=time.perf_counter() - start)
+    print(f"{len(result.weights)} triangles -> {len(x)} atoms in {time.perf_counter() - start:.0f} s")
+
+
 def reference():
     """(centres (2, 3), basin masses (2,)) of the stored refined reference."""
     with open(os.path.join(HERE, "work_precision_sphere.json")) as fh:
@@ -62,14 +86,15 @@ def measure(points, masses, centres, ref_masses):
     return out
 
 
-def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adaptive.DEFAULTS["threshold"]):
+def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adaptive.DEFAULTS["threshold"], bulk=None):
     rho0 = perturbed_uniform(3, degree=2)
     start, cpu = time.perf_counter(), time.process_time()
     if kind == "uniform":
         sol = sphere.solve(MODEL, rho0, [0.0, T], mesh=sphere.icosphere(base), energy=False)
         extra = dict(cells=int(sol.points.shape[0]))
     else:
-        sol = adaptive.solve(MODEL, rho0, [0.0, T], base=base, finest=finest, every=every, threshold=threshold)
+        sol = adaptive.solve(MODEL, rho0, [0.0, T], base=base, finest=finest, every=every, threshold=threshold,
+                              bulk=bulk)
         info = sol.info
         extra = dict(cells=int(sol.cells[-1]), max_cells=int(max(m["cells"] for m in info["meshes"])),
                      remeshes=info["remeshes"], checks=info["checks"], remesh_seconds=info["remesh_seconds"],
@@ -81,20 +106,21 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     points, weights = sol.measure()
     centres, ref_masses = reference()
-    row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold, seconds=seconds,
+    row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold,
+               bulk=base if bulk is None else bulk, seconds=seconds,
                cpu_seconds=cpu, total_mass_error=float(abs(sol.mass[-1] - 1)),
                min_rho=float(sol.rho.min()), spacing=float(np.sqrt(4 * np.pi / (10 * 4 ** finest + 2))), **extra)
     row.update(measure(points, weights, centres, ref_masses))
     return row
 
 
-def run(uniform, pairs, every, threshold):
+def run(uniform, pairs, every, threshold, bulk=None):
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=repr(MODEL), T=T, runs=[])
     todo = [("uniform", b, b) for b in uniform] + [("adaptive", b, f) for b, f in pairs]
     for kind, base, finest in todo:
-        row = run_one(kind, base, finest, every, threshold)
+        row = run_one(kind, base, finest, every, threshold, bulk if kind == "adaptive" else None)
         print(json.dumps(row), flush=True)
-        key = (kind, base, finest, every, threshold)
+        key = _key(row)
         data["runs"] = [r for r in data["runs"] if _key(r) != key]
         data["runs"].append(row)
         with open(OUT, "w") as fh:
@@ -103,7 +129,7 @@ def run(uniform, pairs, every, threshold):
 
 def _key(run):
     return (run["kind"], run["base"], run["finest"], run.get("every", adaptive.DEFAULTS["every"]),
-            run.get("threshold", adaptive.DEFAULTS["threshold"]))
+            run.get("threshold", adaptive.DEFAULTS["threshold"]), run.get("bulk", run["base"]))
 
 
 def table():
@@ -159,14 +185,17 @@ def plot():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("run", "table", "plot"))
+    parser.add_argument("what", choices=("reference", "run", "table", "plot"))
     parser.add_argument("--uniform", type=int, nargs="*", default=[])
     parser.add_argument("--adaptive", nargs="*", default=[], help="base:finest pairs")
     parser.add_argument("--every", type=int, default=adaptive.DEFAULTS["every"])
     parser.add_argument("--threshold", type=float, default=adaptive.DEFAULTS["threshold"])
+    parser.add_argument("--bulk", type=int, default=None, help="level of the cells at least 0.1 of the mean density")
     args = parser.parse_args()
-    if args.what == "run":
-        run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold)
+    if args.what == "reference":
+        build_reference()
+    elif args.what == "run":
+        run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold, args.bulk)
     elif args.what == "plot":
         plot()
     else:
