@@ -26,11 +26,13 @@ import argparse
 import json
 import os
 import time
+from functools import lru_cache
 
 import numpy as np
 
 import meanfield as mf
-from meanfield.measures import perturbed_uniform
+from meanfield.geometry import great_circle_rows
+from meanfield.measures import drop_negligible, merge_atoms, perturbed_uniform
 from meanfield.solvers import adaptive, sphere
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -39,6 +41,9 @@ MODEL, T = mf.SA(3.0), 10.0
 
 
 REFERENCE = os.path.join(HERE, "adaptive_sphere_reference.npz")
+KEEP = os.environ.get("MEANFIELD_BENCH_KEEP", os.path.join(HERE, "adaptive_sphere_final"))  # final measures
+FULL_MERGE = 2e-4           # rad: merged again for W1 against the whole reference (moves W1 by 8e-5)
+DROP = 1e-7                 # FV cells of total relative mass below this are dropped (W1 moves < 3.2e-7)
 REFERENCE_MERGE = 1e-4     # rad: reference atoms in one box of this side merged (W1 moves by < 1.8e-4)
 
 
@@ -47,7 +52,6 @@ def build_reference(level=4, rounds=3, depth=2):
     base, three rounds of depth 2), its atoms at T merged in boxes of side REFERENCE_MERGE and
     stored in REFERENCE, so that W1 is measured against the clusters' own shape (rms radius
     1.3e-3 rad), not only their centres."""
-    from meanfield.measures import merge_atoms
     from meanfield.sampling import refined_triangles
     from meanfield.solvers import particles
 
@@ -62,6 +66,18 @@ def build_reference(level=4, rounds=3, depth=2):
     print(f"{len(result.weights)} triangles -> {len(x)} atoms in {time.perf_counter() - start:.0f} s")
 
 
+@lru_cache(maxsize=1)
+def full_reference():
+    """The stored reference atoms merged once more in boxes of side FULL_MERGE (each atom moves by
+    at most sqrt(3)·FULL_MERGE; the mass-weighted mean move, printed, bounds the change of W1)."""
+    with np.load(REFERENCE) as ref:
+        x, w = ref["points"], ref["weights"]
+    merged, weights, inverse = merge_atoms(x, w, tol=FULL_MERGE, return_inverse=True)
+    print(f"reference: {len(x)} atoms -> {len(merged)}, W1 moved by at most "
+          f"{w @ great_circle_rows(x, merged[inverse]):.1e}", flush=True)
+    return merged, weights
+
+
 def reference():
     """(centres (2, 3), basin masses (2,)) of the stored refined reference."""
     with open(os.path.join(HERE, "work_precision_sphere.json")) as fh:
@@ -69,7 +85,7 @@ def reference():
     return np.array(ref["centres"]), np.array(ref["basin_masses"])
 
 
-def measure(points, masses, centres, ref_masses):
+def measure(points, masses, centres, ref_masses, full=False):
     """W1, W2 and their split into mass and position parts (module docstring)."""
     masses = masses / masses.sum()
     basin = np.argmax(points @ centres.T, axis=1)
@@ -83,6 +99,11 @@ def measure(points, masses, centres, ref_masses):
                w2_positions=mf.wasserstein(points, masses, centres, fv_masses, p=2, method="emd"),
                w1_positions=mf.wasserstein(points, masses, centres, fv_masses, p=1, method="emd"),
                mass_error=float(np.abs(fv_masses - ref_masses).max()), centre_offset=offset.tolist())
+    if full:
+        x_ref, w_ref = full_reference()
+        x, w = drop_negligible(points, masses, tol=DROP)
+        out.update(w1_full=mf.wasserstein(x, w, x_ref, w_ref, p=1, method="emd"),
+                   w2_full=mf.wasserstein(x, w, x_ref, w_ref, p=2, method="emd"))
     return out
 
 
@@ -105,6 +126,8 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
                      energy=sol.energy.tolist())
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     points, weights = sol.measure()
+    np.savez(_final(kind, base, finest, None if kind == "uniform" else base if bulk is None else bulk), points=points,
+             weights=weights)
     centres, ref_masses = reference()
     row = dict(kind=kind, base=base, finest=finest, every=every, threshold=threshold,
                bulk=base if bulk is None else bulk, seconds=seconds,
@@ -115,6 +138,7 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
 
 
 def run(uniform, pairs, every, threshold, bulk=None):
+    os.makedirs(KEEP, exist_ok=True)
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=repr(MODEL), T=T, runs=[])
     todo = [("uniform", b, b) for b in uniform] + [("adaptive", b, f) for b, f in pairs]
     for kind, base, finest in todo:
@@ -125,6 +149,24 @@ def run(uniform, pairs, every, threshold, bulk=None):
         data["runs"].append(row)
         with open(OUT, "w") as fh:
             json.dump(data, fh, indent=1)
+
+
+def _final(kind, base, finest, bulk):
+    return os.path.join(KEEP, f"{kind}_{base}_{finest}_{bulk}.npz")
+
+
+def remeasure():
+    """Recompute every run's distances from its stored final measure (KEEP) and the reference."""
+    data = json.load(open(OUT))
+    centres, ref_masses = reference()
+    for row in data["runs"]:
+        path = _final(row["kind"], row["base"], row["finest"], row.get("bulk") if row["kind"] == "adaptive" else None)
+        if os.path.exists(path):
+            with np.load(path) as fv:
+                row.update(measure(fv["points"], fv["weights"], centres, ref_masses, full=True))
+                print(row["kind"], row["base"], row["finest"], row.get("bulk"), row["w1_full"], flush=True)
+    with open(OUT, "w") as fh:
+        json.dump(data, fh, indent=1)
 
 
 def _key(run):
@@ -185,7 +227,7 @@ def plot():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("reference", "run", "table", "plot"))
+    parser.add_argument("what", choices=("reference", "run", "remeasure", "table", "plot"))
     parser.add_argument("--uniform", type=int, nargs="*", default=[])
     parser.add_argument("--adaptive", nargs="*", default=[], help="base:finest pairs")
     parser.add_argument("--every", type=int, default=adaptive.DEFAULTS["every"])
@@ -194,6 +236,8 @@ def main():
     args = parser.parse_args()
     if args.what == "reference":
         build_reference()
+    elif args.what == "remeasure":
+        remeasure()
     elif args.what == "run":
         run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold, args.bulk)
     elif args.what == "plot":
