@@ -36,23 +36,41 @@ import numpy as np
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 
-from . import sphere
+from . import adaptive_state, sphere
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .results import DensitySolution
-from .stepping import CFL as STEP_CFL, integrate
+from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh"]
 
-DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
+BULK_DENSITY = 0.1      # cells at least this dense (relative to the mean) keep level ``bulk``
+COARSEN = 0.25         # lazy remeshing: coarsen once a quarter of the cells could be two levels coarser
+DEFAULTS = dict(base=3, finest=6, bulk=None, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def _refined(amesh, rho, settings, threshold):
-    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set)."""
-    base, finest, buffer = settings["base"], settings["finest"], settings["buffer"]
+def _wanted(rho, areas, settings, threshold):
+    """The level each cell wants: mass equidistribution with ``threshold`` (``remesh.wanted_levels``),
+    and at least ``bulk`` wherever the density is at least ``BULK_DENSITY`` times its mean."""
+    want = wanted_levels(rho, areas, settings["base"], settings["finest"], threshold)
+    if settings["bulk"] > settings["base"]:
+        dense = rho * (4 * np.pi) >= BULK_DENSITY * float(rho @ areas)
+        want[dense] = np.maximum(want[dense], settings["bulk"])
+    return want
+
+
+def _refined(amesh, rho, settings, threshold, lazy=False):
+    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set).
+
+    With ``lazy``, the set is kept as it is while no cell wants a finer level than it has and
+    coarsening would remove fewer than ``COARSEN`` of the cells: a remesh costs as much as tens of
+    steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones."""
+    base, buffer, areas = settings["base"], settings["buffer"], amesh.mesh.areas
     while True:
-        want = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold)
-        keep = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold / 4)
+        want = _wanted(rho, areas, settings, threshold)
+        keep = _wanted(rho, areas, settings, threshold / 4)
+        if lazy and np.all(want <= amesh.levels) and np.count_nonzero(keep < amesh.levels - 1) < COARSEN * amesh.size:
+            return amesh.index, threshold
         index = np.union1d(select(amesh, want, base, buffer),
                            np.intersect1d(select(amesh, keep, base, buffer), amesh.index, assume_unique=True))
         if index.size <= settings["max_cells"] or np.all(want == base):
@@ -79,7 +97,7 @@ def _initial(rho0, amesh, base):
 
 
 def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],
-                 buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"]):
+                 buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"], bulk=None):
     """The adaptive mesh that the refinement criterion asks for at t = 0.
 
     Found by refining from the base level, with rho0 evaluated on each new mesh, until the set of
@@ -97,6 +115,9 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     buffer : int
         Cells of each level around the finer region.
     max_cells : int
+    bulk : int, optional
+        Cells at least ``BULK_DENSITY`` times as dense as the mean are kept on this level or finer
+        (default: base).
 
     Returns
     -------
@@ -113,7 +134,7 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     >>> amesh.size >= 162
     True
     """
-    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells)
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells, bulk=base if bulk is None else bulk)
     amesh = adaptive_mesh(np.arange(level_size(base)), finest)
     for _ in range(finest - base + 2):
         rho = _initial(rho0, amesh, base)
@@ -149,9 +170,9 @@ def _pinned(model, out, summation, t):
 
 
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
-          threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
+          bulk=DEFAULTS["bulk"], threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
           interval=DEFAULTS["interval"], max_cells=DEFAULTS["max_cells"], summation="auto", energy=True,
-          progress=False):
+          progress=False, checkpoint=None, resume=False):
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -174,6 +195,12 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
     progress : passed to ``stepping.integrate``.
+    checkpoint : path, optional: the run's state is saved there at every check of the criterion
+        (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
+        uninterrupted run (the outputs are equal bit for bit).
+    bulk : every cell at least ``BULK_DENSITY`` times as dense as the mean keeps level ``bulk``
+        (default ``base``: no such floor): the cluster masses are decided at the watersheds while
+        the density is still smooth, and this resolves that phase (docs/adaptive.md).
 
     Returns
     -------
@@ -202,16 +229,30 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
     threshold = as_positive(threshold, "threshold")
-    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"))
+    bulk = base if bulk is None else as_count(bulk, "bulk", minimum=0)
+    if not base <= bulk <= finest:
+        raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"), bulk=bulk)
+    if resume and checkpoint is None:
+        raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
+    meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
+                every=every, interval=interval, threshold=threshold, **settings)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
-    amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"])
+    amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
     remesh_seconds = time.perf_counter() - start
     counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
     meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
     jumps = []
     out = [(amesh, rho)]
-    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     t, k = float(t_eval[0]), 1
+    initial = digest(rho)
+    saved = adaptive_state.load(ckpt, initial, t_eval, finest) if resume else None
+    if saved is not None:
+        t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
+        counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
+                                                        ("counters", "meshes", "jumps", "out", "remesh_seconds"))
+    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
@@ -234,7 +275,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        index, threshold = _refined(amesh, rho, settings, threshold)
+        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
@@ -246,8 +287,11 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             stage = sphere._Stage(model, amesh.mesh, flux, summation)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
+        if ckpt is not None:
+            adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
+                                remesh_seconds)
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(flux=flux, summation=summation, base=base, finest=finest, threshold=threshold, buffer=buffer,
+                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold, buffer=buffer,
                           every=every, interval=interval, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
                           remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
