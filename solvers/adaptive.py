@@ -29,7 +29,6 @@ With ``finest == base`` nothing is ever refined and the run is ``sphere.solve`` 
 ``icosphere(base)`` (the same stage and the same controlled steps: identical arithmetic).
 """
 import time
-from functools import partial
 
 import numpy as np
 
@@ -37,9 +36,9 @@ from meanfield.checks import as_choice, as_count, as_density, as_float_array, as
 from meanfield.models import as_model
 
 from . import adaptive_state, sphere
-from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
+from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
+from .energy_report import mesh_adjacency, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
-from .results import DensitySolution
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh"]
@@ -152,21 +151,14 @@ def _field(heads, rhos, mesh, summation, j):
 
 def _pinned(model, out, summation, t):
     """The generators (finest-level indices) of the cells pinned while the mesh stayed the same
-    (``energy_report.pinned_on_fixed_mesh`` on each stretch of outputs on one mesh)."""
-    found, first = [np.zeros(0, dtype=np.int64)], 0
+    (``changing_meshes.pinned_on_stretches``)."""
     heads = getattr(model, "heads", (model,))
-    for k in range(1, len(out) + 1):
-        if k < len(out) and out[k][0] is out[first][0]:
-            continue
-        if k - first > 1:
-            amesh, mesh = out[first][0], out[first][0].mesh
-            rhos = np.array([rho for _, rho in out[first:k]])
-            near = mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours)
-            cells = pinned_on_fixed_mesh(t[first:k], rhos * mesh.areas, near, mesh.points,
-                                         partial(_field, heads, rhos, mesh, summation), np.sqrt(mesh.areas))
-            found.append(amesh.index[cells])
-        first = k
-    return np.unique(np.concatenate(found))
+    found = pinned_on_stretches(t, [a for a, _ in out], [r for _, r in out],
+                                lambda a: mesh_adjacency(a.mesh.cell_ptr, a.mesh.cell_neighbours),
+                                lambda a: a.mesh.points, lambda a: a.mesh.areas,
+                                lambda a, rho: _field(heads, [rho], a.mesh, summation, 0),
+                                lambda a: np.sqrt(a.mesh.areas))
+    return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [a.index[cells] for a, cells in found]))
 
 
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
@@ -291,27 +283,18 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
                                 remesh_seconds)
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold, buffer=buffer,
-                          every=every, interval=interval, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
-                          remesh_seconds=remesh_seconds, meshes=meshes), jumps)
+                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
+                          buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
+                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
-    size = max(a.size for a, _ in out)
-    m = len(out)
-    points, areas, rho = np.zeros((m, size, 3)), np.zeros((m, size)), np.zeros((m, size))
-    cells = np.array([a.size for a, _ in out])
-    for k, (a, r) in enumerate(out):
-        points[k, :a.size], areas[k, :a.size], rho[k, :a.size] = a.mesh.points, a.mesh.areas, r
     en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign = getattr(model, "sign", 1.0)
     if en is not None:
-        info["energy_dips"] = energy_dips(en, sign)
-        drops = [-sign * j for j in jumps]
-        info["remesh_energy"] = dict(changes=[float(j) for j in jumps], largest_drop=max([0.0] + drops),
-                                     largest_rise=max([0.0] + [-d for d in drops]))
+        info["remesh_energy"] = remesh_energy(jumps, sign)
     info["pinned"] = _pinned(model, out, summation, t_eval).tolist()
     warn_pinned(info["pinned"], f"generators {info['pinned'][:5]}", flux)
-    return DensitySolution(t=t_eval, points=points, areas=areas, rho=rho, mass=np.einsum("kn,kn->k", rho, areas),
-                           energy=en, model=model, info=info, cells=cells)
+    return padded_solution(t_eval, [a.mesh.points for a, _ in out], [a.mesh.areas for a, _ in out],
+                           [r for _, r in out], en, model, info, sign)
