@@ -12,7 +12,7 @@ Wendel: n i.i.d. uniform points on S^{d-1} lie in one open hemisphere with proba
 2^{-(n-1)} Σ_{k<d} C(n-1, k) (1 when d >= n).  Monte Carlo for n = 32: a sample is in an open
 hemisphere iff the linear programme max s subject to <x_i, w> >= s, |w_k| <= 1 has s > 0.  Only
 the d where the sample can tell are tested: at least 10 expected hits and 10 expected misses
-(d = 10..21 with 1000 samples; for d <= 9, p < 0.006, and zero hits would pass any test).  There
+(d = 10..22 with 1000 samples; for d <= 9, p < 0.006, and zero hits would pass any test).  There
 an error of the size of the classic slips (Σ_{k<=d} for Σ_{k<d}: p shifts by up to 0.14; a
 sampler one dimension short) is 6-9 standard errors.
 
@@ -31,6 +31,7 @@ from meanfield.figures import Experiment
 from meanfield.solvers import particles
 
 MODELS = {"SA": mf.SA, "USA": mf.USA}
+RATE_RTOL = 1e-3   # measured rates agree with the local rates to ~1e-5
 
 
 def hemisphere_start(n, d, w, seed):
@@ -112,7 +113,7 @@ def main(argv=None):
         drop = float(max(0.0, -np.min(np.diff(r))))
         label = f"{name} d={d} beta={beta:g}"
         exp.check(f"{label}: r(t) = min_i <x_i, w> non-decreasing", drop <= 1e-12, largest_decrease=drop)
-        exp.check(f"{label}: decay rate within 1e-3 of the local rate", abs(rate / local - 1) <= 1e-3,
+        exp.check(f"{label}: decay rate within 1e-3 of the local rate", abs(rate / local - 1) <= RATE_RTOL,
                   rate=rate, local_rate=local, bound=bound, rate_over_bound=rate / bound)
         runs[label] = dict(t=t, r=r, one_minus_alpha=one_minus_alpha, rate=rate, bound=bound, local_rate=local)
 
