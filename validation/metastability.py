@@ -22,7 +22,8 @@ fast phase is shorter and the first plateau may hold fewer clusters than l*; on 
 unstable degree does not fix the count.  Checks, per geometry and start: E_β never decreases;
 the longest multi-cluster plateau outlasts the fast phase (the time t_form at which at most n/4
 clusters are left) at every β ≥ 4; the time to a single cluster rises with β (rank correlation ≥ 0.8,
-runs still clustered at T ranked last; checked only where at least three β reach one cluster by T); on S^1 from i.i.d. starts the median count on the first
+runs still clustered at T ranked last; checked only where at least three β reach one cluster by
+T); on S^1 from i.i.d. starts the median count on the first
 plateau (the first count held for at least t_form) is within 1 of l*.  Plateaus still on at T
 are right-censored: drawn as lower bounds, never fitted.  The lifetime law log L = a + c β is
 fitted per geometry on the completed two-cluster plateaus of both starts (with its 95 % interval,

@@ -25,10 +25,12 @@ collapsed caps), and a 1/β prefactor that a plain fit of log L against β would
 Lifetime L: the time at which the angle between the clusters' mean directions has halved (the
 second half takes a fraction ~e^{-β(cos(φ/2) - cos φ)} of the first); it is located between
 output times by linear interpolation of the angle.  The prediction starts from the measured angle
-φ_c at t_c = 10 (caps collapsed to ~1e-6 rad, which changes the drift by ~β·1e-12) and is t_c + dirac_merge_time(φ_c → φ_0/2).
+φ_c at t_c = 10 (caps collapsed to ~1e-6 rad, which changes the drift by ~β·1e-12) and is
+t_c + dirac_merge_time(φ_c → φ_0/2).
 
 Checks: two caps, gaps g ∈ {0.25, 0.4, 0.6} with βg from 8 to 12.5 (β = 13 … 50): every
-measured lifetime within 1e-3 of the two-Dirac quadrature (relative; a β 1 % off moves L by 8 %); per gap, the fitted slope of log(β L)
+measured lifetime within 1e-3 of the two-Dirac quadrature (relative; a β 1 % off moves L by 8 %);
+per gap, the fitted slope of log(β L)
 against β within 3 % of the gap 1 - cos φ_c (and the plain fit of log L shown beside it); three
 caps at gaps φ_a < φ_b: the closest pair merges first, within 3 % of its two-Dirac time (the third
 cluster's pull is O(e^{-β(cos φ_a - cos φ_b)})).  The theorem's T_2 and its separation γ(β)
@@ -195,7 +197,8 @@ def main(argv=None):
         three.append(dict(beta=beta, phi_a=phi_a, phi_b=phi_b, first_pair=pairs[first], lifetime=times[first],
                           predicted=predicted, relative_error=times[first] / predicted - 1,
                           third_pull=float(np.exp(-beta * (np.cos(phi_a) - np.cos(phi_b))))))
-        print(f"three caps beta={beta:.3g}: first merge {pairs[first]} at {times[first]:.5g}, pair alone {predicted:.5g}")
+        print(f"three caps beta={beta:.3g}: first merge {pairs[first]} at {times[first]:.5g}, "
+              f"pair alone {predicted:.5g}")
     exp.check("three caps: the closest pair merges first", all(r["first_pair"] == (0, 1) for r in three),
               first_pairs=[r["first_pair"] for r in three])
     worst3 = max(abs(r["relative_error"]) for r in three)
