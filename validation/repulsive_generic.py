@@ -22,7 +22,10 @@ Checks (for β = 3 and β = 12):
 - where the best restart and the best family agree in energy (1e-9 relative), their sorted inner
   products agree to 1e-6 (the same configuration up to rotation).
 Reported: each distinct local minimum reached (energy, how many restarts, minimal angle, which family
-if any), the flow's own final energy gap before polishing.
+if any), whether each family's optimum is a local minimum on (S^2)^n (BFGS from perturbations returns to
+it), the flow's own relative energy gap at T before polishing (the flow is slow near its limit, the
+polish is what converges), and for n = 5 the β at which the square pyramid
+overtakes the triangular bipyramid.
 """
 from functools import partial
 
@@ -96,6 +99,24 @@ def polish(x, beta, gtol=1e-10):
     return y, gaussian(y, beta), float(np.max(np.abs(fun(y.ravel())[1])))
 
 
+def is_local_minimum(x, beta, size=1e-3, tries=4, seed=0):
+    """Whether BFGS from ``tries`` random perturbations (``size`` rad) of x returns to H_β(x) (1e-9 relative)."""
+    rng = np.random.default_rng(seed)
+    e = gaussian(x, beta)
+    return all(abs(polish(mf.normalise(x + size * rng.standard_normal(x.shape)), beta)[1] / e - 1) <= 1e-9
+               for _ in range(tries))
+
+
+def crossover(f, g, lo, hi):
+    """The β in [lo, hi] where families f and g (optimised heights) have equal H_β (brentq), or None."""
+    from scipy.optimize import brentq
+
+    def diff(beta):
+        energy = partial(gaussian, beta=beta)
+        return best_in_family(f, energy)[1] / best_in_family(g, energy)[1] - 1
+    return float(brentq(diff, lo, hi, xtol=1e-10)) if diff(lo) * diff(hi) < 0 else None
+
+
 def inner_products(x):
     """Sorted <x_i, x_j>, i < j: a fingerprint up to rotation."""
     i, j = np.triu_indices(len(x), 1)
@@ -149,7 +170,7 @@ def main(argv=None):
             best_x, best_e = fams[best_name]
             runs = restarts(n, beta, count, T, seed=10 * n + int(beta))
             minima = distinct_minima(runs)
-            flow_gap = max(r[2] - r[1] for r in runs)
+            flow_gap = max(r[2] / r[1] - 1 for r in runs)
             found = minima[0][0]
             exp.check(f"beta={beta:g}, n={n}: the restarts reach the best published family ({best_name}) or beat it",
                       found <= best_e * (1 + 1e-12), best_restart=found, best_family=best_e)
@@ -167,38 +188,58 @@ def main(argv=None):
                                  inner_products=inner_products(y)))
             table.append(dict(n=n, beta=beta, restarts=count, T=T, families={k: v[1] for k, v in fams.items()},
                               families_min_angle={k: min_angle(v[0]) for k, v in fams.items()},
+                              families_local_minimum={k: is_local_minimum(v[0], beta) for k, v in fams.items()},
                               best_family=best_name, best_family_energy=best_e, best_restart=found,
                               restart_is_best_family=same, minima=rows, flow_gap_before_polish=flow_gap))
             print(f"beta={beta:g} n={n}: families {({k: round(v[1], 10) for k, v in fams.items()})}, "
                   f"restarts: {[(round(r['energy'], 10), r['hits'], r['family']) for r in rows]}")
     results = dict(betas=BETAS, ns=ns, thomson=THOMSON, table=table)
+    if 5 in ns:
+        results["n5_crossover_beta"] = crossover(FAMILIES[5]["triangular bipyramid"], FAMILIES[5]["square pyramid"],
+                                                 *BETAS)
+        print(f"n=5: the square pyramid's H_beta equals the bipyramid's at beta = {results['n5_crossover_beta']}")
     exp.finish(figure(results), results)
 
 
+FLOOR = 1e-10    # relative energy differences below this (round-off of the minimisations) are drawn at it
+
+
 def figure(results):
-    """Per (β, n): the energy of every distinct local minimum the restarts reached (marker size: how
-    many), relative to the best published family's, with the other families marked."""
+    """Per β: for each n, every published family's optimised H_β and every distinct local minimum the
+    restarts reached, as H_β / H_β(best restart) − 1 (floored at FLOOR), with the restart counts."""
     import matplotlib.pyplot as plt
     betas = results["betas"]
-    fig, axes = plt.subplots(1, len(betas), figsize=(9 * len(betas), 7.5), constrained_layout=True)
+    fig, axes = plt.subplots(1, len(betas), figsize=(9 * len(betas), 8), constrained_layout=True)
+    names = list(dict.fromkeys(k for r in results["table"] for k in r["families"]))
+    markers = dict(zip(names, "s^DvPX"))
     for ax, beta in zip(np.atleast_1d(axes), betas):
         rows = [r for r in results["table"] if r["beta"] == beta]
-        for k, r in enumerate(rows):
-            ref = r["best_family_energy"]
+        for r in rows:
+            ref = min(m["energy"] for m in r["minima"])
+            for k, (name, e) in enumerate(r["families"].items()):
+                local = r["families_local_minimum"][name]
+                ax.scatter(r["n"] + 0.12 * (k + 1), max(e / ref - 1, FLOOR), marker=markers[name], s=110,
+                           facecolors=f"C{names.index(name)}" if local else "none",
+                           edgecolors=f"C{names.index(name)}", linewidths=2, zorder=3)
             for m in r["minima"]:
-                rel = m["energy"] / ref - 1
-                ax.scatter(k, max(rel, 0) + 1e-13 if rel > -1e-13 else rel, s=20 + 6 * m["hits"],
-                           color="C0" if m["family"] else "C3", edgecolors="k", zorder=3)
-            for name, e in r["families"].items():
-                ax.plot([k - 0.3, k + 0.3], [e / ref - 1 + 1e-13] * 2, "-", lw=2, color="0.4")
-                ax.annotate(name, (k + 0.32, e / ref - 1 + 1e-13), fontsize=9, va="center")
+                y = max(m["energy"] / ref - 1, FLOOR)
+                ax.scatter(r["n"] - 0.12, y, s=60 + 2 * m["hits"], color="k" if m["family"] else "C3", zorder=4)
+                ax.annotate(f"{m['hits']}", (r["n"] - 0.12, y), xytext=(-14, 8), textcoords="offset points",
+                            fontsize=10, ha="right")
+        for name in names:
+            ax.scatter([], [], marker=markers[name], s=110, color=f"C{names.index(name)}",
+                       label=f"{name} (hollow: not a local minimum at this β)")
+        ax.scatter([], [], s=120, color="k", label="restarts' minimum = a published family (number: restarts)")
+        ax.scatter([], [], s=120, color="C3", label="restarts' minimum, none of the families")
         ax.set_yscale("log")
-        ax.set_xticks(range(len(rows)), [f"n = {r['n']}\n({r['restarts']} restarts)" for r in rows])
-        ax.set_xlim(-0.5, len(rows) + 0.6)
-        ax.set(ylabel="H_β / H_β(best published family) − 1   (+1e-13)",
-               title=f"β = {beta:g}: local minima reached by SA with V = −I (blue: a published family, "
-                     f"red: none; area ∝ restarts)")
-        ax.title.set_fontsize(11)
+        ax.set_ylim(FLOOR / 3, 3)
+        ax.set_xticks([r["n"] for r in rows], [f"n = {r['n']}" for r in rows])
+        ax.set_xlim(min(r["n"] for r in rows) - 0.7, max(r["n"] for r in rows) + 0.7)
+        ax.set(xlabel="number of points on S²",
+               ylabel=f"H_β / H_β(best restart) − 1   (floor {FLOOR:g})",
+               title=f"β = {beta:g}: Gaussian energy H_β of the published families and of the restarts' minima")
+        ax.legend(fontsize=10, loc="center left")
+        ax.title.set_fontsize(12)
     return fig
 
 
