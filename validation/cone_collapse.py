@@ -122,39 +122,49 @@ def main(argv=None):
     dims = testable_dims(wn, samples, range(2, wn + 1))
     freq = wendel_frequencies(wn, dims, samples, np.random.default_rng(7))
     exact = np.array([wendel(wn, d) for d in dims])
-    se = np.sqrt(exact * (1 - exact) / samples)
     worst, chi_square, ok = wendel_agreement(freq, exact, samples)
     exp.check("Monte Carlo agrees with Wendel's formula (|z| <= 4 for every tested d, chi-square at 0.999)", ok,
               dims=dims, frequency=freq, wendel=exact, max_abs_z=worst, chi_square=chi_square)
 
+    results = dict(n=n, runs=runs, wendel=dict(n=wn, d=dims, samples=samples, frequency=freq, exact=exact))
+    exp.finish(figure(results), results)
+
+
+def figure(results):
+    """r(t) and 1 - α(t) of the hemisphere runs, and the Wendel frequencies against the formula."""
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 3, figsize=(19, 5.8), constrained_layout=True)
+    runs, w = results["runs"], results["wendel"]
+    fig, axes = plt.subplots(1, 3, figsize=(20, 7), constrained_layout=True)
     colours = plt.cm.tab10(np.arange(len(runs)))
     for (label, run), c in zip(runs.items(), colours):
         axes[0].plot(run["t"], run["r"], color=c, lw=2, label=label)
         axes[1].semilogy(run["t"], np.maximum(run["one_minus_alpha"], 1e-17), color=c, lw=2,
-                         label=f"{label}: rate {run['rate']:.3g} (local {run['local_rate']:.3g}, "
+                         label=f"{label}: rate {run['rate']:.4g} (local {run['local_rate']:.4g}, "
                                f"bound {run['bound']:.1e})")
     axes[0].set(xlabel="t", ylabel="r(t) = min_i <x_i(t), w>",
-                title=f"hemisphere starts, n = {n}: r(t) never decreases")
+                title=f"hemisphere starts, n = {results['n']}:\nr(t) never decreases")
     axes[0].set_xscale("symlog", linthresh=1.0)
     axes[0].legend(fontsize=10)
     axes[1].set(xlabel="t", ylabel="1 − α(t) = 1 − min_i <x_i(t), x*>", ylim=(1e-16, 2),
-                title="collapse to x*: measured rate vs the local rate (and the theorem's bound)")
+                title="collapse to x*: measured rate vs the local rate\n(and the theorem's bound 1/(2n e^{2β}))")
     axes[1].legend(fontsize=9, loc="lower left")
     ax = axes[2]
-    ax.errorbar(dims, freq, yerr=2 * se, fmt="o", ms=5, capsize=3,
+    freq, samples = np.asarray(w["frequency"]), w["samples"]
+    exact = np.asarray(w["exact"])
+    ax.errorbar(w["d"], freq, yerr=2 * np.sqrt(exact * (1 - exact) / samples), fmt="o", ms=6, capsize=3,
                 label=f"Monte Carlo ({samples} samples per d, ±2 s.e.)")
-    fine = np.arange(2, 33)
-    ax.semilogy(fine, [wendel(wn, d) for d in fine], "k-", lw=2, label="Wendel: 2^{-(n-1)} Σ_{k<d} C(n-1, k)")
-    ax.set(xlabel="d", ylabel="P(all points in one open hemisphere)", ylim=(1e-9, 2),
-           title=f"Wendel's theorem, n = {wn} (tested where {samples} samples expect ≥ 10 hits and misses)")
+    fine = np.arange(2, w["n"] + 1)
+    ax.plot(fine, [wendel(w["n"], d) for d in fine], "k-", lw=2, label="Wendel: 2^{-(n-1)} Σ_{k<d} C(n-1, k)")
+    ax.plot(fine, [wendel(w["n"], d + 1) for d in fine], "k:", lw=1.5,
+            label="the slip Σ_{k≤d} (what the test must reject)")
+    ax.set(xlabel="d", ylabel="P(all points in one open hemisphere)", ylim=(-0.02, 1.02),
+           title=f"Wendel's theorem, n = {w['n']}: tested where {samples} samples\nexpect ≥ 10 hits and 10 misses")
     ax.legend(fontsize=10, loc="lower right")
     for a in axes:
         a.title.set_fontsize(12)
         a.xaxis.label.set_fontsize(12)
         a.yaxis.label.set_fontsize(12)
-    exp.finish(fig, dict(n=n, runs=runs, wendel=dict(n=wn, d=dims, samples=samples, frequency=freq, exact=exact)))
+    return fig
 
 
 if __name__ == "__main__":

@@ -156,12 +156,12 @@ def main(argv=None):
         ax.loglog(dims, dev, "o-", label=f"max deviation (slope {results[name]['slope']:.2f})")
         ax.loglog(dims, dev[0] * (np.array(dims) / dims[0]) ** -0.5, "k:", label="d^(-1/2)")
         mdev = results[name]["mean_deviation"]
-        ax.loglog(dims, mdev, "s-", label=f"max_t |m(t) − ρ(t; m(0))|, mean inner product (slope "
-                                          f"{results[name]['mean_slope']:.2f})")
+        ax.loglog(dims, mdev, "s-", label=f"mean inner product m: max_t |m(t) − ρ(t; m(0))| "
+                                          f"(slope {results[name]['mean_slope']:.2f})")
         ax.loglog(dims, mdev[0] * (np.array(dims) / dims[0]) ** -1.0, "k--", label="d^(-1)")
-        ax.set(xlabel="d", ylabel="deviation from the equiangular curve",
+        ax.set(xlabel="d", ylabel="deviation from the equiangular curve", ylim=(min(mdev) / 100, 2),
                title=f"{name}: concentration as d grows")
-        ax.legend()
+        ax.legend(fontsize=9, loc="lower left")
     results["histogram_bins"] = bins
     results["histograms"] = {f"{name}_d{d}": h for (name, d), h in heat.items()}
     exp.finish(fig, results)
