@@ -118,7 +118,7 @@ def main(argv=None):
         runs[label] = dict(t=t, r=r, one_minus_alpha=one_minus_alpha, rate=rate, bound=bound, local_rate=local)
 
     wn = 32
-    samples = exp.size(150, 1000)
+    samples = exp.size(100, 1000)
     dims = testable_dims(wn, samples, range(2, wn + 1))
     freq = wendel_frequencies(wn, dims, samples, np.random.default_rng(7))
     exact = np.array([wendel(wn, d) for d in dims])

@@ -18,7 +18,8 @@ Checks (for β = 3 and β = 12):
 - USA with V = -I (the Wasserstein gradient descent of E_β) from 100 random starts, adaptive
   Dormand–Prince to T = 200, then BFGS on the normalised coordinates to a relative gradient of 1e-10
   (a polish: the flow is within ~1e-10 of its limit by T): its best energy is no worse than the best
-  published family's (1e-12 relative): the dynamics reaches the best-known configuration or beats it;
+  published family's (1e-9 relative, the tolerance at which two minima count as one): the dynamics
+  reaches the best-known configuration or beats it;
 - where the best restart and the best family agree in energy (1e-9 relative), their sorted inner
   products agree to 1e-6 (the same configuration up to rotation).
 Reported: each distinct local minimum reached (energy, how many restarts, minimal angle, which family
@@ -173,7 +174,7 @@ def main(argv=None):
             flow_gap = max(r[2] / r[1] - 1 for r in runs)
             found = minima[0][0]
             exp.check(f"beta={beta:g}, n={n}: the restarts reach the best published family ({best_name}) or beat it",
-                      found <= best_e * (1 + 1e-12), best_restart=found, best_family=best_e)
+                      found <= best_e * (1 + 1e-9), best_restart=found, best_family=best_e)
             same = abs(found / best_e - 1) <= 1e-9
             if same:
                 diff = float(np.max(np.abs(inner_products(minima[0][2]) - inner_products(best_x))))
