@@ -156,7 +156,7 @@ def distinct_minima(runs, rtol=1e-9):
 def main(argv=None):
     exp = Experiment("repulsive_generic", __doc__.splitlines()[0], argv)
     ns = exp.size([5, 8], [5, 7, 8, 9])
-    count = exp.size(8, 100)
+    count = exp.size(4, 100)
     T = exp.size(60.0, 200.0)
     for n in ns:
         name, published = THOMSON[n]
