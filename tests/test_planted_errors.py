@@ -40,8 +40,8 @@ def test_metastability_rise_with_beta_is_not_passed_by_censored_runs():
 
 def test_lifetimes_check_sees_a_one_percent_error_in_beta():
     ml = figures.load_script("metastable_lifetimes")
-    right = ml.two_cap_runs([0.6], [8.0])
-    planted = ml.two_cap_runs([0.6], [8.0], model=lambda beta: mf.SA(1.01 * beta))
+    right = ml.two_cap_runs([0.6], [7.0])
+    planted = ml.two_cap_runs([0.6], [7.0], model=lambda beta: mf.SA(1.01 * beta))
     assert ml.lifetimes_match(right)[1] and not ml.lifetimes_match(planted)[1]
     assert abs(planted[0]["relative_error"]) > 0.03
 
