@@ -33,7 +33,7 @@ from .budget import BUDGET, as_budget, check_work, seconds_per_call
 from .checks import as_beta, as_count, as_float_array, as_positive, as_seed
 
 __all__ = ["energy", "gradient", "hessian", "spectrum", "classify", "CriticalPoint", "critical_points",
-           "regular_polygon", "cluster_structure"]
+           "regular_polygon", "cluster_structure", "cluster_newton", "continuation"]
 
 KINDS = ("maximum", "strict saddle", "degenerate")
 COINCIDE = 1e-9        # tokens closer than this (radians) are one cluster in residuals and spectra
@@ -533,7 +533,8 @@ def _newton(theta, beta, gtol, max_iter):
 
 def critical_points(n: int, beta: float, random_starts: int = 200, *, symmetric: bool = True,
                     seed: int | np.random.Generator | None = 0, gtol: float = 1e-10, max_iter: int = 60,
-                    rtol: float = 1e-8, tol: float = 1e-6, budget: float | None = BUDGET) -> list["CriticalPoint"]:
+                    rtol: float = 1e-8, tol: float = 1e-6, budget: float | None = BUDGET,
+                    cluster_starts: int = 0) -> list["CriticalPoint"]:
     r"""Critical points of E_β on (S^1)^n by Newton's method from random and symmetric starts.
 
     .. math::
@@ -568,11 +569,16 @@ def critical_points(n: int, beta: float, random_starts: int = 200, *, symmetric:
         starts (2^(n-1) compositions, exact and perturbed); a search whose starts times ``max_iter``
         times the measured cost of one Newton iteration exceeds the budget is refused before it
         starts (``meanfield.budget``): without ``symmetric=False``, n = 100 would need 10^30 starts.
+    cluster_starts : int
+        If > 0, also search every multiplicity pattern (each composition of n into k >= 2 parts, in
+        cyclic order) with ``cluster_newton`` on the k cluster angles, from the regular k-gon and from
+        ``cluster_starts`` random sorted angles: the method that stays well conditioned at large β.
 
     Returns
     -------
     list of CriticalPoint
-        By decreasing energy.
+        By decreasing energy; ``info["found_by"]`` names the kinds of start that reached each
+        ("random", "symmetric", "clusters").
 
     Raises
     ------
@@ -588,32 +594,163 @@ def critical_points(n: int, beta: float, random_starts: int = 200, *, symmetric:
     """
     n, beta = as_count(n, "n", minimum=2), as_beta(beta)
     random_starts = as_count(random_starts, "random_starts", minimum=0)
+    cluster_starts = as_count(cluster_starts, "cluster_starts", minimum=0)
     gtol, rtol, tol = as_positive(gtol, "gtol"), as_positive(rtol, "rtol"), as_positive(tol, "tol")
     budget = as_budget(budget)
     rng = np.random.default_rng(as_seed(seed))
-    starts = list(rng.uniform(0, 2 * np.pi, (random_starts, n)))
-    count = len(starts) + (2.0 ** n if symmetric else 0)
+    starts = [("random", s) for s in rng.uniform(0, 2 * np.pi, (random_starts, n))]
+    count = len(starts) + (2.0 ** n if symmetric else 0) + (2.0 ** (n - 1) * (1 + cluster_starts))
     if symmetric:           # generated lazily: 2^(n-1) compositions do not fit in memory for large n
-        starts = chain(starts, _polygons(n), (s + 1e-3 * rng.standard_normal(n) for s in _polygons(n)))
+        starts = chain(starts, (("symmetric", s) for s in _polygons(n)),
+                       (("symmetric", s + 1e-3 * rng.standard_normal(n)) for s in _polygons(n)))
     if budget is not None:      # a start costs at most max_iter Newton iterations: time one
         probe = np.linspace(0.0, 2 * np.pi, n, endpoint=False) + 0.1 * np.sin(np.arange(n))
         check_work(budget, count, max_iter * seconds_per_call(lambda: _newton(probe.copy(), beta, 0.0, 1)),
                    f"critical_points({n}, {beta:g}) from {count:.3g} starts", "Newton starts",
                    " (or symmetric=False, or fewer random_starts)")
     found = []
-    for start in starts:
+    for method, start in starts:
         theta, residual = _newton(np.array(start, dtype=float), beta, gtol, max_iter)
-        if not residual <= gtol:
-            continue
-        for cp in found:
-            if _same_up_to_symmetry(cp.theta, theta, tol):
-                cp.hits += 1
-                break
-        else:
-            splitting, rigid = _blocks(theta, beta, COINCIDE)
-            kind, positive = _kind(splitting, rigid, rtol)
-            found.append(CriticalPoint(theta=theta, energy=energy(theta, beta), residual=residual,
-                                       eigenvalues=np.exp(beta) * np.sort(np.concatenate([splitting, rigid])),
-                                       kind=kind, smallest_positive_eigenvalue=np.exp(beta) * positive,
-                                       family=_family(theta, tol), info=dict(beta=beta, rtol=rtol)))
+        if residual <= gtol:
+            _add(found, theta, residual, beta, rtol, tol, method)
+    if cluster_starts:
+        for theta in _cluster_search(n, beta, cluster_starts, rng):
+            residual = _residual(theta, beta)
+            if residual <= gtol:
+                _add(found, theta, residual, beta, rtol, tol, "clusters")
     return sorted(found, key=lambda cp: -cp.energy)
+
+
+def _add(found, theta, residual, beta, rtol, tol, method):
+    """Merge the critical point theta into the list ``found`` (a new CriticalPoint, or one more hit and
+    method for the one it equals up to rotation and permutation)."""
+    for cp in found:
+        if _same_up_to_symmetry(cp.theta, theta, tol):
+            cp.hits += 1
+            cp.info["found_by"].add(method)
+            return cp
+    splitting, rigid = _blocks(theta, beta, COINCIDE)
+    kind, positive = _kind(splitting, rigid, rtol)
+    cp = CriticalPoint(theta=theta, energy=energy(theta, beta), residual=residual,
+                       eigenvalues=np.exp(beta) * np.sort(np.concatenate([splitting, rigid])),
+                       kind=kind, smallest_positive_eigenvalue=np.exp(beta) * positive,
+                       family=_family(theta, tol), info=dict(beta=beta, rtol=rtol, found_by={method}))
+    found.append(cp)
+    return cp
+
+
+def _cluster_search(n, beta, random_starts, rng):
+    """Token angles (n,) of the k-cluster critical points ``cluster_newton`` reaches, for every
+    composition of n into k >= 2 parts, from the regular k-gon and ``random_starts`` random sorted angles."""
+    for k in range(2, n + 1):
+        for mult in _compositions(n, k):
+            starts = [2 * np.pi * np.arange(k) / k] + [np.sort(rng.uniform(0, 2 * np.pi, k))
+                                                       for _ in range(random_starts)]
+            for start in starts:
+                pos, _ = cluster_newton(start, mult, beta)
+                if pos is not None:
+                    yield np.repeat(pos, mult)
+
+
+def continuation(theta, betas, gtol=1e-12):
+    """Follow the cluster critical point theta (a critical point of E_β at β = betas[0]) along the β of
+    ``betas`` with ``cluster_newton``, each solve started from the previous one.
+
+    Returns
+    -------
+    (list of token angles (n,) at the β reached, one per β until the branch is lost; the β at which
+    it was lost (Newton failed or two clusters met: a fold or a merger), or None if it lasted)
+
+    Example
+    -------
+    >>> path, lost = continuation(np.repeat([0.0, 2.1, 4.2], [2, 2, 1]), [10.0, 20.0, 30.0])
+    >>> len(path), lost
+    (3, None)
+    """
+    pos, mult = cluster_structure(theta, COINCIDE)
+    path = []
+    for beta in betas:
+        pos, _ = cluster_newton(pos, mult, beta, gtol=gtol)
+        if pos is None:
+            return path, float(beta)
+        path.append(np.repeat(pos, mult))
+    return path, None
+
+def _cluster_system(pos, mult, beta):
+    """The forces on k clusters at angles pos with multiplicities mult, and their Jacobian, each row
+    scaled by its own size: F_a = Σ_b m_b sin(u_ab) w_ab / Σ_b m_b w_ab, u_ab = φ_b - φ_a,
+    w_ab = e^{β(cos u_ab - c_a)} (c_a = max_{b≠a} cos u_ab, a log-sum-exp shift; the sums over b ≠ a),
+    J_ab = m_b h(u_ab) w_ab / Σ_b m_b w_ab (b ≠ a), J_aa = -Σ_{b≠a} J_ab, h(u) = cos u - β sin² u.
+    The scale of a row is frozen at the iterate, so F = 0 exactly where the clusters' forces cancel."""
+    u = pos[None, :] - pos[:, None]
+    c = np.cos(u)
+    np.fill_diagonal(c, -np.inf)
+    shift = c.max(axis=1, keepdims=True)
+    w = np.exp(beta * (c - shift)) * mult[None, :]
+    size = w.sum(axis=1)
+    force = np.sum(np.sin(u) * w, axis=1) / size
+    jac = (np.cos(u) - beta * np.sin(u) ** 2) * w / size[:, None]
+    np.fill_diagonal(jac, 0.0)
+    np.fill_diagonal(jac, -jac.sum(axis=1))
+    return force, jac
+
+
+def cluster_newton(positions, multiplicities, beta, gtol=1e-12, max_iter=100, gap=1e-6):
+    """Critical points of E_β made of k clusters: Newton on the k cluster angles (the first fixed).
+
+    k clusters of m_a coinciding tokens at φ_a are a critical point of E_β on (S^1)^n iff the forces
+    Σ_b m_b sin(φ_b - φ_a) e^{β cos(φ_b - φ_a)} on every cluster vanish (inside a cluster sin 0 = 0).
+    Each equation is divided by its own size (``_cluster_system``), so at large β, where the forces
+    between far clusters are ~e^{-2β} of those inside one, the k-dimensional system stays well
+    conditioned, which Newton on all n angles (``critical_points``) is not: there the intra-cluster
+    curvature ~e^β swamps the inter-cluster one and least squares drops it.
+
+    Parameters
+    ----------
+    positions : array (k,)
+        Starting angles of the clusters.
+    multiplicities : array of k positive ints
+        Tokens per cluster (n = their sum).
+    beta : float
+        β >= 0.
+    gtol : float
+        Convergence: max_a |F_a| <= gtol (forces relative to their sizes).
+    max_iter : int
+        Newton iterations (steps capped at half a radian).
+    gap : float
+        A run whose clusters come closer than ``gap`` radians has left the pattern: rejected.
+
+    Returns
+    -------
+    (angles (k,) mod 2π with the first at 0, or None if Newton did not converge on the pattern;
+    the final relative force max_a |F_a|)
+
+    Example
+    -------
+    >>> pos, res = cluster_newton([0.0, 2.0, 4.0], [3, 1, 1], 30.0)
+    >>> bool(res <= 1e-12 and np.all(np.diff(np.sort(pos)) > 1.0))
+    True
+    """
+    pos = as_float_array(positions, "positions").copy()
+    mult = np.asarray(multiplicities)
+    if pos.ndim != 1 or mult.shape != pos.shape or not np.issubdtype(mult.dtype, np.integer) or np.any(mult < 1):
+        raise ValueError(f"positions and multiplicities must be k angles and k positive integers; got "
+                         f"{pos.shape} and {multiplicities!r}")
+    beta = as_beta(beta)
+    if pos.size == 1:
+        return np.zeros(1), 0.0
+    mult = mult.astype(float)
+    pos -= pos[0]
+    res = np.inf
+    for _ in range(max_iter + 1):
+        force, jac = _cluster_system(pos, mult, beta)
+        res = float(np.max(np.abs(force)))
+        if res <= gtol:
+            break
+        step = np.linalg.lstsq(jac[1:, 1:], -force[1:], rcond=None)[0]
+        pos[1:] += min(1.0, 0.5 / max(np.max(np.abs(step)), 1e-300)) * step
+    pos = np.mod(pos, 2 * np.pi)
+    gaps = np.diff(np.concatenate([np.sort(pos), [2 * np.pi]]))
+    if not res <= gtol or gaps.min() < gap:
+        return None, res
+    return pos, res

@@ -11,7 +11,8 @@ from meanfield import cli, exact, figures
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
                "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
                "mean_field_limit", "causal", "hardmax", "long_context", "phase_diagram_paper", "finite_dimension",
-               "phase_diagram_random"]
+               "phase_diagram_random",
+               "metastable_lifetimes", "repulsive_generic"]
 
 
 @pytest.fixture(scope="module")

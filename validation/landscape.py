@@ -10,16 +10,29 @@ Reported: every critical point that is not a strict saddle besides the global ma
 and per family of strict saddles (the multiplicity pattern of the clusters) the smallest positive
 eigenvalue of the Hessian on 1^⊥ (the weakest escape direction) at each β, and its minimum over the scan.
 
+Large β.  Newton on all n angles loses critical points as β grows (n = 8: 35 at β = 10, 28 at
+β = 30; n = 7: 19 → 14; n = 5: 7 → 5): at a configuration of clusters the curvature inside a cluster
+(~e^β) and between clusters (~e^{β cos φ}) share no floating-point scale, and least squares drops
+the second.  Two further methods find the rest: (i) ``cluster_newton`` on the k cluster angles of
+every multiplicity pattern (each equation scaled by its own size, so the system stays well
+conditioned), from the regular k-gon and random sorted angles; (ii) continuation in β: every
+critical point found at β = 10 followed to β = 30 (step 1) and on to β = 60.  Each critical
+point records the starts that reached it (``found_by``: random, symmetric, clusters); the counts
+per method are in the figure and the JSON.
+
 Checks: the consensus is found for every (n, β) and is the only maximum; no degenerate critical point;
 the regular n-gon is found and its spectrum equals the circulant formula
-λ_p = (1/n²) Σ_{j=1}^{n-1} h(2πj/n)(cos(2πpj/n) - 1).
+λ_p = (1/n²) Σ_{j=1}^{n-1} h(2πj/n)(cos(2πpj/n) - 1); every critical point at β = 10 continues to
+β = 30 without a fold or a merger, and the continued branches are exactly the critical points the
+searches find at β = 30 (a bijection up to rotation and permutation).
 """
 import numpy as np
 
 from meanfield import landscape as L
 from meanfield.figures import Experiment
 
-BETAS = [0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0]
+BETAS = [0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 12.0, 20.0, 30.0]
+CONTINUATION = (10.0, 30.0, 60.0)      # from, checked at, followed to
 
 
 def _pattern(family):
@@ -33,18 +46,46 @@ def _circulant(n, beta):
     return np.sort([h @ (np.cos(p * u) - 1) / n ** 2 for p in range(1, n)])
 
 
+def continued_set(start_points, betas):
+    """Follow each critical point of ``start_points`` (token angles at β = betas[0]) along ``betas``:
+    (angles at every β of ``betas`` of each branch that lasted, [(index, β lost) of those that did not])."""
+    lasted, lost = [], []
+    for j, theta in enumerate(start_points):
+        path, where = L.continuation(theta, betas)
+        if where is None:
+            lasted.append(path)
+        else:
+            lost.append((j, where))
+    return lasted, lost
+
+
+def same_sets(a, b, tol=1e-6):
+    """Whether two lists of critical points (token angles) are equal up to rotation, permutation and order."""
+    unmatched = list(b)
+    for theta in a:
+        k = next((j for j, other in enumerate(unmatched) if L._same_up_to_symmetry(theta, other, tol)), None)
+        if k is None:
+            return False
+        unmatched.pop(k)
+    return not unmatched
+
+
 def main(argv=None):
     exp = Experiment("landscape", __doc__.splitlines()[0], argv)
     ns = exp.size([2, 3, 4, 5], list(range(2, 9)))
-    betas = exp.size([0.1, 2.0, 30.0], BETAS)
+    betas = exp.size([0.1, 10.0, 30.0], BETAS)
     starts = exp.size(30, 80)
     records, exceptions, families = [], [], {}
     count = np.zeros((len(ns), len(betas)), dtype=int)
+    newton = np.zeros_like(count)           # of which found by Newton on all n angles
+    found = {}
     polygon_err = 0.0
     for a, n in enumerate(ns):
         for b, beta in enumerate(betas):
-            cps = L.critical_points(n, beta, random_starts=starts, seed=100 * n + b)
+            cps = L.critical_points(n, beta, random_starts=starts, seed=100 * n + b, cluster_starts=3)
             count[a, b] = len(cps)
+            newton[a, b] = sum(bool(cp.info["found_by"] & {"random", "symmetric"}) for cp in cps)
+            found[n, beta] = cps
             maxima = [cp for cp in cps if cp.kind == "maximum"]
             exp.check(f"n={n}, beta={beta:g}: the consensus is found and is the only maximum",
                       len(maxima) == 1 and maxima[0].family == "consensus", maxima=[cp.family for cp in maxima])
@@ -56,7 +97,8 @@ def main(argv=None):
             exp.check(f"n={n}, beta={beta:g}: the regular {n}-gon is found", bool(polygon))
             for cp in cps:
                 rec = dict(n=n, beta=beta, family=cp.family, kind=cp.kind, energy=cp.energy, hits=cp.hits,
-                           residual=cp.residual, eigenvalues=cp.eigenvalues, theta=cp.theta)
+                           residual=cp.residual, eigenvalues=cp.eigenvalues, theta=cp.theta,
+                           found_by=sorted(cp.info["found_by"]))
                 records.append(rec)
                 if cp.kind != "strict saddle" and cp.family != "consensus":
                     exceptions.append(rec)
@@ -64,10 +106,30 @@ def main(argv=None):
                     fam = families.setdefault(f"n={n}: {_pattern(cp.family)}", dict(n=n, by_beta={}))
                     lam = cp.smallest_positive_eigenvalue
                     fam["by_beta"][beta] = min(fam["by_beta"].get(beta, np.inf), lam)
-            print(f"n={n} beta={beta:g}: {len(cps)} critical points")
+            print(f"n={n} beta={beta:g}: {len(cps)} critical points ({newton[a, b]} by Newton on all angles)")
     exp.check("no critical point other than the consensus is a maximum or degenerate", not exceptions,
               exceptions=[f"n={r['n']} beta={r['beta']} {r['family']} ({r['kind']})" for r in exceptions])
     exp.check("regular n-gon spectra equal the circulant formula", polygon_err < 1e-8, max_relative_error=polygon_err)
+
+    b0, b1, b2 = CONTINUATION
+    path_betas = np.concatenate([np.arange(b0, b1 + 0.5), np.arange(b1 + 2, b2 + 1, 2)])
+    continued = {}
+    for n in ns:
+        if (n, b0) not in found or (n, b1) not in found:
+            continue
+        multi = [cp.theta for cp in found[n, b0] if cp.family != "consensus"]
+        lasted, lost = continued_set(multi, path_betas)
+        at_b1 = [path[int(np.flatnonzero(path_betas == b1)[0])] for path in lasted]
+        direct = [cp.theta for cp in found[n, b1] if cp.family != "consensus"]
+        match = same_sets(at_b1, direct)
+        continued[n] = dict(start=len(multi), lasted_to=float(path_betas[-1]), lasted=len(lasted), lost=lost,
+                            found_at_check=len(direct), same_as_search=match,
+                            energies_at_end=sorted(L.energy(p[-1], path_betas[-1]) for p in lasted))
+        exp.check(f"n={n}: the {len(multi)} critical points at beta={b0:g} continue to beta={b1:g} and are the "
+                  f"{len(direct)} the searches find there", not [w for _, w in lost if w <= b1] and match,
+                  lost=lost, continued=len(at_b1), found=len(direct))
+        print(f"n={n}: {len(multi)} branches from beta={b0:g}: {len(lasted)} reach beta={path_betas[-1]:g}, "
+              f"lost {lost}; same set as the search at {b1:g}: {match}")
 
     for fam in families.values():
         fam["betas"] = sorted(fam["by_beta"])
@@ -101,10 +163,14 @@ def main(argv=None):
     ax.set_yticks(range(len(ns)), [str(n) for n in ns])
     for a in range(len(ns)):
         for b in range(len(betas)):
-            ax.text(b, a, str(count[a, b]), ha="center", va="center", color="w", fontsize=8)
-    ax.set(xlabel="β", ylabel="n", title="Critical points found (up to rotation and permutation)")
+            extra = count[a, b] - newton[a, b]
+            ax.text(b, a, f"{count[a, b]}" + (f"\n(+{extra})" if extra else ""), ha="center", va="center",
+                    color="k" if count[a, b] > 0.6 * count.max() else "w", fontsize=9)
+    ax.set(xlabel="β", ylabel="n", title="Critical points found (up to rotation and permutation);\n"
+                                          "(+k): k found only by cluster Newton")
     fig.colorbar(im, ax=ax, label="number of critical points")
-    exp.finish(fig, dict(ns=ns, betas=betas, random_starts=starts, counts=count, exceptions=exceptions,
+    exp.finish(fig, dict(ns=ns, betas=betas, random_starts=starts, counts=count, counts_newton_all_angles=newton,
+                         continuation=continued, continuation_betas=path_betas, exceptions=exceptions,
                          families=families, polygon_spectrum_error=polygon_err, critical_points=records))
 
 
