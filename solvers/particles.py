@@ -362,11 +362,14 @@ def _small_advance(model, w, scheme, shape):
     evaluations = 4 if scheme == "rk4" else 1
     seconds = evaluations * kernels.direct_seconds(B, n, n, d)
 
+    in_span = small.stays_in_span(n, d, *args)
+
     def advance(y, h, count):
+        basis, y = small.span_coordinates(y) if in_span else (None, y)
         out = np.empty(y.shape)
         with kernels.threads_for(count * seconds):
             small.advance(y, w, h, count, scheme == "rk4", *args, out)
-        return out, evaluations * count
+        return (out if basis is None else out @ np.swapaxes(basis, 1, 2)), evaluations * count
     return advance
 
 
