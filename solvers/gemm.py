@@ -13,6 +13,9 @@ Targets are cut into tiles of R rows and sources into blocks of C (``tiles``), b
     online log-sum-exp over the block   (element-wise along the R targets: vectorises)
     G  <- G e^{M_old - M_new} + E Y_k   (R × d, BLAS dgemm with E = the block's w_j e^{s - M})
 
+For d < ``BLAS_MIN_D`` both products are the vectorised in-order loops ``small._times`` instead:
+a dgemm call with an inner dimension of a few costs more than the product.
+
 With the causal mask (targets and sources the same tokens) a target tile runs only through the
 blocks with j0 <= its last target (about half the work) and drops the sources j > i of the block
 it straddles; USA then divides by the prefix weight W_i = sum_{j<=i} w_j.
