@@ -369,7 +369,7 @@ def _small_advance(model, w, scheme, shape):
         out = np.empty(y.shape)
         with kernels.threads_for(count * seconds):
             small.advance(y, w, h, count, scheme == "rk4", *args, out)
-        return (out if basis is None else out @ np.swapaxes(basis, 1, 2)), evaluations * count
+        return (out if basis is None else normalise(out @ np.swapaxes(basis, 1, 2))), evaluations * count
     return advance
 
 

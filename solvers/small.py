@@ -28,10 +28,10 @@ job and reused by every stage of every step.
 ``advance`` takes ``count`` fixed steps of forward Euler or RK4 of every system, each stage's
 field evaluated at the renormalised stage and the step followed by x <- x/|x|: the scheme of
 ``stepping.fixed_step`` with ``project=normalise`` applied to ``rhs(x) = X(normalise(x))``.
-The state stays in the job's cache between steps.  With more dimensions than tokens and
+The state stays in the job's cache between steps.  With d >= 2n dimensions and
 V = v I every step stays in the span of the system's tokens: the caller (``particles``) may then
 advance the coordinates ``span_coordinates`` in an orthonormal basis of that span, n instead of
-d per token (d = 128, n = 32: a quarter of the work), and map back once.
+d per token (d = 128, n = 32: a quarter of the work), map back and renormalise once per call.
 """
 from . import _numba_env  # noqa: F401
 
@@ -280,11 +280,11 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
 
 
 def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal):
-    """Whether ``advance`` may run in the coordinates of the span of each system's tokens
-    (``span_coordinates``): more dimensions than tokens (d > n) and V = v I, so that every
-    stage X_i = P_{x_i} v G_i / z_i and hence every step stays in span{x_1..x_n}.  (The other
-    arguments are those of ``advance`` after h, count, rk4.)"""
-    return d > n and not general_V and not general_A
+    """Whether ``advance`` runs in the coordinates of the span of each system's tokens
+    (``span_coordinates``): V = v I (and A = a I), so that every stage X_i = P_{x_i} v G_i / z_i
+    and hence every step stays in span{x_1..x_n}, and d >= 2n, so that it at least halves the
+    work.  (The other arguments are those of ``advance`` after h, count, rk4.)"""
+    return d >= 2 * n and not general_V and not general_A
 
 
 def span_coordinates(x):

@@ -84,7 +84,7 @@ def test_trajectories_match_reference(model, method):
 @pytest.mark.parametrize("method", ["euler", "rk4"])
 @pytest.mark.parametrize("model", MODELS[:4], ids=IDS[:4])
 def test_trajectories_in_the_span_of_the_tokens_match_reference(model, method):
-    """d > n with V = v I: ``advance`` runs in the coordinates of span{x_1..x_n}, also when
+    """d >= 2n with V = v I: ``advance`` runs in the coordinates of span{x_1..x_n}, also when
     tokens coincide (rank < n)."""
     x0 = mf.uniform_sphere(5, 12, seed=6, batch=2)
     x0[1, 3] = x0[1, 0]
