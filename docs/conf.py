@@ -1,9 +1,13 @@
 """Sphinx configuration of the meanfield documentation (Markdown pages via MyST, API reference
 from the numpydoc docstrings via autodoc + napoleon, example gallery executed at build time)."""
 import os
+import sys
 from datetime import date
+from pathlib import Path
 
 import meanfield
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))   # gallery: the validation figures page
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -20,14 +24,15 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "sphinx_gallery.gen_gallery",
+    "gallery",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "**.codeobj.json"]
+exclude_patterns = ["_build", "_ext", "auto_examples/*.ipynb", "auto_examples/*.py", "**.codeobj.json"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_heading_anchors = 3
 # pages link to files of the repository outside docs/ (validation/README.md, benchmarks/...):
 # MyST reports those as missing cross-references, which is not an error of the page
-suppress_warnings = ["myst.xref_missing", "myst.header"]
+suppress_warnings = ["myst.header"]
 
 autodoc_default_options = {"members": True, "show-inheritance": False}
 autodoc_member_order = "bysource"

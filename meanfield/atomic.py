@@ -21,6 +21,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from typing import BinaryIO
 
 __all__ = ["write_file", "umask", "replace_folder", "check_folder", "is_complete", "MARKER"]
 
@@ -29,8 +31,25 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def umask():
-    """The process's file-creation mask (read without changing it where /proc tells it)."""
+def umask() -> int:
+    r"""The process's file-creation mask, read without changing it where /proc tells it.
+
+    .. math::
+
+        \text{mode of a new file} = \texttt{0o666} \wedge \neg\, \text{umask}.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> import os
+    >>> from meanfield.atomic import umask
+    >>> mask = umask()
+    >>> os.umask(mask) == mask                 # unchanged by reading it
+    True
+    """
     try:
         with open("/proc/self/status") as fh:
             return next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
@@ -40,11 +59,13 @@ def umask():
         return mask
 
 
-def write_file(path, write, prefix=".tmp-", suffix=None):
-    """Atomically replace ``path`` by what ``write(fh)`` writes: a temporary file in the same
-    folder, fsync, ``os.replace`` — a reader (or a crash, or a full disk) leaves the old file or
-    the new one, never a truncated one.  The file gets the mode ``open`` would give it
-    (0o666 less the umask), not ``mkstemp``'s 0o600.
+def write_file(path: str | os.PathLike, write: Callable[[BinaryIO], object], prefix: str = ".tmp-",
+               suffix: str | None = None) -> None:
+    """Atomically replace ``path`` by what ``write(fh)`` writes: a temporary file in the same folder,
+    fsync, ``os.replace``.
+
+    A reader (or a crash, or a full disk) leaves the old file or the new one, never a truncated one.
+    The file gets the mode ``open`` would give it (0o666 less the umask), not ``mkstemp``'s 0o600.
 
     Parameters
     ----------
@@ -53,22 +74,29 @@ def write_file(path, write, prefix=".tmp-", suffix=None):
     write : callable
         ``write(fh)`` writes the content into the binary file object ``fh`` (or into the file
         named ``fh.name``, for writers that open a path themselves).
-    prefix, suffix : str, optional
-        Of the temporary file's name (default ``.tmp-`` and ``path``'s extension), so that the
-        leftovers of a killed writer can be found.
+    prefix : str
+        Start of the temporary file's name, so that the leftovers of a killed writer can be found.
+    suffix : str, optional
+        End of the temporary file's name (default ``path``'s extension).
+
+    Returns
+    -------
+    None
 
     Raises
     ------
     OSError
         With the same errno, naming ``path`` and the reason (read-only or full disk, no permission).
 
-    Example
-    -------
+    Examples
+    --------
     >>> import os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "x.txt")
-    >>> write_file(path, lambda fh: fh.write(b"hello"))
-    >>> open(path).read()
-    'hello'
+    >>> from meanfield.atomic import write_file
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "x.txt")
+    ...     write_file(path, lambda fh: fh.write(b"hello"))
+    ...     print(open(path).read(), os.listdir(folder))
+    hello ['x.txt']
     """
     path = os.fspath(path)
     suffix = os.path.splitext(path)[1] if suffix is None else suffix
@@ -107,18 +135,30 @@ def _listing(folder):
     return sorted(p for p in out if p != MARKER)
 
 
-def is_complete(folder):
-    """Whether ``folder`` is a finished ``replace_folder`` write.
+def is_complete(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` is a finished ``replace_folder`` write: it holds the marker ``complete.json``
+    and exactly the files it lists, with their sizes and SHA-256 hashes.
 
     Parameters
     ----------
     folder : str or os.PathLike
+        The folder.
 
     Returns
     -------
     bool
-        True if the folder holds the marker and exactly the files it lists, with their sizes
-        and SHA-256 hashes.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.atomic import is_complete, replace_folder
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1")
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
+    ...     before = is_complete(report)
+    ...     _ = open(os.path.join(report, "a.txt"), "w").write("2")      # changed after the write
+    ...     print(before, is_complete(report))
+    True False
     """
     try:
         with open(os.path.join(folder, MARKER)) as fh:
@@ -145,7 +185,7 @@ def _recover(folder):
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def check_folder(folder, name="folder"):
+def check_folder(folder: str | os.PathLike, name: str = "folder") -> str:
     """Check, before any work, that ``replace_folder`` may write ``folder``.
 
     Parameters
@@ -165,6 +205,17 @@ def check_folder(folder, name="folder"):
     ------
     ValueError
         Naming ``name`` and the reason.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.atomic import check_folder
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     _ = open(os.path.join(parent, "notes.txt"), "w").write("mine")
+    ...     check_folder(parent, "out")
+    Traceback (most recent call last):
+    ...
+    ValueError: out ... is a non-empty folder that is not a meanfield report (no complete.json); ...
     """
     folder = os.path.abspath(os.fspath(folder))
     if os.path.exists(folder):
@@ -203,9 +254,9 @@ def _fsync_dir(folder):
             os.close(fd)
 
 
-def replace_folder(folder, write, name="folder"):
-    """Fill a temporary sibling of ``folder``, mark it complete, and swap it into place atomically
-    (see the module docstring).
+def replace_folder(folder: str | os.PathLike, write: Callable[[str], object], name: str = "folder") -> str:
+    """Fill a temporary sibling of ``folder``, mark it complete, and swap it into place atomically (see
+    the module docstring).
 
     Parameters
     ----------
@@ -220,6 +271,23 @@ def replace_folder(folder, write, name="folder"):
     -------
     str
         The absolute path of ``folder``, now holding what ``write`` wrote and the marker.
+
+    Raises
+    ------
+    ValueError
+        If ``check_folder`` refuses the target.
+    OSError
+        If writing fails (naming the folder).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.atomic import replace_folder
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1")
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
+    ...     print(sorted(os.listdir(report)))
+    ['a.txt', 'complete.json']
     """
     folder = check_folder(folder, name)
     with _parent_locked(os.path.dirname(folder)):

@@ -7,8 +7,10 @@ budget instead (``deadline``), with a message that says how to resume from a che
 ``budget=None`` lifts the limit.
 """
 import time
+from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .checks import as_positive
 
@@ -19,13 +21,59 @@ BUDGET = 3600.0     # seconds: the default budget of the solvers and of landscap
 MIN_STEPS = 1000    # fixed-step runs of at most this many steps are not timed (they cost nothing extra)
 
 
-def as_budget(budget):
-    """None (no limit) or a positive number of seconds."""
+def as_budget(budget: float | None) -> float | None:
+    """A work budget: None (no limit) or a positive number of seconds.
+
+    Parameters
+    ----------
+    budget : float or None
+        Seconds.
+
+    Returns
+    -------
+    float or None
+
+    Raises
+    ------
+    TypeError
+        If budget is not a real number or None.
+    ValueError
+        If budget is not finite and positive.
+
+    Examples
+    --------
+    >>> from meanfield.budget import as_budget
+    >>> as_budget(60), as_budget(None)
+    (60.0, None)
+    """
     return None if budget is None else as_positive(budget, "budget")
 
 
-def seconds_per_call(call, repeat=2):
-    """The shortest of ``repeat`` timed calls of ``call()`` (the first may compile kernels)."""
+def seconds_per_call(call: Callable[[], object], repeat: int = 2) -> float:
+    r"""The shortest of ``repeat`` timed calls of ``call()`` (the first may compile kernels).
+
+    .. math::
+
+        \min_{r < \text{repeat}} \text{wall time of call } r.
+
+    Parameters
+    ----------
+    call : callable
+        Called without arguments.
+    repeat : int
+        Number of timed calls.
+
+    Returns
+    -------
+    float
+        Seconds.
+
+    Examples
+    --------
+    >>> from meanfield.budget import seconds_per_call
+    >>> seconds_per_call(lambda: sum(range(100))) < 1.0
+    True
+    """
     best = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
@@ -41,8 +89,13 @@ def _duration(seconds):
     return f"{seconds:.3g} s"
 
 
-def check_work(budget, count, seconds_each, what, unit="steps", hint=", with checkpoint=PATH to be able to resume it"):
-    """Refuse ``count`` units of work of ``seconds_each`` seconds each when they exceed ``budget``.
+def check_work(budget: float | None, count: float, seconds_each: float, what: str, unit: str = "steps",
+               hint: str = ", with checkpoint=PATH to be able to resume it") -> None:
+    r"""Refuse ``count`` units of work of ``seconds_each`` seconds each when they exceed ``budget``.
+
+    .. math::
+
+        \text{count} \times \text{seconds\_each} > \text{budget} \implies \text{ValueError}.
 
     Parameters
     ----------
@@ -59,14 +112,23 @@ def check_work(budget, count, seconds_each, what, unit="steps", hint=", with che
     hint : str
         Ends the message (how to run it safely anyway).
 
+    Returns
+    -------
+    None
+
     Raises
     ------
     ValueError
         Naming ``budget``, with the estimate and the override.
 
-    Example
-    -------
+    Examples
+    --------
+    >>> from meanfield.budget import check_work
     >>> check_work(60.0, 1000, 0.01, "a solve")      # 10 s: admitted
+    >>> check_work(60.0, 10_000, 0.01, "a solve")
+    Traceback (most recent call last):
+    ...
+    ValueError: a solve would take about 1.67 min (1e+04 steps at 0.01 s each, measured), more than budget = 60 s; ...
     """
     if budget is None:
         return
@@ -77,9 +139,36 @@ def check_work(budget, count, seconds_each, what, unit="steps", hint=", with che
                          f"to run it anyway{hint}")
 
 
-def deadline(f, budget, what):
-    """``f`` (called as f(*args)) that raises RuntimeError once ``budget`` seconds have passed since this
-    call (None: ``f`` itself): the stop for runs whose work is not known up front."""
+def deadline(f: Callable, budget: float | None, what: str) -> Callable:
+    r"""``f`` guarded by a deadline: calls raise RuntimeError once ``budget`` seconds have passed since
+    this call (None: ``f`` itself). The stop for runs whose work is not known up front.
+
+    .. math::
+
+        \text{now} > t_{\text{call}} + \text{budget} \implies \text{RuntimeError}.
+
+    Parameters
+    ----------
+    f : callable
+        Called as f(*args).
+    budget : float or None
+        Seconds.
+    what : str
+        The run, for the message.
+
+    Returns
+    -------
+    callable
+
+    Examples
+    --------
+    >>> from meanfield.budget import deadline
+    >>> square = deadline(lambda x: x * x, 60.0, "a run")
+    >>> square(3)
+    9
+    >>> deadline(abs, None, "a run") is abs
+    True
+    """
     if budget is None:
         return f
     end = time.monotonic() + budget
@@ -92,28 +181,131 @@ def deadline(f, budget, what):
     return limited
 
 
-def step_count(t_eval, dt):
-    """The fixed steps ``stepping.integrate`` takes through ``t_eval`` with steps of at most ``dt``
-    (each interval cut into ceil(length/dt) equal steps)."""
+def step_count(t_eval: ArrayLike, dt: float) -> float:
+    r"""The fixed steps ``stepping.integrate`` takes through ``t_eval`` with steps of at most ``dt``: each
+    interval cut into equal steps.
+
+    .. math::
+
+        \sum_k \max\big(1, \lceil (t_{k+1} - t_k)/\Delta t \rceil\big).
+
+    Parameters
+    ----------
+    t_eval : array_like
+        Output times.
+    dt : float
+        Largest step.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from meanfield.budget import step_count
+    >>> step_count([0.0, 1.0, 1.05], 0.1)
+    11.0
+    """
     lengths = np.diff(np.asarray(t_eval, dtype=float))
     return float(np.sum(np.maximum(1.0, np.ceil(lengths / dt * (1 - 1e-12)))))
 
 
-def check_fixed_steps(budget, t_eval, dt, call, evaluations, what):
-    """``check_work`` for a fixed-step run through ``t_eval``: ``step_count(t_eval, dt)`` steps, each
-    ``evaluations`` times the measured cost of ``call()`` (one step, or one field evaluation).  Runs
-    of at most ``MIN_STEPS`` steps are admitted without timing a step (for them to exceed an hour a
-    step would have to take 3.6 s)."""
+def check_fixed_steps(budget: float | None, t_eval: ArrayLike, dt: float, call: Callable[[], object],
+                      evaluations: float, what: str) -> None:
+    r"""``check_work`` for a fixed-step run through ``t_eval``: ``step_count(t_eval, dt)`` steps, each
+    ``evaluations`` times the measured cost of ``call()``.
+
+    .. math::
+
+        \text{steps} \times \text{evaluations} \times \text{seconds\_per\_call(call)} \le \text{budget}.
+
+    Runs of at most ``MIN_STEPS`` steps are admitted without timing a step (for them to exceed an hour
+    a step would have to take 3.6 s).
+
+    Parameters
+    ----------
+    budget : float or None
+        Seconds allowed.
+    t_eval : array_like
+        Output times.
+    dt : float
+        Largest step.
+    call : callable
+        One step, or one field evaluation.
+    evaluations : float
+        Calls of ``call`` per step.
+    what : str
+        The run, for the message.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If the estimate exceeds the budget.
+
+    Examples
+    --------
+    >>> import time
+    >>> from meanfield.budget import check_fixed_steps
+    >>> check_fixed_steps(3600.0, [0.0, 1.0], 0.01, lambda: time.sleep(1), 1, "a solve")   # 100 steps: not timed
+    >>> check_fixed_steps(1.0, [0.0, 1.0], 1e-4, lambda: time.sleep(0.001), 1, "a solve")
+    Traceback (most recent call last):
+    ...
+    ValueError: a solve would take about ...
+    """
     steps = step_count(t_eval, dt)
     if budget is not None and steps > MIN_STEPS:
         check_work(budget, steps, evaluations * seconds_per_call(call), what)
 
 
-def ssprk3_within_budget(rhs, budget, t_eval, dt, y0, what):
-    """The right-hand side of an SSP-RK3 density solve held to ``budget``: with steps controlled by the
-    state (``dt`` None) it stops the run once the budget has passed (``deadline``); with fixed steps of
-    ``dt`` the run is refused up front when three evaluations of ``rhs(y0)`` per step exceed it
-    (``check_fixed_steps``)."""
+def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike, dt: float | None,
+                         y0: np.ndarray, what: str) -> Callable:
+    r"""The right-hand side of an SSP-RK3 density solve held to ``budget``.
+
+    With steps controlled by the state (``dt`` None) the run stops once the budget has passed
+    (``deadline``); with fixed steps of ``dt`` the run is refused up front when three evaluations of
+    ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
+
+    .. math::
+
+        3\, \text{steps} \times \text{seconds}(\text{rhs}(y_0)) \le \text{budget}.
+
+    Parameters
+    ----------
+    rhs : callable
+        The right-hand side.
+    budget : float or None
+        Seconds allowed.
+    t_eval : array_like
+        Output times.
+    dt : float or None
+        Fixed step, or None for controlled steps.
+    y0 : numpy.ndarray
+        Initial state (to time rhs).
+    what : str
+        The run, for the messages.
+
+    Returns
+    -------
+    callable
+        rhs, or rhs guarded by a deadline.
+
+    Raises
+    ------
+    ValueError
+        If a fixed-step run would exceed the budget, or the budget is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.budget import ssprk3_within_budget
+    >>> rhs = lambda y: -y
+    >>> ssprk3_within_budget(rhs, 60.0, [0.0, 1.0], 0.1, np.ones(3), "a solve") is rhs
+    True
+    """
     budget = as_budget(budget)
     if dt is None:
         return deadline(rhs, budget, what)

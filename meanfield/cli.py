@@ -14,16 +14,33 @@ COMMANDS = {
 }
 
 
-def usage():
-    """The top-level usage text: the commands and what each does."""
+def usage() -> str:
+    """The top-level usage text: the commands and what each does.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from meanfield.cli import usage
+    >>> print(usage())
+    usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)
+    <BLANKLINE>
+    commands:
+      compare     particles vs density PDE ...
+      convergence ...
+      figures     reproduce the paper's experiments (validation/ scripts)
+      sweep       run a parameter sweep from a TOML config (Dask or in-process)
+    """
     lines = ["usage: meanfield COMMAND [options]   (meanfield COMMAND --help for its options)", "",
              "commands:"]
     lines += [f"  {name:<12}{text}" for name, (_, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 
-def main(argv=None):
-    """Run ``meanfield COMMAND [options]``.
+def main(argv: list[str] | None = None) -> int:
+    """Run ``meanfield COMMAND [options]``: import the command's module and call its ``main``.
 
     Parameters
     ----------
@@ -38,8 +55,12 @@ def main(argv=None):
 
     Examples
     --------
+    >>> from meanfield.cli import main
     >>> main(["frobnicate"])            # the message and the usage go to stderr
     2
+    >>> main(["--help"])
+    usage: meanfield COMMAND [options] ...
+    0
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help"):

@@ -1,25 +1,34 @@
-"""Particles against the density PDE: the package's main job (``meanfield compare``).
+r"""Particles against the density PDE: the package's main job (``meanfield compare``).
 
 From one initial density ρ_0 and one model, run
 
 - the particle system with n tokens discretising ρ_0 (``sampling``: "stratified" by default,
   or "iid", "quantile", "weighted"; see ``meanfield.sampling``), for several independent draws
   (one batched solve), and
-- the finite-volume solver for ∂_t ρ + div(ρ X[ρ]) = 0 (``meanfield.solvers.circle`` on S^1,
+- the finite-volume solver for the continuity equation (``meanfield.solvers.circle`` on S^1,
   ``meanfield.solvers.sphere`` on S^2),
 
+  .. math::
+
+      \partial_t \rho + \operatorname{div}(\rho X[\rho]) = 0,
+
 and report at every output time: W_1 and W_2 between each empirical measure
-μ^n_t = (1/n) sum δ_{x_i(t)} (tokens closer than 1e-7 merged into one atom, which changes W_p by
-less than 2e-7 and makes exact transport fast once clusters have collapsed) and the grid measure
-sum_i ρ_i(t)|C_i| δ_{c_i} (geodesic, radians; ``meanfield.wasserstein``), the interaction
-energies E_β of both, and their cluster counts.
+:math:`\mu^n_t = \frac1n \sum_i \delta_{x_i(t)}` (tokens closer than 1e-7 merged into one atom, which
+changes W_p by less than 2e-7 and makes exact transport fast once clusters have collapsed) and the
+grid measure :math:`\sum_i \rho_i(t) \lvert C_i\rvert \delta_{c_i}` (geodesic, radians; ``meanfield.wasserstein``),
+the interaction energies E_β of both, and their cluster counts.
 
 Two reference lines explain the distance (``Comparison.iid_prediction`` and ``grid_error``):
 
 - i.i.d. draws put O(n^{-1/2}) of mass error in every low harmonic of ρ_0; the most unstable
   mode l* (``theory.most_unstable_mode``) amplifies it at the rate λ* = ``growth_rate(model, d, l*)``
-  until clusters form and freeze it into the cluster masses, so W_p(μ^n_t, ρ_t) ≈ n^{-1/2} e^{λ* t}
-  and i.i.d. tokens cannot track the PDE past the horizon t_n = log(n)/(2λ*), where that reaches 1.
+  until clusters form and freeze it into the cluster masses, so
+
+  .. math::
+
+      W_p(\mu^n_t, \rho_t) \approx n^{-1/2} e^{\lambda^* t}, \qquad t_n = \frac{\log n}{2\lambda^*},
+
+  and i.i.d. tokens cannot track the PDE past the horizon t_n, where that reaches 1.
   Stratified and quantile samples match the low moments of ρ_0 to O(n^{-3/2}) and O(n^{-2}): the
   amplified error stays far below the grid's.
 - the grid's own error, estimated by W_p(ρ_h, ρ_{2h}) against the solution on the coarser grid
@@ -41,7 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import atomic
-from .checks import as_choice, as_count, as_seed, as_time_grid
+from .checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
 from .geometry import GEOMETRIES
@@ -64,18 +73,51 @@ NEGLIGIBLE = 1e-14         # cells of the density lighter than this in all are l
 
 @dataclass(eq=False, repr=False)
 class Comparison(_Saveable):
-    """Particles vs density at the output times t (m,), over S independent draws of tokens.
+    r"""Particles vs density at the output times t, over S independent draws of tokens (result of
+    ``compare``).
 
-    Fields: t (m,); w1, w2 (m, S) Wasserstein distances (radians) between each draw's empirical
-    measure and the grid measure; energy_particles (m, S) and energy_density (m,) E_β;
-    clusters_particles (m, S) and clusters_density (m,); particles (ParticleSolution, x of shape
-    (m, S, n, d)); density (DensitySolution); info (settings, methods, timings, and for attractive
-    isotropic models lambda_star, mode l*, horizon t_n); weights (S, n) of the tokens (None: 1/n);
-    grid_error (m,) W_2(ρ_h, ρ_{2h}) (None when not computed).
+    .. math::
+
+        w_p[k, s] = W_p\Big(\mu^{n, s}_{t_k}, \sum_i \rho_i(t_k) |C_i| \delta_{c_i}\Big), \quad p = 1, 2.
 
     ``save(path)`` / ``Comparison.load(path)`` keep everything (both solutions included) in one
     .npz file; ``to_xarray()`` / ``to_netcdf(path)`` / ``Comparison.from_netcdf(path)`` do the
     same through xarray (particle arrays prefixed ``particles_``, density arrays ``density_``).
+
+    Parameters
+    ----------
+    t : numpy.ndarray, shape (m,)
+        Output times.
+    w1, w2 : numpy.ndarray, shape (m, S)
+        Wasserstein distances (radians) between each draw's empirical measure and the grid measure.
+    energy_particles : numpy.ndarray, shape (m, S)
+        E_β of the tokens.
+    energy_density : numpy.ndarray, shape (m,)
+        E_β of the density.
+    clusters_particles : numpy.ndarray, shape (m, S)
+        Cluster counts of the tokens.
+    clusters_density : numpy.ndarray, shape (m,)
+        Cluster counts of the density.
+    particles : ParticleSolution
+        x of shape (m, S, n, d).
+    density : DensitySolution
+    info : dict
+        Settings, methods, timings, and for attractive isotropic models lambda_star, mode l*,
+        horizon t_n.
+    weights : numpy.ndarray, shape (S, n), optional
+        Weights of the tokens (None: 1/n).
+    grid_error : numpy.ndarray, shape (m,), optional
+        W_2(ρ_h, ρ_{2h}) (None when not computed).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> c.w1.shape, c.energy_density.shape
+    ((2, 2), (2,))
+    >>> bool(c.w2.max() < 0.2), c.grid_error.shape
+    (True, (2,))
     """
     t: np.ndarray
     w1: np.ndarray
@@ -199,16 +241,16 @@ class Comparison(_Saveable):
         Returns
         -------
         Comparison
+            (a ``causal_compare.CausalComparison`` for a report of ``meanfield compare --causal``)
         """
-        path = os.fspath(path)
-        if os.path.isdir(path):
-            path = os.path.join(path, "report.json")
-        if os.path.basename(path) != "report.json":
+        report = read_report(path)
+        if report is None:
             return super().load(path)
+        folder, numbers = report
+        if numbers.get("info", {}).get("causal"):
+            from .causal_compare import CausalComparison
+            return CausalComparison.from_report(folder, numbers)
         from .solvers.results import DensitySolution, ParticleSolution
-        folder = os.path.dirname(path)
-        with open(path) as fh:
-            numbers = json.load(fh)
         particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
         density = DensitySolution.load(os.path.join(folder, "density.npz"))
         grid_error = numbers.get("grid_error")
@@ -219,6 +261,18 @@ class Comparison(_Saveable):
                    clusters_density=np.array(numbers["clusters_density"], dtype=int),
                    particles=particles, density=density, info=numbers["info"], weights=particles.weights,
                    grid_error=None if grid_error is None else np.array(grid_error, dtype=float))
+
+
+def read_report(path):
+    """(folder, numbers of its report.json) for a report folder or its report.json; None for any
+    other path (a .npz file written by ``save``)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "report.json")
+    if os.path.basename(path) != "report.json":
+        return None
+    with open(path) as fh:
+        return os.path.dirname(path), json.load(fh)
 
 
 def _draws(s):
@@ -303,15 +357,25 @@ def check_density_settings(geometry, model, cells=512, level=4, flux=FLUX):
     sphere.max_step(model, sphere.icosphere(level))
 
 
-def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle", cells: int = 512,
-            level: int = 4, flux: str = FLUX, method: str | None = None, dt: float | None = None,
-            summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
-            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True) -> Comparison:
-    """Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
+def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
+            cells: int | None = None, level: int = 4, flux: str = FLUX, method: str | None = None,
+            dt: float | None = None, summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
+            progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True,
+            causal: bool = False, slices: int = 64, bins: int = 8):
+    r"""Run particles and the density PDE from ρ_0 and compare them at the times t_eval.
 
     At each output time: W_1 and W_2 (geodesic, radians) between each draw's empirical
-    measure μ^n_t = (1/n) Σ_i δ_{x_i(t)} and the grid measure Σ_i ρ_i(t) |C_i| δ_{c_i}, the
-    energies E_β of both, and their cluster counts (``meanfield.clusters``).
+    measure and the grid measure, the energies E_β of both, and their cluster counts
+    (``meanfield.clusters``):
+
+    .. math::
+
+        W_p\Big(\frac1n \sum_i \delta_{x_i(t)}, \sum_i \rho_i(t) |C_i| \delta_{c_i}\Big).
+
+    With ``causal=True``: causal particles against the causal PDE on [0, 1] × S^1
+    (``meanfield.causal_compare.compare_causal``: the mean over ``bins`` bins of s of the circle
+    W_1, cluster counts, no energies — causal attention is not a gradient flow); returns a
+    ``CausalComparison``.
 
     Parameters
     ----------
@@ -319,7 +383,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         Q = K = I, V = ±I (what the density solvers handle).
     rho0 : callable
         Points (N, d) -> densities on S^1 (geometry="circle") or S^2 ("sphere").
-    t_eval : array (m,)
+    t_eval : array_like, shape (m,)
         Increasing output times.
     n : int
         Tokens per draw.
@@ -327,18 +391,29 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         Independent draws (from ``numpy.random.default_rng(seed)``), solved as one batch.
     geometry : {"circle", "sphere"}
         S^1 or S^2.
-    cells, level, flux
-        The grid: ``cells`` on the circle, ``icosphere(level)`` on the sphere, and the flux
-        (default ``FLUX`` = "upwind2", the solvers' own default).
-    method, dt, summation
-        The particle integrator (``meanfield.solvers.particles.solve``); method None: "rk4" on S^1,
+    cells : int
+        Cells of the grid on the circle (default 512; 256 in θ with ``causal``).
+    level : int
+        ``icosphere(level)`` on the sphere.
+    flux : str
+        The flux (default ``FLUX`` = "upwind2", the solvers' own default).
+    method : str, optional
+        The particle integrator (``meanfield.solvers.particles.solve``); None: "rk4" on S^1,
         "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
         of RK4's 1600 at its default step, and lands 5× closer to an RK4 run at a quarter of that step,
         1.2e-7 against 6.2e-7).
+    dt : float, optional
+        Step of the particle integrator.
+    summation : {"auto", "direct", "fast"}
+        How the particle interactions are summed.
     transport : str
         The ``wasserstein`` method ("auto": exact on S^1, exact on S^2 up to n·cells = 2.5·10^7).
+    seed : int
+        Seed of the draws.
     density : DensitySolution, optional
         A precomputed solution at the same t_eval (skips the PDE solve).
+    progress : bool or None
+        Progress bars (None: only for solves longer than a few seconds).
     sampling : {"stratified", "iid", "quantile", "weighted"}
         How the tokens discretise ρ_0 (``meanfield.sampling.discretise``): "stratified" (default),
         "iid", "quantile" (S^1, deterministic: one draw whatever ``seeds``), "weighted" (the
@@ -346,14 +421,44 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     grid_reference : bool
         Also solve on the coarser grid (half the cells, or icosphere(level - 1)) and record
         W_2(ρ_h, ρ_{2h}) as the grid error estimate (skipped for a precomputed ``density``).
-    progress : bool or None
-        Progress bars (None: only for solves longer than a few seconds).
+    causal : bool
+        Causal attention: particles vs ``solvers.causal`` (geometry "circle", flux "upwind2",
+        sampling "stratified" or "iid"; rho0 may be f(s, θ)).
+    slices, bins : int
+        With ``causal``: the slices in s of the PDE and the bins of s of the distance (n and
+        ``slices`` multiples of ``bins``).
 
     Returns
     -------
-    Comparison
+    Comparison or CausalComparison
         ``w1``, ``w2`` (m, seeds), energies, cluster counts, both solutions and ``info``.
+
+    Raises
+    ------
+    ValueError
+        If the model, grid, sampling, times or a precomputed density do not fit (checked before any
+        solve).
+    TypeError
+        If the model is not SA/USA.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> c.particles.x.shape                 # (m, seeds, n, d)
+    (2, 2, 64, 2)
+    >>> c.info["sampling"], c.info["geometry"]
+    ('stratified', 'circle')
     """
+    if as_flag(causal, "causal"):
+        return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
+                               method=method, dt=dt, summation=summation, seed=seed, density=density,
+                               progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
+                               bins=bins)
+    if getattr(model, "causal", False):
+        raise ValueError(f"{model!r} is causal: compare it with the causal PDE on [0, 1] × S^1 by passing causal=True")
+    cells = 512 if cells is None else cells
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     d = GEOMETRIES[geometry]
@@ -421,6 +526,19 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                       grid_error=grid_error)
 
 
+def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
+    """``compare(..., causal=True)``: the geometry and flux checked, then ``causal_compare.compare_causal``."""
+    from meanfield.solvers import circle
+
+    from .causal_compare import CELLS, compare_causal
+    if as_choice(geometry, "geometry", tuple(GEOMETRIES)) != "circle":
+        raise ValueError("causal=True compares with the causal PDE on [0, 1] × S^1: geometry must be 'circle'")
+    if as_choice(flux, "flux", circle.FLUXES) != FLUX:
+        raise ValueError(f"the causal PDE solver has one flux, {FLUX!r}; got flux={flux!r}")
+    return compare_causal(model, rho0, t_eval, n, seeds, cells=CELLS if cells is None else cells,
+                          method="rk4" if method is None else method, **options)
+
+
 def initial_tokens(rho0, n, d, sampling, seed, seeds):
     """x0 (seeds, n, d) discretising ρ_0 and their weights (seeds, n), or None when all are 1/n.
     The draws use successive states of ``numpy.random.default_rng(seed)`` (i.i.d.: one batch, as
@@ -453,11 +571,48 @@ def _steps(m, progress, desc):
 
 
 def write_report(comparison, folder, options=None):
-    """report.json, particles.npz, density.npz and the PNG plots in ``folder``, written all at once
-    (``meanfield.atomic.replace_folder``: an interrupted write leaves the previous report whole,
-    and a finished one carries the marker complete.json); returns the paths of every file written,
-    the marker included. ``Comparison.load(folder)`` reads it back."""
-    from .plotting.report import report_figures
+    """Write a comparison's report into ``folder`` all at once: report.json, particles.npz, density.npz
+    and the PNG plots.
+
+    The write goes through ``meanfield.atomic.replace_folder``: an interrupted write leaves the
+    previous report whole, and a finished one carries the marker complete.json.
+    ``Comparison.load(folder)`` reads it back.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        The result of ``compare``.
+    folder : str or os.PathLike
+        The report folder (new, empty, or a previous report).
+    options : dict, optional
+        Command-line options, stored in report.json.
+
+    Returns
+    -------
+    list of str
+        The paths of every file written, the marker included.
+
+    Raises
+    ------
+    ValueError
+        If ``folder`` cannot be replaced (a file, or a non-empty folder that is not a report).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.compare import write_report
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     paths = write_report(c, os.path.join(parent, "report"))
+    ...     print(sorted(os.path.basename(p) for p in paths if not p.endswith(".png")))
+    ['complete.json', 'density.npz', 'particles.npz', 'report.json']
+    """
+    if comparison.info.get("causal"):
+        from .plotting.causal import report_figures
+    else:
+        from .plotting.report import report_figures
     numbers = comparison.to_dict()
     if options is not None:
         numbers["options"] = options

@@ -22,7 +22,7 @@ from . import atomic
 from .checks import as_beta, as_choice, as_count, as_flag, as_positive
 from .geometry import GEOMETRIES
 
-__all__ = ["DEFAULTS", "GEOMETRY_DEFAULTS", "options", "run", "main"]
+__all__ = ["DEFAULTS", "GEOMETRY_DEFAULTS", "CAUSAL_DEFAULTS", "options", "run", "main"]
 
 # names of meanfield.sampling.METHODS and of the solvers' FLUXES (tests/test_ux.py checks they agree):
 # spelled out so that --help lists them without importing the engines
@@ -30,12 +30,15 @@ SAMPLINGS = ("stratified", "iid", "quantile", "weighted")
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 MODELS = ("SA", "USA")
 
-DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=20.0, outputs=None, seeds=None,
-                seed=0, cells=512, level=None, flux="upwind2", sampling="stratified", amplitude=0.6, degree=3,
-                out="meanfield-report", quiet=False)
+DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=None, outputs=None, seeds=None,
+                seed=0, cells=None, level=None, flux="upwind2", sampling="stratified", amplitude=0.6, degree=3,
+                out="meanfield-report", quiet=False, causal=False, slices=None, bins=None)
 # on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
-GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3),
-                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4)}
+GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3, cells=512, T=20.0),
+                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4, cells=512, T=20.0)}
+# causal: n^2/2 pairs per field evaluation for every draw, and the PDE on slices × cells (docs/causal.md)
+CAUSAL_DEFAULTS = dict(n=1024, seeds=2, outputs=21, cells=256, T=10.0, slices=64, bins=8)
+CAUSAL_SAMPLINGS = ("stratified", "iid")     # meanfield.causal_compare.SAMPLINGS
 
 
 def _parser():
@@ -70,6 +73,13 @@ def _parser():
     add("--out", metavar="DIR", help="report folder (default ./meanfield-report)")
     add("--quiet", action="store_true", default=None,
         help="no progress bars and no table: only the final W_1 and W_2")
+    add("--causal", action="store_true", default=None,
+        help="causal attention: causal particles vs the causal density PDE on [0, 1] x S^1 (circle only); the "
+             "distance is the mean over --bins bins of the sequence position s of the circle W_1; energies are "
+             "omitted (not a gradient flow); defaults n 1024, seeds 2, outputs 21, cells 256, T 10")
+    add("--slices", type=int, help="with --causal: slices in s of the PDE, a multiple of --bins (default 64)")
+    add("--bins", type=int, help="with --causal: bins of s of the distance; n and --slices must be multiples "
+                                 "(default 8)")
     return p
 
 
@@ -84,10 +94,15 @@ def _check_option_values(opts):
         raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
                          "or 'weighted'")
     as_beta(opts["beta"], "beta")
-    for name in ("repulsive", "quiet"):
+    for name in ("repulsive", "quiet", "causal"):
         as_flag(opts[name], name)
     for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
         as_count(opts[name], name, minimum=low)
+    if opts["causal"]:
+        _check_causal_options(opts)
+    elif opts["slices"] is not None or opts["bins"] is not None:
+        raise ValueError("slices and bins belong to --causal (the causal PDE's slices in s, the bins of its "
+                         "distance)")
     as_positive(opts["T"], "T")
     if not 0 < as_positive(opts["amplitude"], "amplitude") < 1:
         raise ValueError(f"amplitude must be in (0, 1) so that the density stays positive; got {opts['amplitude']}")
@@ -96,18 +111,42 @@ def _check_option_values(opts):
     atomic.check_folder(opts["out"], "out")
 
 
+def _check_causal_options(opts):
+    """--causal: the circle, the causal solver's one flux, its samplings, n and slices in whole bins."""
+    if opts["geometry"] != "circle":
+        raise ValueError("--causal compares with the causal PDE on [0, 1] x S^1: geometry must be circle")
+    if opts["flux"] != "upwind2":
+        raise ValueError(f"the causal PDE solver has one flux, upwind2; got flux {opts['flux']}")
+    as_choice(opts["sampling"], "sampling (with --causal)", CAUSAL_SAMPLINGS)
+    as_count(opts["slices"], "slices")
+    as_count(opts["bins"], "bins")
+    for name in ("n", "slices"):
+        if opts[name] % opts["bins"]:
+            raise ValueError(f"{name} = {opts[name]} must be a multiple of bins = {opts['bins']} (the distance is a "
+                             f"mean over equal bins of s)")
+
+
 def _check_engine_settings(opts):
     """What only the engines can say, still before any computation: the grid and flux against the
     density solver's limits, the model against the particle solver's."""
     from .compare import check_density_settings
     from .solvers import particles
-    check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
+    if opts["causal"]:
+        from .causal_compare import check_causal_settings
+        check_causal_settings(_model(opts), opts["n"], opts["slices"], opts["cells"], opts["bins"], opts["sampling"])
+    else:
+        check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
     particles.max_step(_model(opts), GEOMETRIES[opts["geometry"]])   # refuses USA whose weights overflow
 
 
 def options(argv):
-    """The options of ``meanfield compare``: defaults, overridden by the TOML config, overridden
-    by the command line, every value checked before any computation.
+    r"""The options of ``meanfield compare``: defaults, overridden by the TOML config, overridden by the
+    command line, every value checked before any computation.
+
+    .. math::
+
+        \text{options} = \text{DEFAULTS} \leftarrow \text{config} \leftarrow \text{command line}
+        \leftarrow \text{GEOMETRY\_DEFAULTS (for what is still unset)}.
 
     Parameters
     ----------
@@ -126,6 +165,7 @@ def options(argv):
 
     Examples
     --------
+    >>> from meanfield.compare_cli import options
     >>> opts = options(["--beta", "9", "--n", "500", "--out", "report"])
     >>> opts["beta"], opts["n"], opts["seeds"], opts["geometry"]
     (9.0, 500, 3, 'circle')
@@ -145,6 +185,9 @@ def options(argv):
             parser.error(f"unknown option(s) in {config}: {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
         opts.update(loaded)
     opts.update({k: v for k, v in args.items() if v is not None})
+    for name, value in (CAUSAL_DEFAULTS if opts["causal"] is True else {}).items():
+        if opts[name] is None:
+            opts[name] = value
     for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
         if opts[name] is None:
             opts[name] = value
@@ -162,7 +205,29 @@ def _model(opts):
 
 
 def run(opts):
-    """The comparison described by the options (as returned by ``options``): a ``Comparison``."""
+    r"""The comparison described by the options (as returned by ``options``): ``compare`` from the
+    perturbed-uniform density at the outputs linspace(0, T, outputs).
+
+    .. math::
+
+        t_k = k T / (\text{outputs} - 1), \qquad k = 0, \dots, \text{outputs} - 1.
+
+    Parameters
+    ----------
+    opts : dict
+        The options, as ``options`` returns them.
+
+    Returns
+    -------
+    Comparison
+
+    Examples
+    --------
+    >>> from meanfield.compare_cli import options, run
+    >>> opts = options(["--n", "64", "--seeds", "1", "--cells", "64", "--T", "1", "--outputs", "2", "--quiet"])
+    >>> run(opts).w1.shape
+    (2, 1)
+    """
     import numpy as np
 
     from .compare import compare
@@ -170,6 +235,11 @@ def run(opts):
     d = GEOMETRIES[opts["geometry"]]
     rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
     t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
+    if opts["causal"]:
+        from .causal_compare import twisted
+        return compare(_model(opts), twisted(rho0), t_eval, n=opts["n"], seeds=opts["seeds"], causal=True,
+                       slices=opts["slices"], cells=opts["cells"], bins=opts["bins"], seed=opts["seed"],
+                       sampling=opts["sampling"], progress=not opts["quiet"])
     return compare(_model(opts), rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
                    cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
                    sampling=opts["sampling"], progress=not opts["quiet"])
@@ -177,7 +247,31 @@ def run(opts):
 
 def main(argv=None):
     """``meanfield compare [options]``: run, print the table (or with ``--quiet`` only the final
-    distances), write the report folder; returns the exit status 0 (2 for bad options, by argparse)."""
+    distances), write the report folder.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield compare`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when the report cannot be written.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 (argparse) for bad options, before any computation.
+
+    Examples
+    --------
+    >>> from meanfield.compare_cli import main
+    >>> main(["--beta", "-1"])                 # refused before any computation; the message goes to stderr
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
     opts = options(sys.argv[1:] if argv is None else argv)
     from .compare import write_report
     clock = time.perf_counter()
@@ -188,7 +282,10 @@ def main(argv=None):
         print(f"meanfield compare: {exc}", file=sys.stderr)
         return 1
     info = comparison.info
-    if not opts["quiet"]:
+    if not opts["quiet"] and info.get("causal"):
+        print(f"[0, 1] x circle, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
+              f"({opts['sampling']}), {info['grid']['slices']} x {info['grid']['cells']} cells, {info['distance']}")
+    elif not opts["quiet"]:
         print(f"{info['geometry']}, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
               f"({opts['sampling']}), {info['grid']['cells']} cells, W_p by {'/'.join(info['transport_methods'])}")
         print(comparison.table())

@@ -1,10 +1,13 @@
-"""Particles and densities converging to each other: ``meanfield convergence``.
+r"""Particles and densities converging to each other: ``meanfield convergence``.
 
 For one model and initial density ρ_0, solve the particle system for several token counts n
 (tokens from ``meanfield.sampling.discretise``, "stratified" by default) and the finite-volume
-PDE on several grids (cells on S^1, icosphere levels on S^2), and tabulate
+PDE on several grids (cells on S^1, icosphere levels on S^2), and tabulate, for every n, every
+grid h and every output time t,
 
-    W_p(μ^n_t, ρ^h_t)     for every n, every grid h and every output time t   (p = 1, 2),
+.. math::
+
+    W_p(\mu^n_t, \rho^h_t), \qquad p = 1, 2,
 
 with the observed orders: in h, the least-squares slope of log W_p(μ^{n_max}_t, ρ^h_t) against
 log h (h the mean cell width, (|S^{d-1}|/N)^{1/(d-1)}), and in n, minus the slope of
@@ -14,9 +17,15 @@ too, and the self-convergence of each discretisation alone: W_p(ρ^h_t, ρ^{h/2}
 and W_p(μ^n_t, μ^{n'}_t) between consecutive token counts.
 
 Once clusters have formed, a cluster-mass error δm moves mass δm across a distance D between
-clusters: W_1 ≈ D δm but W_2 ≈ D sqrt(δm), so W_2 converges at half the order of W_1 (and
-n equal-mass tokens cannot represent a cluster mass better than 1/(2n)): W_1 is the metric to
-read orders from, W_2 the one to compare with the reports.
+clusters,
+
+.. math::
+
+    W_1 \approx D\, \delta m, \qquad W_2 \approx D \sqrt{\delta m},
+
+so W_2 converges at half the order of W_1 (and n equal-mass tokens cannot represent a cluster
+mass better than 1/(2n)): W_1 is the metric to read orders from, W_2 the one to compare with the
+reports.
 
 Once clusters have formed (``clustered``: the finest density has a cluster denser than twice
 uniform, ``meanfield.clusters.density_clusters`` at level 2), W_p(μ^n, ρ^h) is bounded by the
@@ -24,6 +33,16 @@ cluster-mass quantum of n tokens rather than by the grid: half a token's mass ac
 ``quantum_level(n, p)`` = π (2n)^{-1/p}. A pair whose distance is below ``FLOOR_FACTOR`` times that
 level is *at its floor* (``ConvergenceStudy.at_floor``): no order is computed from it, and the
 tables mark it with ``*``.
+
+What converges past clustering, W_2 included: the grids against a **refined reference** (on the
+circle; ``meanfield convergence`` computes it by default, ``study(..., reference=n_ref)`` when
+asked). ``meanfield.sampling.refined_quantiles`` puts weighted atoms on the quantile intervals of
+ρ_0 and refines those that a watershed between clusters crosses, so its cluster masses are not
+quantised in 1/n; flowed by the particle solver it is the mean-field solution to within its own
+error, estimated by W_p between the references of n_ref/2 and n_ref atoms.  The study records
+W_p(ρ^h_t, ref_t) for every grid with its order in h, pairs below ``FLOOR_FACTOR`` times the
+reference's own error being at that floor (no order).  On S^2 the refined reference
+(``refined_triangles``) costs minutes per round at the levels that matter, so it is not computed.
 """
 import time
 from dataclasses import dataclass, field
@@ -40,19 +59,57 @@ from .transport import wasserstein
 
 __all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
 
+REFERENCE_FIELDS = ("reference_w1", "reference_w2", "reference_error_w1", "reference_error_w2")
 FLOOR_FACTOR = 2.0         # a pair within this factor of its cluster-mass quantum gives no order
 CLUSTER_LEVEL = 2.0        # clusters have formed once the density has a part denser than twice uniform
 
 
 @dataclass(eq=False)
 class ConvergenceStudy:
-    """W_p between particles and densities over a grid of resolutions.
+    r"""W_p between particles and densities over a grid of resolutions (result of ``study``).
 
-    Fields: t (m,) output times; n (a,) token counts; cells (b,) grid sizes; h (b,) mean cell
-    widths; w1, w2 (m, a, b) W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians; grid_w1, grid_w2 (m, b-1)
-    W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t); particle_w1, particle_w2 (m, a-1) W_p(μ^{n_i}_t, μ^{n_{i+1}}_t);
-    info (settings, methods, timings); clustered (m,) whether clusters have formed at t (None: never
-    asked, no floors).
+    .. math::
+
+        w_p[k, i, j] = W_p(\mu^{n_i}_{t_k}, \rho^{h_j}_{t_k}).
+
+    Parameters
+    ----------
+    t : numpy.ndarray, shape (m,)
+        Output times.
+    n : numpy.ndarray, shape (a,)
+        Token counts.
+    cells : numpy.ndarray, shape (b,)
+        Grid sizes.
+    h : numpy.ndarray, shape (b,)
+        Mean cell widths.
+    w1, w2 : numpy.ndarray, shape (m, a, b)
+        W_p(μ^{n_i}_t, ρ^{h_j}_t) in radians.
+    grid_w1, grid_w2 : numpy.ndarray, shape (m, b - 1)
+        W_p(ρ^{h_j}_t, ρ^{h_{j+1}}_t).
+    particle_w1, particle_w2 : numpy.ndarray, shape (m, a - 1)
+        W_p(μ^{n_i}_t, μ^{n_{i+1}}_t).
+    info : dict
+        Settings, methods, timings.
+    clustered : numpy.ndarray of bool, shape (m,), optional
+        Whether clusters have formed at t (None: never asked, no floors).
+    reference_w1, reference_w2 : numpy.ndarray, shape (m, b), optional
+        W_p(ρ^{h_j}_t, ref_t) against the refined reference (None: no reference).
+    reference_error_w1, reference_error_w2 : numpy.ndarray, shape (m,), optional
+        The reference's own error (W_p between the two refined references).
+    bins : int
+        The distances are means over ``bins`` measures of n/bins tokens each (1; the causal study's
+        bins of s, ``causal_convergence.causal_study``), whose floor is that of n/bins tokens.  A
+        causal study has W_1 only (w2 and its companions are NaN).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> s.w1.shape, s.grid_w2.shape, s.particle_w1.shape
+    ((2, 2, 2), (2, 1), (2, 1))
+    >>> sorted(s.orders(p=1))
+    ['grid', 'h', 'n', 'particles']
     """
     t: np.ndarray
     n: np.ndarray
@@ -66,6 +123,11 @@ class ConvergenceStudy:
     particle_w2: np.ndarray
     info: dict = field(default_factory=dict)
     clustered: np.ndarray = None
+    bins: int = 1
+    reference_w1: np.ndarray = None
+    reference_w2: np.ndarray = None
+    reference_error_w1: np.ndarray = None
+    reference_error_w2: np.ndarray = None
 
     def at_floor(self, p=1):
         """(m, a) boolean: the pairs (t, n) whose W_p(μ^n_t, ρ^h_t) is at the cluster-mass floor
@@ -87,7 +149,7 @@ class ConvergenceStudy:
         w = self.w1 if p == 1 else self.w2
         if self.clustered is None:
             return np.zeros(w.shape, dtype=bool)
-        floor = FLOOR_FACTOR * quantum_level(self.n, p)
+        floor = FLOOR_FACTOR * quantum_level(self.n / self.bins, p)
         return np.asarray(self.clustered, dtype=bool)[:, None, None] & (w < floor[None, :, None])
 
     def orders(self, p=1):
@@ -98,10 +160,23 @@ class ConvergenceStudy:
         w, g, q = (self.w1, self.grid_w1, self.particle_w1) if p == 1 else (self.w2, self.grid_w2, self.particle_w2)
         w, q = self._above_floor(w, p), self._particles_above_floor(q, p)
         steps = range(self.t.size)
-        return dict(h=np.array([observed_order(self.h, w[k, -1, :]) for k in steps]),
-                    n=np.array([-observed_order(self.n, w[k, :, -1]) for k in steps]),
-                    grid=np.array([observed_order(self.h[:-1], g[k]) for k in steps]),
-                    particles=np.array([-observed_order(self.n[:-1], q[k]) for k in steps]))
+        out = dict(h=np.array([observed_order(self.h, w[k, -1, :]) for k in steps]),
+                   n=np.array([-observed_order(self.n, w[k, :, -1]) for k in steps]),
+                   grid=np.array([observed_order(self.h[:-1], g[k]) for k in steps]),
+                   particles=np.array([-observed_order(self.n[:-1], q[k]) for k in steps]))
+        if self.reference_w1 is not None:
+            r = np.where(self.reference_at_floor(p), np.nan, self._reference(p)[0])
+            out["reference"] = np.array([observed_order(self.h, r[k]) for k in steps])
+        return out
+
+    def _reference(self, p):
+        return (self.reference_w1, self.reference_error_w1) if p == 1 else (self.reference_w2, self.reference_error_w2)
+
+    def reference_at_floor(self, p=1):
+        """(m, b) boolean: the grids whose W_p to the refined reference is below ``FLOOR_FACTOR`` times
+        the reference's own error (W_p between its n_ref/2 and n_ref atoms): no order from them."""
+        w, err = self._reference(p)
+        return w < FLOOR_FACTOR * err[:, None]
 
     def _above_floor(self, w, p):
         return np.where(self.at_floor(p), np.nan, w)
@@ -110,19 +185,21 @@ class ConvergenceStudy:
         """W_p(μ^{n_i}, μ^{n_{i+1}}) with the pairs below the floor of n_i (once clustered) set to NaN."""
         if self.clustered is None:
             return q
-        floor = FLOOR_FACTOR * quantum_level(self.n[:-1], p)
+        floor = FLOOR_FACTOR * quantum_level(self.n[:-1] / self.bins, p)
         return np.where(np.asarray(self.clustered, dtype=bool)[:, None] & (q < floor[None, :]), np.nan, q)
 
     def table(self):
         """Plain-text tables of W_1 and W_2 at every output time, with the observed orders; pairs at
         their cluster-mass floor are marked * and give no order ("-")."""
         lines = []
-        for p, w in ((1, self.w1), (2, self.w2)):
+        for p, w in ((1, self.w1), (2, self.w2))[:2 if np.isfinite(self.w2).any() else 1]:
             orders, floor = self.orders(p), self.at_floor(p)
             above = self._above_floor(w, p)
             for k, t in enumerate(self.t):
                 state = "clusters formed" if self.clustered is not None and self.clustered[k] else "before clustering"
-                lines.append(f"W{p} at t = {t:g}, {state}   (rows: n tokens, columns: cells)")
+                name = f"W{p}" if self.bins == 1 else f"D = mean over {self.bins} s-bins of W1"
+                columns = "cells" if self.bins == 1 else f"cells S x N = {', '.join(self.info.get('grid_labels', []))}"
+                lines.append(f"{name} at t = {t:g}, {state}   (rows: n tokens, columns: {columns})")
                 lines.append(f"{'n':>7} " + " ".join(f"{c:>10d} " for c in self.cells) + f" {'order h':>8}")
                 for i, n in enumerate(self.n):
                     lines.append(f"{n:>7d} " + " ".join(f"{v:10.3e}" + ("*" if f else " ")
@@ -137,9 +214,17 @@ class ConvergenceStudy:
                 own = self.particle_w1 if p == 1 else self.particle_w2
                 lines.append(f"{'tokens':>7} W{p}(mu_n, mu_2n) " + " ".join(f"{v:.2e}" for v in own[k])
                              + f", order {_order(orders['particles'][k])}")
+                if self.reference_w1 is not None:
+                    ref, err = self._reference(p)
+                    marks = self.reference_at_floor(p)[k]
+                    lines.append(f"{'ref':>7} W{p}(rho_h, refined reference) "
+                                 + " ".join(f"{v:.2e}" + ("*" if f else "") for v, f in zip(ref[k], marks))
+                                 + f", order {_order(orders['reference'][k])} (reference's own error "
+                                 f"{err[k]:.1e}{'; * below twice it: no order' if marks.any() else ''})")
                 if floor[k].any():
-                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n, p))
-                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}) = "
+                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n / self.bins, p))
+                    per = "" if self.bins == 1 else f" (n/{self.bins} tokens per bin of s)"
+                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}){per} = "
                                  f"{FLOOR_FACTOR:g} x ({levels}), the cluster-mass quantum of n tokens: no order")
                 lines.append("")
         return "\n".join(lines)
@@ -151,6 +236,8 @@ class ConvergenceStudy:
                     grid_w2=self.grid_w2.tolist(), particle_w1=self.particle_w1.tolist(),
                     particle_w2=self.particle_w2.tolist(),
                     clustered=None if self.clustered is None else np.asarray(self.clustered).tolist(),
+                    bins=self.bins, **{name: None if getattr(self, name) is None else getattr(self, name).tolist()
+                                       for name in REFERENCE_FIELDS},
                     at_floor={f"w{p}": self.at_floor(p).tolist() for p in (1, 2)},
                     orders={f"w{p}": {k: v.tolist() for k, v in self.orders(p).items()} for p in (1, 2)})
 
@@ -161,7 +248,9 @@ class ConvergenceStudy:
         arrays = {name: np.asarray(numbers[name]) for name in ("t", "n", "cells", "h", "w1", "w2", "grid_w1",
                                                                "grid_w2", "particle_w1", "particle_w2")}
         clustered = numbers.get("clustered")
-        return cls(**arrays, info=dict(numbers.get("info", {})),
+        arrays.update({name: None if numbers.get(name) is None else np.asarray(numbers[name], dtype=float)
+                       for name in REFERENCE_FIELDS})
+        return cls(**arrays, info=dict(numbers.get("info", {})), bins=int(numbers.get("bins", 1)),
                    clustered=None if clustered is None else np.asarray(clustered, dtype=bool))
 
 
@@ -170,22 +259,27 @@ def _order(value):
 
 
 def observed_order(h, err):
-    """Least-squares slope of log err against log h (NaN with fewer than two positive errors).
+    r"""Least-squares slope of log err against log h (NaN with fewer than two positive errors).
+
+    .. math::
+
+        \log \mathrm{err} \approx p \log h + c.
 
     Parameters
     ----------
-    h : array (k,)
+    h : array_like, shape (k,)
         Resolutions (cell widths, or token counts).
-    err : array (k,)
+    err : array_like, shape (k,)
         Errors; entries that are NaN or <= 0 are left out.
 
     Returns
     -------
     float
-        The slope p of log err ≈ p log h + c.
+        The slope p.
 
     Examples
     --------
+    >>> from meanfield.convergence import observed_order
     >>> round(observed_order([0.1, 0.05, 0.025], [0.02, 0.005, 0.00125]), 6)
     2.0
     >>> observed_order([0.1, 0.05], [0.02, float("nan")])
@@ -199,10 +293,62 @@ def observed_order(h, err):
 
 
 def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="stratified", seed=0, flux="upwind",
-          transport="auto", progress=False):
-    """W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids`` (cells on
-    the circle, icosphere levels on the sphere), at the times t_eval. One draw of tokens per n
-    (``compare.initial_tokens`` with ``sampling`` and ``seed``). Returns a ``ConvergenceStudy``."""
+          transport="auto", progress=False, reference=None):
+    r"""W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids``, at the times t_eval.
+
+    .. math::
+
+        W_p(\mu^n_t, \rho^h_t), \quad p = 1, 2; \qquad W_p(\rho^h_t, \rho^{h/2}_t), \quad W_p(\mu^n_t, \mu^{n'}_t).
+
+    One draw of tokens per n (``compare.initial_tokens`` with ``sampling`` and ``seed``).
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q = K = I, V = ±I.
+    rho0 : callable
+        Initial density, points (N, d) -> densities.
+    t_eval : array_like
+        Increasing output times.
+    ns : sequence of int
+        Token counts (at least two different).
+    grids : sequence of int
+        Cells on the circle, icosphere levels on the sphere (at least two different).
+    geometry : {"circle", "sphere"}
+        S^1 or S^2.
+    sampling : {"stratified", "iid", "quantile", "weighted"}
+        How the tokens discretise ρ_0.
+    seed : int
+        Seed of the draws.
+    flux : str
+        Flux of the finite-volume solver.
+    transport : str
+        The ``wasserstein`` method.
+    progress : bool
+        Progress bars.
+    reference : int, optional
+        n_ref > 0 (the circle only; ``meanfield convergence`` passes ``reference_size(None, ...)`` =
+        max(ns)/2 by default): the refined references of n_ref/2 and n_ref quantile atoms (module
+        docstring) and W_p of every grid to the finer one; None or 0: none.
+
+    Returns
+    -------
+    ConvergenceStudy
+
+    Raises
+    ------
+    ValueError
+        If the geometry or sampling is unknown, the times are not increasing, or the token counts or
+        grids are fewer than two or repeat.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> s.n.tolist(), s.cells.tolist(), bool(s.w1.max() < 0.5)
+    ([32, 64], [32, 64], True)
+    """
     model = as_model(model)
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     as_choice(sampling, "sampling", METHODS)
@@ -215,6 +361,7 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
                          f"got n = {ns}, grid = {grids}")
     if len(set(ns)) < len(ns) or len(set(grids)) < len(grids):
         raise ValueError(f"token counts and grids must not repeat; got n = {ns}, grids = {grids}")
+    reference = 0 if reference is None else reference_size(reference, geometry, ns)
     from meanfield.solvers import particles
     clock, timings = time.perf_counter(), {}
     tokens = []
@@ -249,20 +396,79 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
                 g1[k, j] = wasserstein(y, yw, *finer, p=1, method=transport)
                 g2[k, j] = wasserstein(y, yw, *finer, p=2, method=transport)
     timings["transport"] = time.perf_counter() - clock
+    refs = {}
+    if reference:
+        clock = time.perf_counter()
+        refs = reference_distances(model, rho0, t_eval, reference, densities)
+        timings["reference"] = time.perf_counter() - clock
     clustered = np.array([density_clusters(densities[-1], k, level=CLUSTER_LEVEL) > 0 for k in range(m)])
     cells = np.array([dens.points.shape[0] for dens in densities])
     h = (sphere_area(d) / cells) ** (1.0 / (d - 1))
     info = dict(geometry=geometry, model=model.to_dict(), model_name=repr(model), sampling=sampling, seed=seed,
                 flux=flux, grids=grids, transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
+                reference=dict(n=[reference // 2, reference], method="refined_quantiles") if reference else None,
                 timings={k: round(v, 2) for k, v in timings.items()})
     return ConvergenceStudy(t=t_eval, n=np.array(ns), cells=cells, h=h, w1=w1, w2=w2, grid_w1=g1, grid_w2=g2,
-                            particle_w1=q1, particle_w2=q2, info=info, clustered=clustered)
+                            particle_w1=q1, particle_w2=q2, info=info, clustered=clustered, **refs)
+
+
+def reference_size(reference, geometry, ns):
+    """n_ref of the refined reference of ``meanfield convergence``: max(ns)/2 (at least 4) on the
+    circle for None, 0 (none) on the sphere; an explicit n_ref is 0 or at least 4, and 0 on the
+    sphere (ValueError otherwise).
+
+    Examples
+    --------
+    >>> reference_size(None, "circle", [500, 4000]), reference_size(None, "sphere", [250, 1000])
+    (2000, 0)
+    """
+    if reference is None:
+        return max(max(ns) // 2, 4) if geometry == "circle" else 0
+    reference = as_count(reference, "reference", minimum=0)
+    if reference and geometry != "circle":
+        raise ValueError("the refined reference of the study is the circle's (refined_quantiles); on the sphere "
+                         "use meanfield.sampling.refined_triangles (minutes per round), or reference=0")
+    if 0 < reference < 4:
+        raise ValueError(f"reference must be 0 (none) or at least 4 atoms; got {reference}")
+    return reference
+
+
+def reference_distances(model, rho0, t_eval, n_ref, densities):
+    """The refined references (``sampling.refined_quantiles`` of n_ref/2 and n_ref atoms, flowed by
+    the particle solver to every output time) and {reference_w1, reference_w2: (m, b) W_p(ρ^h_t, ref_t)
+    for the finer one, reference_error_w1, reference_error_w2: (m,) W_p between the two}."""
+    from meanfield.sampling import refined_quantiles
+    from meanfield.solvers import particles
+    path = {}
+
+    def flow(x, w):                 # the final positions; the whole path of the last (finest) round is kept
+        path["x"] = particles.solve(model, x, t_eval, weights=w, energy=False).x
+        return path["x"][-1]
+    refs = []
+    for n in (n_ref // 2, n_ref):
+        _, weights = refined_quantiles(rho0, flow, n)
+        refs.append((path["x"], weights))
+    (xa, wa), (xb, wb) = refs
+    out = {}
+    for p in (1, 2):
+        out[f"reference_w{p}"] = np.array([[wasserstein(*dens.measure(k), xb[k], wb, p=p, method="circle")
+                                            for dens in densities] for k in range(t_eval.size)])
+        out[f"reference_error_w{p}"] = np.array([wasserstein(xa[k], wa, xb[k], wb, p=p, method="circle")
+                                                 for k in range(t_eval.size)])
+    return out
 
 
 def figure(result):
-    """W_1 at every output time against the cell width h (the most tokens) and against the
-    tokens n (the finest grid), log-log: one colour per time, hollow markers for pairs at their
-    cluster-mass floor, the floor π/(2n) itself (grey) and slope guides.
+    r"""The figure of a convergence study: W_1 at every output time against the cell width h (the most
+    tokens) and against the tokens n (the finest grid), log-log: one colour per time, hollow markers
+    for pairs at their cluster-mass floor, the floor itself (grey) and slope guides; with a refined
+    reference, a third panel: W_2(ρ_h, ref) against h at every time (hollow: below twice the
+    reference's own error, drawn dotted).
+
+    .. math::
+
+        W_1(\mu^{n_{\max}}_t, \rho^h_t) \text{ against } h, \qquad W_1(\mu^n_t, \rho^{h_{\min}}_t) \text{ against } n,
+        \qquad \text{floor } 2 \cdot \pi/(2n).
 
     Parameters
     ----------
@@ -271,10 +477,24 @@ def figure(result):
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.convergence import study
+    >>> s = study(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], ns=[32, 64], grids=[32, 64])
+    >>> from meanfield.convergence import figure
+    >>> fig = figure(s)
+    >>> len(fig.axes)
+    2
+    >>> plt.close(fig)
     """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6), constrained_layout=True)
+    panels = 2 if result.reference_w2 is None else 3
+    fig, axes = plt.subplots(1, panels, figsize=(5.6 * panels, 4.8), constrained_layout=True)
+    left, right = axes[:2]
     floor = result.at_floor(1)
     steps = range(result.t.size)
     colours = plt.cm.viridis(np.linspace(0.0, 0.85, len(steps)))
@@ -284,23 +504,39 @@ def figure(result):
         _line(left, result.h, result.w1[k, -1], floor[k, -1], colour, label)
         _line(right, result.n, result.w1[k, :, -1], floor[k, :, -1], colour, label)
         left.loglog(result.h[:-1], result.grid_w1[k], "--", color=colour, lw=1)
+        if panels == 3 and result.t[k] > 0:
+            _line(axes[2], result.h, result.reference_w2[k], result.reference_at_floor(2)[k], colour, label)
+            axes[2].axhline(result.reference_error_w2[k], color=colour, ls=":", lw=1)
     left.loglog(result.h, result.w1[steps[-1], -1, -1] * result.h / result.h[-1], ":", color="grey",
                 label="slope 1")
     left.plot([], [], "k--", lw=1, label=r"grid alone: $W_1(\rho_h, \rho_{h/2})$")
     left.set_xlabel("mean cell width $h$ (rad)")
-    left.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
+    ylabel = (r"$W_1(\mu^n_t, \rho^h_t)$ (rad)" if result.bins == 1 else
+              rf"$D$: mean over {result.bins} $s$-bins of $W_1$ (rad)")
+    left.set_ylabel(ylabel)
     left.set_title(f"against the grid, n = {result.n[-1]} tokens")
-    right.loglog(result.n, FLOOR_FACTOR * quantum_level(result.n, 1), "-", color="grey", lw=2, alpha=0.6,
-                 label=rf"floor ${FLOOR_FACTOR:g}\,\pi/(2n)$ once clustered")
+    right.loglog(result.n, FLOOR_FACTOR * quantum_level(result.n / result.bins, 1), "-", color="grey", lw=2,
+                 alpha=0.6, label=rf"floor ${FLOOR_FACTOR:g}\,\pi/(2n)$ once clustered" if result.bins == 1 else
+                 rf"floor ${FLOOR_FACTOR:g}\,\pi B/(2n)$ once clustered ($B = {result.bins}$ bins of $s$)")
     right.loglog(result.n, result.w1[steps[0], 0, -1] * result.n[0] / result.n, ":", color="grey", label="slope $-1$")
     right.set_xlabel("tokens $n$")
-    right.set_ylabel(r"$W_1(\mu^n_t, \rho^h_t)$ (rad)")
-    right.set_title(f"against the tokens ({result.info['sampling']}), {result.cells[-1]} cells")
-    for ax, ticks in ((left, result.h), (right, result.n)):
+    right.set_ylabel(ylabel)
+    right.set_title(f"against the tokens ({result.info['sampling']}), "
+                    f"{result.info.get('grid_labels', result.cells)[-1]} cells")
+    if panels == 3:
+        ref = axes[2]
+        last = result.reference_w2[-1]
+        ref.loglog(result.h, last[0] * np.sqrt(result.h / result.h[0]), "--", color="grey", lw=1, label="slope 1/2")
+        ref.plot([], [], "k:", lw=1, label="the reference's own error")
+        ref.set_xlabel("mean cell width $h$ (rad)")
+        ref.set_ylabel(r"$W_2(\rho^h_t, \mathrm{ref}_t)$ (rad)")
+        sizes = result.info.get("reference", {}).get("n", ["", ""])
+        ref.set_title(f"$W_2$ past clustering: grid vs refined reference ({sizes[-1]} atoms)")
+    for ax, ticks in [(left, result.h), (right, result.n)] + ([(axes[2], result.h)] if panels == 3 else []):
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(ScalarFormatter())
-        if ax is left:
+        if ax is not right:
             ax.set_xticklabels([f"{v:.3g}" for v in ticks])
         ax.legend(fontsize=8)
     fig.suptitle(f"{result.info['model_name']} on the {result.info['geometry']}: particles vs density "

@@ -14,10 +14,13 @@ from .checks import as_beta, as_count, as_positive
 from .compare_cli import FLUXES, MODELS, SAMPLINGS
 from .geometry import GEOMETRIES
 
-__all__ = ["DEFAULTS", "options", "main"]
+__all__ = ["DEFAULTS", "CAUSAL_DEFAULTS", "options", "main"]
 
-DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3),
-            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2)}
+DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3,
+                           flux="upwind"),
+            "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2, flux="upwind")}
+# --causal: grids are cells N in θ with N/4 slices in s (causal_convergence.grid_shape)
+CAUSAL_DEFAULTS = dict(beta=3.0, T=4.0, n=[256, 512, 1024, 2048], grids=[64, 128, 256], degree=3, flux="upwind2")
 MAX_TIMES = 10             # output times 0, T/2^9, ..., T: finer than T/512 says nothing new
 
 
@@ -42,7 +45,8 @@ def _parser():
                                             "or icosphere levels on the sphere (default 2 3 4)")
     add("--sampling", choices=SAMPLINGS, default="stratified",
         help="how the tokens discretise rho_0 (default stratified; quantile on the circle only)")
-    add("--flux", choices=FLUXES, default="upwind", help="finite-volume flux (default upwind: first order)")
+    add("--flux", choices=FLUXES, help="finite-volume flux (default upwind: first order; upwind2, the only one, "
+                                       "with --causal)")
     add("--amplitude", type=float, default=0.6,
         help="size ε in (0, 1) of the perturbation of the uniform density (default 0.6)")
     add("--degree", type=int, help="perturbation modes l = 1..degree (default 3 on the circle, 2 on the sphere)")
@@ -50,12 +54,26 @@ def _parser():
     add("--out", metavar="DIR", default="meanfield-convergence",
         help="folder for convergence.json and convergence.png (default ./meanfield-convergence)")
     add("--quiet", action="store_true", help="no progress bars and no tables")
+    add("--reference", type=int,
+        help="atoms n_ref of the refined reference (circle: the grids' W_1 and W_2 against refined_quantiles of "
+             "n_ref/2 and n_ref atoms, what converges past clustering; default half the largest --n; 0: none; not on "
+             "the sphere)")
+    add("--causal", action="store_true",
+        help="causal attention: causal particles vs the causal PDE on [0, 1] x S^1, the distance D the mean over "
+             "--bins bins of s of the circle W_1; grids are cells N in theta with N/4 slices in s (defaults: SA "
+             "beta 3, T 4, n 256 ... 2048, grids 64 128 256)")
+    add("--bins", type=int, default=4, help="with --causal: bins of s of D; n and the slices must be multiples "
+                                            "(default 4)")
     return p
 
 
 def options(argv):
-    """The options of ``meanfield convergence`` with the geometry's defaults filled in, every value
+    r"""The options of ``meanfield convergence`` with the geometry's defaults filled in, every value
     checked before any computation.
+
+    .. math::
+
+        \text{options} = \text{command line} \leftarrow \text{DEFAULTS[geometry] (for what is unset)}.
 
     Parameters
     ----------
@@ -73,13 +91,14 @@ def options(argv):
 
     Examples
     --------
+    >>> from meanfield.convergence_cli import options
     >>> opts = options(["--n", "100", "200", "--grids", "32", "64"])
     >>> opts["n"], opts["grids"], opts["beta"], opts["T"]
     ([100, 200], [32, 64], 4.0, 20.0)
     """
     parser = _parser()
     opts = vars(parser.parse_args(argv))
-    for name, value in DEFAULTS[opts["geometry"]].items():
+    for name, value in (CAUSAL_DEFAULTS if opts["causal"] else DEFAULTS[opts["geometry"]]).items():
         if opts[name] is None:
             opts[name] = value
     try:
@@ -103,14 +122,38 @@ def _check(opts):
         values = [as_count(v, name, minimum=0 if name == "grids" and sphere else 1) for v in opts[name]]
         if len(values) < 2 or len(set(values)) < len(values):
             raise ValueError(f"{name} needs two or more different values; got {' '.join(map(str, values))}")
+    if opts["reference"] is not None:
+        if opts["causal"]:
+            raise ValueError("--reference: the causal study has no refined reference (weighted atoms would change "
+                             "causal attention itself; docs/causal.md)")
+        from .convergence import reference_size
+        reference_size(opts["reference"], opts["geometry"], opts["n"])
     if opts["sampling"] == "quantile" and sphere:
         raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
                          "or 'weighted'")
     from . import atomic
     atomic.check_folder(opts["out"], "out")               # before the study, not after it
+    if opts["causal"]:
+        _check_causal(opts)
+        return
     from .compare import check_density_settings
     for grid in opts["grids"]:
         check_density_settings(opts["geometry"], _model(opts), cells=grid, level=grid, flux=opts["flux"])
+
+
+def _check_causal(opts):
+    """--causal: the circle, the causal solver's flux and samplings, n and slices in whole bins."""
+    from .causal_compare import SAMPLINGS, check_causal_settings
+    from .causal_convergence import grid_shape
+    if opts["geometry"] != "circle" or opts["flux"] != "upwind2":
+        raise ValueError(f"--causal solves the causal PDE on [0, 1] x S^1 with its one flux upwind2; got geometry "
+                         f"{opts['geometry']}, flux {opts['flux']}")
+    if opts["sampling"] not in SAMPLINGS:
+        raise ValueError(f"with --causal, sampling must be one of {', '.join(SAMPLINGS)}; got {opts['sampling']}")
+    bins = as_count(opts["bins"], "bins")
+    for n in opts["n"]:
+        for grid in opts["grids"]:
+            check_causal_settings(_model(opts), n, *grid_shape(grid), bins, opts["sampling"])
 
 
 def _model(opts):
@@ -119,20 +162,59 @@ def _model(opts):
 
 
 def main(argv=None):
-    """``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot;
-    returns the exit status 0 (2 for bad options, by argparse)."""
+    r"""``meanfield convergence [options]``: run the study, print the tables, write the JSON and plot.
+
+    The output times are 0 and T/2^k, k = times-1, ..., 0:
+
+    .. math::
+
+        t \in \{0, T/2^{\text{times}-1}, \dots, T/2, T\}.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield convergence`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when the results cannot be written.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 (argparse) for bad options, before any computation.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.convergence_cli import main
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     out = os.path.join(parent, "study")
+    ...     status = main(["--n", "32", "64", "--grids", "32", "64", "--T", "1", "--times", "1", "--quiet",
+    ...                    "--out", out])
+    ...     print(status, sorted(os.listdir(out)))
+    0 ['complete.json', 'convergence.json', 'convergence.png']
+    """
     opts = options(sys.argv[1:] if argv is None else argv)
     import numpy as np
 
-    from .convergence import figure, study
+    from .convergence import figure, reference_size, study
     from .measures import perturbed_uniform
     model = _model(opts)
     rho0 = perturbed_uniform(GEOMETRIES[opts["geometry"]], amplitude=opts["amplitude"], degree=opts["degree"],
                              seed=opts["seed"])
     t_eval = np.concatenate([[0.0], opts["T"] / 2.0 ** np.arange(opts["times"] - 1, -1, -1)])
     clock = time.perf_counter()
-    result = study(model, rho0, t_eval, opts["n"], opts["grids"], geometry=opts["geometry"],
-                   sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"])
+    if opts["causal"]:
+        from .causal_compare import twisted
+        from .causal_convergence import causal_study
+        result = causal_study(model, twisted(rho0), t_eval, opts["n"], opts["grids"], bins=opts["bins"],
+                              sampling=opts["sampling"], seed=opts["seed"], progress=not opts["quiet"])
+    else:
+        result = study(model, rho0, t_eval, opts["n"], opts["grids"], geometry=opts["geometry"],
+                       sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"],
+                       reference=reference_size(opts["reference"], opts["geometry"], opts["n"]))
     import matplotlib.pyplot as plt
     from . import atomic
     fig = figure(result)
@@ -150,8 +232,9 @@ def main(argv=None):
     finally:
         plt.close(fig)
     if not opts["quiet"]:
-        print(f"{opts['geometry']}, {model!r}, {opts['sampling']} tokens, W_p by "
-              f"{'/'.join(result.info['transport_methods'])}")
+        distance = result.info.get("distance", f"W_p by {'/'.join(result.info['transport_methods'])}")
+        print(f"{opts['geometry']}{' x [0, 1] (causal)' if opts['causal'] else ''}, {model!r}, {opts['sampling']} "
+              f"tokens, {distance}")
         print(result.table())
         print(f"wrote convergence.json and convergence.png to {os.path.join(opts['out'], '')} in "
               f"{time.perf_counter() - clock:.1f} s")

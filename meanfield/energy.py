@@ -1,8 +1,13 @@
-"""Interaction energy E_β[μ] = (1/(2β)) ∬ e^{β<x,y>} dμ(x) dμ(y).
+r"""Interaction energy of a measure on the sphere.
 
-For μ = sum_i w_i δ_{x_i}: E_β = (1/(2β)) sum_i w_i Φ(x_i), Φ(x) = sum_j w_j e^{β<x,x_j>}, with
-Φ evaluated by the same log-sum-exp kernels as the dynamics.  At β = 0 we return the limit
-of E_β - (sum w)^2/(2β), namely (1/2)|sum_i w_i x_i|^2.
+.. math::
+
+    E_\beta[\mu] = \frac{1}{2\beta} \iint e^{\beta\langle x, y\rangle}\, d\mu(x)\, d\mu(y).
+
+For :math:`\mu = \sum_i w_i \delta_{x_i}`, :math:`E_\beta = \frac{1}{2\beta} \sum_i w_i \Phi(x_i)` with
+:math:`\Phi(x) = \sum_j w_j e^{\beta\langle x, x_j\rangle}` evaluated by the same log-sum-exp kernels as the
+dynamics. At β = 0 we return the limit of :math:`E_\beta - (\sum_i w_i)^2 / (2\beta)`, namely
+:math:`\frac12 \lVert \sum_i w_i x_i \rVert^2`.
 """
 import numpy as np
 from numpy.typing import ArrayLike
@@ -21,36 +26,64 @@ def _points_and_weights(x, weights):
 
 
 def log_energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summation: str = "auto") -> float:
-    """log(2β E_β) = log Σ_ij w_i w_j e^{β<x_i, x_j>} (β > 0), overflow-free for any β
-    (probability weights, as in ``energy``).
+    r"""Logarithm of 2β E_β, overflow-free for any β > 0.
+
+    .. math::
+
+        \log(2\beta E_\beta) = \log \sum_{i,j} w_i w_j e^{\beta\langle x_i, x_j\rangle},
+
+    evaluated with a log-sum-exp shift (probability weights, as in ``energy``).
 
     Parameters
     ----------
-    x, beta, weights, summation
-        As in ``energy``.
+    x : array_like, shape (n, d)
+        Points on S^{d-1}.
+    beta : float
+        Inverse temperature β > 0.
+    weights : array_like, shape (n,), optional
+        Masses w_i (default 1/n; divided by their total).
+    summation : {"auto", "direct", "fast"}
+        How the double sum is evaluated (as in ``particles.velocity``).
 
     Returns
     -------
     float
-        log(2β E_β), computed with a log-sum-exp shift.
+        log(2β E_β).
+
+    Raises
+    ------
+    ValueError
+        If x is not an array of unit vectors, the weights are invalid, or β < 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> x = np.array([[1.0, 0.0], [1.0, 0.0]])
+    >>> round(mf.log_energy(x, beta=1000.0), 6)       # log e^β: no overflow
+    1000.0
     """
     beta = as_beta(beta)
     return float(log_energies(beta, *_points_and_weights(x, weights), summation=summation)[0])
 
 
 def energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summation: str = "auto") -> float:
-    """Interaction energy E_β = (1/2β) Σ_ij w_i w_j e^{β<x_i, x_j>} of μ = Σ_i w_i δ_{x_i}.
+    r"""Interaction energy of the weighted empirical measure μ = Σ_i w_i δ_{x_i}.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} w_i w_j e^{\beta\langle x_i, x_j\rangle}.
 
     Non-decreasing along SA and USA (non-increasing for V = -I). At β = 0 the limit of
-    E_β - (Σ w)²/(2β) is returned, ½ |Σ_i w_i x_i|².
+    :math:`E_\beta - (\sum_i w_i)^2/(2\beta)` is returned, :math:`\frac12 \lVert \sum_i w_i x_i \rVert^2`.
 
     Parameters
     ----------
-    x : array (n, d)
+    x : array_like, shape (n, d)
         Points on S^{d-1}.
     beta : float
         Inverse temperature β >= 0.
-    weights : array (n,), optional
+    weights : array_like, shape (n,), optional
         Masses w_i (default 1/n; given weights are divided by their total: μ is a probability
         measure).
     summation : {"auto", "direct", "fast"}
@@ -60,6 +93,22 @@ def energy(x: ArrayLike, beta: float, weights: ArrayLike | None = None, summatio
     -------
     float
         E_β of the weighted empirical measure.
+
+    Raises
+    ------
+    ValueError
+        If x is not an array of unit vectors, the weights are invalid, β < 0, or E_β exceeds the
+        largest double (use ``log_energy``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> x = np.array([[1.0, 0.0], [-1.0, 0.0]])
+    >>> round(mf.energy(x, beta=1.0), 6)              # (e + e^{-1}) / 4
+    0.77154
+    >>> round(mf.energy(x[:1], beta=0.0), 6)          # one atom at β = 0: |x|^2 / 2
+    0.5
     """
     beta = as_beta(beta)
     points, w = _points_and_weights(x, weights)

@@ -5,7 +5,7 @@ sizes, seconds, for the test suite) and ``--out DIR``, and runs one experiment, 
 through an ``Experiment``, which parses those options, records named checks of the
 experiment's claims, and writes
 ``DIR/NAME.png`` (plus any extra files) and ``DIR/NAME.json`` — the numbers behind the figure,
-the checks, the run time and the command that made them.  A failed check makes the run fail.
+the checks, the run time and the command that made them. A failed check makes the run fail::
 
     meanfield figures --list
     meanfield figures                         # every experiment at the paper's size, in ./figures
@@ -13,7 +13,7 @@ the checks, the run time and the command that made them.  A failed check makes t
     meanfield figures --out validation/results   # refresh the results committed in a checkout
 
 Output goes to ``./figures`` unless ``--out`` says otherwise: the results committed in the
-source tree (``validation/results``) are only rewritten when asked for explicitly.  The scripts
+source tree (``validation/results``) are only rewritten when asked for explicitly. The scripts
 ship with the package as ``meanfield.validation`` (the folder ``validation/`` of the source
 tree), so the command works from an installed wheel too.
 """
@@ -26,9 +26,12 @@ import os
 import platform
 import sys
 import time
+import types
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = ["Experiment", "CheckFailed", "max_relative_decrease", "validation_dir", "scripts", "load_script",
            "run_script", "main"]
@@ -37,33 +40,115 @@ DEFAULT_OUT = Path("figures")
 
 
 class CheckFailed(AssertionError):
-    """An experiment's claim did not hold (its JSON is still written, with the failed checks)."""
+    """An experiment's claim did not hold (its JSON is still written, with the failed checks).
+
+    Parameters
+    ----------
+    message : str
+        The failed claims.
+
+    Examples
+    --------
+    >>> from meanfield.figures import CheckFailed
+    >>> isinstance(CheckFailed("energy: 1 claim(s) failed"), AssertionError)
+    True
+    """
 
 
-def validation_dir():
+def validation_dir() -> Path:
     """The folder of the experiment scripts: the installed package ``meanfield.validation``
-    (``validation/`` of the source tree)."""
+    (``validation/`` of the source tree).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Examples
+    --------
+    >>> from meanfield.figures import validation_dir
+    >>> (validation_dir() / "energy.py").exists()
+    True
+    """
     from meanfield import validation
     return Path(validation.__file__).resolve().parent
 
 
-def scripts():
-    """name -> path of every experiment script (``validation/*.py`` not starting with ``_``)."""
+def scripts() -> dict[str, Path]:
+    """Every experiment script: ``validation/*.py`` not starting with ``_``, by name.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        name -> path, sorted by name.
+
+    Examples
+    --------
+    >>> from meanfield.figures import scripts
+    >>> "kuramoto" in scripts(), "__init__" in scripts()
+    (True, False)
+    """
     return {p.stem: p for p in sorted(validation_dir().glob("*.py")) if not p.name.startswith("_")}
 
 
-def load_script(name):
+def load_script(name: str) -> types.ModuleType:
     """Import ``validation/NAME.py`` as the module ``meanfield.validation.NAME`` (so that its
-    module-level task functions have the same identity, importable by Dask workers, whichever
-    way the script is started)."""
+    module-level task functions have the same identity, importable by Dask workers, whichever way
+    the script is started).
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+
+    Returns
+    -------
+    module
+
+    Raises
+    ------
+    ValueError
+        If there is no such experiment.
+
+    Examples
+    --------
+    >>> from meanfield.figures import load_script
+    >>> load_script("energy").__name__
+    'meanfield.validation.energy'
+    """
     known = scripts()
     if name not in known:
         raise ValueError(f"unknown experiment {name!r}; choose from {', '.join(known)} (meanfield figures --list)")
     return importlib.import_module(f"meanfield.validation.{name}")
 
 
-def run_script(path, argv=None):
-    """Entry point of ``python validation/NAME.py [options]``: run that experiment's ``main``."""
+def run_script(path: str | os.PathLike, argv: list[str] | None = None) -> int:
+    """Entry point of ``python validation/NAME.py [options]``: run that experiment's ``main``.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The script (its stem names the experiment).
+    argv : list of str, optional
+        Its options (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when a check failed (the message goes to stderr).
+
+    Raises
+    ------
+    ValueError
+        If there is no such experiment.
+
+    Examples
+    --------
+    >>> from meanfield.figures import run_script
+    >>> run_script("validation/nosuch.py")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown experiment 'nosuch'; choose from ...
+    """
     module = load_script(Path(path).stem)
     try:
         module.main(sys.argv[1:] if argv is None else argv)
@@ -73,9 +158,29 @@ def run_script(path, argv=None):
     return 0
 
 
-def max_relative_decrease(values):
-    """Largest drop between consecutive entries along axis 0, relative to max |values| (0 if none):
-    the monotonicity defect of an energy history."""
+def max_relative_decrease(values: ArrayLike) -> float:
+    r"""Largest drop between consecutive entries along axis 0, relative to max |values| (0 if none): the
+    monotonicity defect of an energy history.
+
+    .. math::
+
+        \max\Big(0, \max_k \frac{v_k - v_{k+1}}{\max_j |v_j|}\Big).
+
+    Parameters
+    ----------
+    values : array_like
+        A history along axis 0.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from meanfield.figures import max_relative_decrease
+    >>> max_relative_decrease([1.0, 2.0, 3.0]), max_relative_decrease([1.0, 4.0, 3.0])
+    (0.0, 0.25)
+    """
     values = np.asarray(values, dtype=float)
     return float(max(0.0, -np.min(np.diff(values, axis=0)) / np.max(np.abs(values))))
 
@@ -103,9 +208,36 @@ class Experiment:
     ``exp.check(claim, ok, **numbers)`` records a claim; ``exp.path(suffix)`` names an output;
     ``exp.finish(figure, results)`` writes NAME.png and NAME.json and raises ``CheckFailed``
     if any claim failed.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name (of its outputs).
+    description : str
+        One line, for --help and the JSON.
+    argv : list of str, optional
+        The options (default ``sys.argv[1:]``).
+    options : callable, optional
+        ``options(parser)`` adds the script's own options to the argparse parser.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import matplotlib.pyplot as plt
+    >>> from meanfield.figures import Experiment
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     exp = Experiment("demo", "a demonstration", ["--quick", "--out", out])
+    ...     n = exp.size(10, 1000)
+    ...     ok = exp.check("n is small under --quick", n < 100, n=n)
+    ...     record = exp.finish(plt.figure(), {"n": n})
+      [ok] n is small under --quick  n=10
+    demo: wrote ... (... s)
+    >>> record["passed"], record["quick"]
+    (True, True)
     """
 
-    def __init__(self, name, description, argv=None, options=None):
+    def __init__(self, name: str, description: str, argv: list[str] | None = None,
+                 options: Callable[[argparse.ArgumentParser], object] | None = None):
         parser = argparse.ArgumentParser(prog=f"validation/{name}.py", description=description)
         parser.add_argument("--quick", action="store_true", help="small sizes (seconds), for the test suite")
         parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"output folder (default {DEFAULT_OUT})")
@@ -217,7 +349,26 @@ def _parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
+    """``meanfield figures [NAMES] [--quick] [--out DIR] [--list]``: run the experiments (default: all)
+    and report the failed ones.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield figures`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 when every check passed, 1 when one failed, 2 for an unknown experiment.
+
+    Examples
+    --------
+    >>> from meanfield.figures import main
+    >>> main(["nosuch"])                 # the message goes to stderr
+    2
+    """
     args = _parser().parse_args(argv)
     known = scripts()
     if args.list:

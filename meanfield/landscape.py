@@ -1,12 +1,16 @@
-"""The energy landscape of n tokens on the circle: E_β on the torus (S^1)^n and its critical points.
+r"""The energy landscape of n tokens on the circle: E_β on the torus (S^1)^n and its critical points.
 
-    E_β(θ) = (1/(2βn²)) Σ_ij e^{β cos(θ_i - θ_j)}       (β = 0: the limit (1/(2n²)) Σ_ij cos(θ_i - θ_j)),
-    ∂_k E_β = (1/n²) Σ_j g(θ_j - θ_k),                  g(u) = sin u e^{β cos u},
-    ∂_k ∂_l E_β = h(θ_k - θ_l)/n²  (k ≠ l),             h(u) = (cos u - β sin² u) e^{β cos u},
-    ∂_k² E_β = -Σ_{j≠k} h(θ_k - θ_j)/n².
+.. math::
 
-The USA dynamics on the circle is the gradient ascent θ' = n ∇E_β.  E_β is invariant under
-rotations θ ↦ θ + c1 (so H 1 = 0 always), permutations and the reflection θ ↦ -θ.  Open problem 1
+    E_\beta(\theta) &= \frac{1}{2\beta n^2} \sum_{i,j} e^{\beta\cos(\theta_i - \theta_j)}
+    \qquad \Big(\beta = 0: \text{ the limit } \frac{1}{2n^2} \sum_{i,j} \cos(\theta_i - \theta_j)\Big),\\
+    \partial_k E_\beta &= \frac{1}{n^2} \sum_j g(\theta_j - \theta_k), \qquad g(u) = \sin u\, e^{\beta\cos u},\\
+    \partial_k \partial_l E_\beta &= \frac{h(\theta_k - \theta_l)}{n^2} \ (k \ne l), \qquad
+    h(u) = (\cos u - \beta \sin^2 u)\, e^{\beta\cos u},\\
+    \partial_k^2 E_\beta &= -\sum_{j \ne k} \frac{h(\theta_k - \theta_j)}{n^2}.
+
+The USA dynamics on the circle is the gradient ascent θ' = n ∇E_β. E_β is invariant under
+rotations θ ↦ θ + c1 (so H1 = 0 always), permutations and the reflection θ ↦ -θ. Open problem 1
 of the paper (§5): for β > 0, is every critical point other than the consensus (the global maximum,
 E = e^β/(2β)) a strict saddle, i.e. does its Hessian restricted to 1^⊥ have a positive eigenvalue?
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from itertools import chain, combinations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .budget import BUDGET, as_budget, check_work, seconds_per_call
 from .checks import as_beta, as_count, as_float_array, as_positive, as_seed
@@ -46,8 +51,39 @@ def _differences(theta):
     return theta[:, None] - theta[None, :]
 
 
-def energy(theta, beta):
-    """E_β(θ) = (1/(2βn²)) Σ_ij e^{β cos(θ_i - θ_j)}; at β = 0 the limit (1/(2n²)) Σ_ij cos(θ_i - θ_j)."""
+def energy(theta: ArrayLike, beta: float) -> float:
+    r"""The interaction energy of n tokens at angles θ on the circle.
+
+    .. math::
+
+        E_\beta(\theta) = \frac{1}{2\beta n^2} \sum_{i,j} e^{\beta\cos(\theta_i - \theta_j)}, \qquad
+        E_0(\theta) = \frac{1}{2n^2} \sum_{i,j} \cos(\theta_i - \theta_j) \ \text{(the limit's finite part)}.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles, n >= 2.
+    beta : float
+        β >= 0.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        If theta is not a 1-D array of n >= 2 angles, β < 0, or E_β exceeds the largest double.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.landscape import energy
+    >>> bool(np.isclose(energy([0.0, 0.0], 2.0), np.exp(2.0) / 4))      # consensus: e^β / (2β)
+    True
+    >>> energy([0.0, np.pi], 0.0)
+    0.0
+    """
     theta, beta = _angles(theta), as_beta(beta)
     c = np.cos(_differences(theta))
     n = theta.size
@@ -102,15 +138,72 @@ def _scaled_hessian(theta, beta):
     return h
 
 
-def gradient(theta, beta):
-    """∇E_β(θ), shape (n,): ∂_k E_β = (1/n²) Σ_j sin(θ_j - θ_k) e^{β cos(θ_j - θ_k)}."""
+def gradient(theta: ArrayLike, beta: float) -> np.ndarray:
+    r"""The gradient of E_β on the torus.
+
+    .. math::
+
+        \partial_k E_\beta = \frac{1}{n^2} \sum_j \sin(\theta_j - \theta_k)\, e^{\beta\cos(\theta_j - \theta_k)}.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles, n >= 2.
+    beta : float
+        β >= 0.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        If theta or β is invalid, or the gradient exceeds the largest double.
+
+    Examples
+    --------
+    >>> from meanfield.landscape import gradient, regular_polygon
+    >>> gradient(regular_polygon(3), 1.0).round(12) + 0.0                # a critical point
+    array([0., 0., 0.])
+    """
     theta, beta = _angles(theta), as_beta(beta)
     return _times_exp_beta(_scaled_gradient(theta, beta), beta, "the gradient")
 
 
-def hessian(theta, beta):
-    """∇²E_β(θ), shape (n, n): H_kl = h(θ_k - θ_l)/n² (k ≠ l), h(u) = (cos u - β sin² u) e^{β cos u},
-    H_kk = -Σ_{j≠k} H_kj."""
+def hessian(theta: ArrayLike, beta: float) -> np.ndarray:
+    r"""The Hessian of E_β on the torus.
+
+    .. math::
+
+        H_{kl} = \frac{h(\theta_k - \theta_l)}{n^2} \ (k \ne l), \qquad H_{kk} = -\sum_{j \ne k} H_{kj}, \qquad
+        h(u) = (\cos u - \beta \sin^2 u)\, e^{\beta\cos u}.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles, n >= 2.
+    beta : float
+        β >= 0.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, n)
+        Symmetric, rows summing to 0 (rotation invariance).
+
+    Raises
+    ------
+    ValueError
+        If theta or β is invalid, or the Hessian exceeds the largest double.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.landscape import hessian
+    >>> hessian([0.0, 0.0], 0.0)
+    array([[-0.25,  0.25],
+           [ 0.25, -0.25]])
+    """
     theta, beta = _angles(theta), as_beta(beta)
     return _times_exp_beta(_scaled_hessian(theta, beta), beta, "the Hessian")
 
@@ -151,9 +244,46 @@ def _blocks(theta, beta, tol):
     return splitting, np.linalg.eigvalsh(q.T @ reduced @ q)
 
 
-def spectrum(theta, beta, tol=COINCIDE):
-    """Eigenvalues (ascending, n - 1) of ∇²E_β(θ) on 1^⊥ (the rotation direction 1 removed), computed
-    blockwise over clusters of coinciding angles (circular gaps < tol; see ``_blocks``)."""
+def spectrum(theta: ArrayLike, beta: float, tol: float = COINCIDE) -> np.ndarray:
+    r"""Eigenvalues (ascending, n - 1) of the Hessian of E_β on 1^⊥ (the rotation direction removed),
+    computed blockwise over clusters of coinciding angles (circular gaps < tol).
+
+    .. math::
+
+        \operatorname{spec}\big(\nabla^2 E_\beta(\theta)|_{\mathbf 1^\perp}\big).
+
+    With clusters at φ_a of multiplicities m_a, the splitting modes inside cluster a have eigenvalue
+    -(m_a h(0) + Σ_{b≠a} m_b h(φ_a - φ_b))/n² (m_a - 1 times), and the rigid cluster motions solve a
+    k × k problem with weights m_a m_b h(φ_a - φ_b)/n²: this keeps the small inter-cluster eigenvalues
+    apart from the intra-cluster ones, which share no floating-point scale at large β.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles, n >= 2.
+    beta : float
+        β >= 0.
+    tol : float
+        Angles closer than this (radians) coincide.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n - 1,)
+
+    Raises
+    ------
+    ValueError
+        If theta or β is invalid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.landscape import hessian, spectrum
+    >>> theta = np.array([0.0, 0.3, 2.0, 4.0])
+    >>> full = np.linalg.eigvalsh(hessian(theta, 1.0))              # one zero: the rotation
+    >>> bool(np.allclose(np.sort(np.delete(full, np.argmin(np.abs(full)))), spectrum(theta, 1.0)))
+    True
+    """
     theta, beta = _angles(theta), as_beta(beta)
     splitting, rigid = _blocks(theta, beta, tol)
     return np.exp(beta) * np.sort(np.concatenate([splitting, rigid]))
@@ -173,15 +303,77 @@ def _kind(splitting, rigid, rtol):
     return ("maximum" if all(bottom) else "degenerate"), float("nan")
 
 
-def classify(theta, beta, rtol=1e-8, tol=COINCIDE):
-    """"maximum", "strict saddle" (a positive eigenvalue on 1^⊥) or "degenerate" (none positive, one
-    within rtol of 0, relative to its block's largest |eigenvalue|; blocks as in ``spectrum``)."""
+def classify(theta: ArrayLike, beta: float, rtol: float = 1e-8, tol: float = COINCIDE) -> str:
+    r"""The kind of a critical point from the Hessian's spectrum on 1^⊥ (blocks as in ``spectrum``).
+
+    .. math::
+
+        \text{"maximum"}: \lambda_{\max} < -\text{tol}; \quad \text{"strict saddle"}: \lambda_{\max} > \text{tol}; \quad
+        \text{"degenerate"}: |\lambda_{\max}| \le \text{tol},
+
+    tol = rtol times the largest |eigenvalue| of each block.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles of a critical point, n >= 2.
+    beta : float
+        β >= 0.
+    rtol : float
+        Relative tolerance.
+    tol : float
+        Angles closer than this (radians) coincide.
+
+    Returns
+    -------
+    str
+        "maximum", "strict saddle" or "degenerate".
+
+    Raises
+    ------
+    ValueError
+        If theta or β is invalid.
+
+    Examples
+    --------
+    >>> from meanfield.landscape import classify, regular_polygon
+    >>> classify([0.0, 0.0, 0.0], 1.0), classify(regular_polygon(3), 1.0)
+    ('maximum', 'strict saddle')
+    """
     theta, beta = _angles(theta), as_beta(beta)
     return _kind(*_blocks(theta, beta, tol), rtol)[0]
 
 
-def regular_polygon(k, multiplicities=None):
-    """Angles of the k vertices 2πj/k of a regular k-gon, vertex j repeated multiplicities[j] times."""
+def regular_polygon(k: int, multiplicities: ArrayLike | None = None) -> np.ndarray:
+    r"""Angles of the k vertices of a regular k-gon, vertex j repeated multiplicities[j] times.
+
+    .. math::
+
+        \varphi_j = 2\pi j / k, \qquad j = 0, \dots, k - 1.
+
+    Parameters
+    ----------
+    k : int
+        Number of vertices (>= 1).
+    multiplicities : array_like of int, shape (k,), optional
+        Positive multiplicities (default all 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        The angles, sum(multiplicities) of them.
+
+    Raises
+    ------
+    ValueError
+        If the multiplicities are not k positive integers.
+
+    Examples
+    --------
+    >>> from meanfield.landscape import regular_polygon
+    >>> (regular_polygon(2, [2, 1]) / 3.141592653589793).round(6)
+    array([0., 0., 1.])
+    """
     k = as_count(k, "k")
     reps = np.ones(k, dtype=int) if multiplicities is None else np.asarray(multiplicities, dtype=int)
     if reps.shape != (k,) or np.any(reps < 1):
@@ -189,9 +381,39 @@ def regular_polygon(k, multiplicities=None):
     return np.repeat(2 * np.pi * np.arange(k) / k, reps)
 
 
-def cluster_structure(theta, tol=1e-6):
-    """(positions, multiplicities) of the groups of coinciding angles (circular gaps < tol), in increasing
-    angle, the first group placed at 0."""
+def cluster_structure(theta: ArrayLike, tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+    r"""Positions and multiplicities of the groups of coinciding angles (circular gaps < tol), in
+    increasing angle, the first group placed at 0.
+
+    .. math::
+
+        \theta \mapsto \{(\varphi_a - \varphi_0, m_a)\}_a.
+
+    Parameters
+    ----------
+    theta : array_like, shape (n,)
+        Angles, n >= 2.
+    tol : float
+        Largest gap inside a group (radians).
+
+    Returns
+    -------
+    positions : numpy.ndarray, shape (k,)
+    multiplicities : numpy.ndarray of int, shape (k,)
+
+    Raises
+    ------
+    ValueError
+        If theta is not a 1-D array of n >= 2 finite angles.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.landscape import cluster_structure
+    >>> pos, mult = cluster_structure([1.0, 1.0, 1.0 + np.pi])
+    >>> pos.round(6), mult
+    (array([0.      , 3.141593]), array([2, 1]))
+    """
     theta = np.sort(np.mod(_angles(theta), 2 * np.pi))
     groups = [[theta[0]]]
     for a in theta[1:]:
@@ -234,12 +456,40 @@ def _same_up_to_symmetry(a, b, tol):
 
 @dataclass(eq=False)
 class CriticalPoint:
-    """One critical point of E_β up to rotation and permutation.
+    r"""One critical point of E_β up to rotation and permutation.
 
-    Fields: theta (n,) angles (theta[0] = 0), energy, residual (``_residual``: relative size of the
-    uncancelled forces), eigenvalues (n-1,) of the Hessian on 1^⊥ (ascending, ``spectrum``), kind
-    ("maximum" | "strict saddle" | "degenerate"), smallest_positive_eigenvalue (NaN if none), family
-    (a name), hits (how many starts converged to it)."""
+    .. math::
+
+        \nabla E_\beta(\theta) = 0, \qquad \theta_0 = 0.
+
+    Parameters
+    ----------
+    theta : numpy.ndarray, shape (n,)
+        Angles (theta[0] = 0).
+    energy : float
+        E_β(θ).
+    residual : float
+        Relative size of the uncancelled forces.
+    eigenvalues : numpy.ndarray, shape (n - 1,)
+        The Hessian on 1^⊥, ascending (``spectrum``).
+    kind : str
+        "maximum", "strict saddle" or "degenerate".
+    smallest_positive_eigenvalue : float
+        NaN if none.
+    family : str
+        A readable name (consensus, regular k-gon, k clusters ...).
+    hits : int
+        How many starts converged to it.
+    info : dict
+        Settings (β, rtol).
+
+    Examples
+    --------
+    >>> from meanfield.landscape import critical_points
+    >>> top = critical_points(3, 1.0, random_starts=5)[0]
+    >>> top.family, top.kind, top.hits > 0
+    ('consensus', 'maximum', True)
+    """
     theta: np.ndarray
     energy: float
     residual: float
@@ -281,9 +531,14 @@ def _newton(theta, beta, gtol, max_iter):
     return np.mod(theta, 2 * np.pi), _residual(theta, beta)
 
 
-def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=1e-10, max_iter=60,
-                    rtol=1e-8, tol=1e-6, budget=BUDGET):
-    """Critical points of E_β on (S^1)^n by Newton's method from random and symmetric starts.
+def critical_points(n: int, beta: float, random_starts: int = 200, *, symmetric: bool = True,
+                    seed: int | np.random.Generator | None = 0, gtol: float = 1e-10, max_iter: int = 60,
+                    rtol: float = 1e-8, tol: float = 1e-6, budget: float | None = BUDGET) -> list["CriticalPoint"]:
+    r"""Critical points of E_β on (S^1)^n by Newton's method from random and symmetric starts.
+
+    .. math::
+
+        \nabla E_\beta(\theta) = 0 \quad \text{in the gauge } \theta_0 = 0.
 
     Parameters
     ----------
@@ -296,9 +551,11 @@ def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=
     symmetric : bool
         Also start from ``symmetric_starts(n)`` (regular k-gons with multiplicities), each slightly
         perturbed (1e-3 rad, seeded) as well as exact.
+    seed : int, numpy.random.Generator or None
+        Random source of the starts.
     gtol : float
-        Convergence: ``_residual`` <= gtol, i.e. for every token |∂_k E_β| <= gtol Σ_j e^{β cos(θ_j - θ_k)}/n²
-        over the tokens j not coinciding with k (the forces cancel relative to their sizes).
+        Convergence: for every token |∂_k E_β| <= gtol Σ_j e^{β cos(θ_j - θ_k)}/n² over the tokens j
+        not coinciding with k (the forces cancel relative to their sizes).
     max_iter : int
         Newton iterations per start.
     rtol : float
@@ -307,14 +564,27 @@ def critical_points(n, beta, random_starts=200, *, symmetric=True, seed=0, gtol=
         Two points are the same up to rotation and permutation when their sorted rotated angles agree
         within tol.
     budget : float or None
-        Seconds (default one hour; None: no limit).  There are ``random_starts`` + 2^n symmetric
+        Seconds (default one hour; None: no limit). There are ``random_starts`` + 2^n symmetric
         starts (2^(n-1) compositions, exact and perturbed); a search whose starts times ``max_iter``
         times the measured cost of one Newton iteration exceeds the budget is refused before it
         starts (``meanfield.budget``): without ``symmetric=False``, n = 100 would need 10^30 starts.
 
     Returns
     -------
-    list of CriticalPoint, by decreasing energy.
+    list of CriticalPoint
+        By decreasing energy.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range or the search would exceed the budget.
+
+    Examples
+    --------
+    >>> from meanfield.landscape import critical_points
+    >>> points = critical_points(3, 1.0, random_starts=10)
+    >>> [(p.family, p.kind) for p in points]
+    [('consensus', 'maximum'), ('regular 2-gon x2,1', 'strict saddle'), ('regular 3-gon', 'strict saddle')]
     """
     n, beta = as_count(n, "n", minimum=2), as_beta(beta)
     random_starts = as_count(random_starts, "random_starts", minimum=0)

@@ -4,7 +4,10 @@ density, and the perturbed-uniform initial densities of the comparisons.
 A density ρ is taken against surface measure σ (|S^1| = 2π, |S^2| = 4π) and given as a
 callable of points (N, d) -> (N,) values; it need not be normalised for sampling.
 """
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import eval_chebyt, eval_gegenbauer, gammaln
 
 from .checks import as_count, as_float_array, as_points, as_positive, as_probability, as_seed, as_size
@@ -18,15 +21,73 @@ BOUND_PROBES = 1 << 15     # random points used to bound ρ for rejection on S^d
 BOUND_MARGIN = 1.25
 
 
-def sphere_area(d):
-    """|S^{d-1}| = 2 π^{d/2} / Γ(d/2)."""
+def sphere_area(d: int) -> float:
+    r"""Surface area of the unit sphere S^{d-1} ⊂ R^d.
+
+    .. math::
+
+        |S^{d-1}| = \frac{2 \pi^{d/2}}{\Gamma(d/2)}.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension (d >= 2).
+
+    Returns
+    -------
+    float
+        The area (2π for the circle, 4π for S^2).
+
+    Raises
+    ------
+    ValueError
+        If d is not an integer >= 2.
+
+    Examples
+    --------
+    >>> from meanfield.measures import sphere_area
+    >>> round(sphere_area(2), 6), round(sphere_area(3), 6)
+    (6.283185, 12.566371)
+    """
     d = as_count(d, "d", minimum=2)
     return float(2.0 * np.exp(0.5 * d * np.log(np.pi) - gammaln(0.5 * d)))
 
 
-def as_measure(x, weights=None, name="x"):
-    """(points, probability weights) of sum_i w_i δ_{x_i}: points (n, d) unit vectors, weights
-    non-negative with positive total (None = uniform 1/n), divided by their total."""
+def as_measure(x: ArrayLike, weights: ArrayLike | None = None, name: str = "x") -> tuple[np.ndarray, np.ndarray]:
+    r"""Validated (points, probability weights) of the point measure μ = Σ_i w_i δ_{x_i}.
+
+    .. math::
+
+        w_i \leftarrow w_i / \textstyle\sum_j w_j \quad (w = 1/n \text{ when not given}).
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Unit vectors.
+    weights : array_like, shape (n,), optional
+        Non-negative weights with positive total (None: uniform).
+    name : str
+        Name of x in error messages.
+
+    Returns
+    -------
+    points : numpy.ndarray, shape (n, d)
+    weights : numpy.ndarray, shape (n,)
+        Summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If x is not an array of unit vectors, or the weights are negative, non-finite, of the wrong
+        length or of zero total.
+
+    Examples
+    --------
+    >>> from meanfield.measures import as_measure
+    >>> x, w = as_measure([[1.0, 0.0], [0.0, 1.0]], [1.0, 3.0])
+    >>> w
+    array([0.25, 0.75])
+    """
     x = as_points(x, name)
     n = x.shape[0]
     if weights is None:
@@ -34,12 +95,50 @@ def as_measure(x, weights=None, name="x"):
     return x, as_probability(weights, n, name=f"weights of {name}")
 
 
-def merge_atoms(x, weights=None, tol=1e-7, return_inverse=False):
-    """sum_i w_i δ_{x_i} with the atoms in one box of side ``tol`` of R^d (coordinates rounded to
-    multiples of tol) merged onto the first of them: (points, weights), and with
-    ``return_inverse`` the index of the merged atom each x_i went to. Each atom moves by at most
-    sqrt(d)·tol, so W_p changes by at most that; collapsed clusters of tokens become single atoms,
-    which makes exact optimal transport much cheaper."""
+def merge_atoms(x: ArrayLike, weights: ArrayLike | None = None, tol: float = 1e-7,
+                return_inverse: bool = False) -> tuple[np.ndarray, ...]:
+    r"""Merge the atoms of Σ_i w_i δ_{x_i} that fall in one box of side ``tol`` of R^d onto the first of them.
+
+    Coordinates are rounded to multiples of tol; each atom moves by at most √d·tol, so W_p changes by
+    at most that. Collapsed clusters of tokens become single atoms, which makes exact optimal
+    transport much cheaper.
+
+    .. math::
+
+        |x_i - x_{\mathrm{merged}(i)}| \le \sqrt{d}\, \mathrm{tol}.
+
+    Parameters
+    ----------
+    x : array_like, shape (n, d)
+        Unit vectors.
+    weights : array_like, shape (n,), optional
+        Non-negative weights (None: uniform); divided by their total.
+    tol : float
+        Side of the boxes.
+    return_inverse : bool
+        Also return the index of the merged atom each x_i went to.
+
+    Returns
+    -------
+    points : numpy.ndarray, shape (k, d)
+    weights : numpy.ndarray, shape (k,)
+    inverse : numpy.ndarray, shape (n,)
+        Only with ``return_inverse``.
+
+    Raises
+    ------
+    ValueError
+        If x or the weights are invalid (as in ``as_measure``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.measures import merge_atoms
+    >>> x = np.array([[1.0, 0.0], [1.0, 1e-9], [0.0, 1.0]])
+    >>> points, weights = merge_atoms(x)
+    >>> points.shape, weights.round(4)
+    ((2, 2), array([0.3333, 0.6667]))
+    """
     x, w = as_measure(x, weights)
     _, first, inverse = np.unique(np.round(x / tol).astype(np.int64), axis=0, return_index=True,
                                   return_inverse=True)
@@ -48,27 +147,43 @@ def merge_atoms(x, weights=None, tol=1e-7, return_inverse=False):
     return (*merged, inverse) if return_inverse else merged
 
 
-def drop_negligible(x, weights, tol=1e-14):
-    """sum_i w_i δ_{x_i} without its lightest atoms of total mass at most ``tol`` times the total,
-    the others scaled to keep the total: (points, weights).
+def drop_negligible(x: ArrayLike, weights: ArrayLike | None, tol: float = 1e-14) -> tuple[np.ndarray, np.ndarray]:
+    r"""Drop the lightest atoms of a point measure, of total mass at most ``tol`` times the total, and
+    scale the others to keep the total.
 
     Moving the dropped mass δ (relative) onto the other atoms costs at most δ π^p in W_p^p on the
-    sphere, so W_p changes by at most π δ^{1/p} (tol = 1e-14: 3e-14 in W_1, 3e-7 in W_2).  A clustered
-    cell measure keeps only its clusters' cells, which makes exact transport much cheaper.
+    sphere, so (tol = 1e-14: 3e-14 in W_1, 3e-7 in W_2)
+
+    .. math::
+
+        |W_p(\mu, \nu) - W_p(\mu', \nu)| \le \pi\, \delta^{1/p}.
+
+    A clustered cell measure keeps only its clusters' cells, which makes exact transport much cheaper.
 
     Parameters
     ----------
-    x : (n, d) points.
-    weights : (n,) non-negative weights.
-    tol : float, the relative mass that may be dropped.
+    x : array_like, shape (n, d)
+        Unit vectors.
+    weights : array_like, shape (n,)
+        Non-negative weights with positive total.
+    tol : float
+        The relative mass that may be dropped.
 
     Returns
     -------
-    points : (k, d), weights : (k,), the k heaviest atoms.
+    points : numpy.ndarray, shape (k, d)
+    weights : numpy.ndarray, shape (k,)
+        The k heaviest atoms, weights summing to 1.
+
+    Raises
+    ------
+    ValueError
+        If x or the weights are invalid (as in ``as_measure``).
 
     Examples
     --------
     >>> import numpy as np
+    >>> from meanfield.measures import drop_negligible
     >>> x, w = drop_negligible(np.eye(3), np.array([0.5, 0.5, 1e-20]))
     >>> x.shape, w.tolist()
     ((2, 3), [0.5, 0.5])
@@ -98,13 +213,52 @@ def _density_values(rho, points, name):
     return values
 
 
-def sample_density(rho, n, d, seed=None, batch=None):
-    """n i.i.d. tokens with density ρ on S^{d-1}: shape (n, d), or (batch, n, d).
+def sample_density(rho: Callable[[np.ndarray], np.ndarray], n: int, d: int,
+                   seed: int | np.random.Generator | None = None, batch: int | None = None) -> np.ndarray:
+    r"""n i.i.d. tokens with density ρ (against surface measure) on S^{d-1}.
 
     S^1: exact inverse CDF of the piecewise-constant density with the midpoint values of ρ on
-    2^16 cells (within about a cell, 1e-4 rad, of ρ in W_1). d >= 3: rejection from uniform
-    proposals against M = 1.25 max ρ over 2^15 random probes, exact whenever M >= sup ρ; a
-    proposal with ρ > M exposes a low bound and restarts the draw with M = 1.25 × that value.
+    2^16 cells (within about a cell, 1e-4 rad, of ρ in W_1),
+
+    .. math::
+
+        \theta_i = F^{-1}(u_i), \qquad F(\theta) = \int_0^\theta \rho \Big/ \int_0^{2\pi} \rho, \quad u_i \sim U[0, 1).
+
+    d >= 3: rejection from uniform proposals against M = 1.25 max ρ over 2^15 random probes, exact
+    whenever M >= sup ρ; a proposal with ρ > M exposes a low bound and restarts the draw with
+    M = 1.25 × that value.
+
+    Parameters
+    ----------
+    rho : callable
+        Density: points (N, d) -> non-negative values (N,); need not be normalised.
+    n : int
+        Number of tokens.
+    d : int
+        Ambient dimension (d >= 2).
+    seed : int, numpy.random.Generator or None
+        Random source.
+    batch : int, optional
+        Number of independent draws.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape (n, d), or (batch, n, d).
+
+    Raises
+    ------
+    TypeError
+        If rho is not callable.
+    ValueError
+        If rho returns negative values, the wrong shape, or has zero mass.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> rho = mf.perturbed_uniform(2, amplitude=0.5, seed=0)
+    >>> mf.sample_density(rho, 100, 2, seed=0).shape
+    (100, 2)
     """
     d = as_count(d, "d", minimum=2)
     count = 1 if batch is None else as_count(batch, "batch")
@@ -129,9 +283,42 @@ def relative(values):
     return values / top if top > 0 else values
 
 
-def inverse_cdf(mass, u, name="rho"):
-    """F^{-1}(u) for the piecewise-constant density with masses ``mass`` on N unit bins [k, k+1):
-    positions in [0, N) for the quantile levels u in [0, 1) (bins of zero mass are never hit)."""
+def inverse_cdf(mass: np.ndarray, u: np.ndarray, name: str = "rho") -> np.ndarray:
+    r"""Quantiles of the piecewise-constant density with masses m_k on N unit bins [k, k+1).
+
+    .. math::
+
+        F^{-1}(u) = k + \frac{u M - \sum_{j<k} m_j}{m_k}, \qquad \sum_{j<k} m_j \le u M < \sum_{j \le k} m_j,
+        \quad M = \sum_j m_j.
+
+    Bins of zero mass are never hit.
+
+    Parameters
+    ----------
+    mass : numpy.ndarray, shape (N,)
+        Non-negative masses (any total > 0).
+    u : numpy.ndarray
+        Quantile levels in [0, 1).
+    name : str
+        Name of the density in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        Positions in [0, N), shape of u.
+
+    Raises
+    ------
+    ValueError
+        If the masses have zero total.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.measures import inverse_cdf
+    >>> inverse_cdf(np.array([1.0, 0.0, 3.0]), np.array([0.0, 0.5, 0.75]))
+    array([0.        , 2.33333333, 2.66666667])
+    """
     mass = relative(mass)
     cdf = np.cumsum(mass)
     if not cdf[-1] > 0:
@@ -167,10 +354,41 @@ def _sample_rejection(rho, n, d, rng):
         bound = BOUND_MARGIN * seen
 
 
-def zonal_harmonic(l, d, t):
-    """Z_l(t) on S^{d-1}, normalised so Z_l(1) = 1: Chebyshev T_l (d = 2), Legendre P_l (d = 3),
-    Gegenbauer C_l^{(d-2)/2}(t)/C_l^{(d-2)/2}(1) in general. x -> Z_l(<x, u>) is a degree-l
-    spherical harmonic with zero mean and |Z_l| <= 1."""
+def zonal_harmonic(l: int, d: int, t: ArrayLike) -> np.ndarray:
+    r"""The zonal harmonic of degree l on S^{d-1}, normalised so that Z_l(1) = 1.
+
+    .. math::
+
+        Z_l(t) = \frac{C_l^{(d-2)/2}(t)}{C_l^{(d-2)/2}(1)} \quad (d \ge 3), \qquad Z_l = T_l \quad (d = 2),
+
+    (Legendre P_l for d = 3). x ↦ Z_l(⟨x, u⟩) is a degree-l spherical harmonic with zero mean and
+    |Z_l| <= 1.
+
+    Parameters
+    ----------
+    l : int
+        Degree (>= 0).
+    d : int
+        Ambient dimension (>= 2).
+    t : array_like
+        Points of [-1, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        Z_l(t).
+
+    Raises
+    ------
+    ValueError
+        If l or d is not an integer in range.
+
+    Examples
+    --------
+    >>> from meanfield.measures import zonal_harmonic
+    >>> zonal_harmonic(2, 3, [1.0, 0.0])          # Legendre P_2(t) = (3t^2 - 1)/2
+    array([ 1. , -0.5])
+    """
     l = as_count(l, "l", minimum=0)
     d = as_count(d, "d", minimum=2)
     if d == 2:
@@ -179,10 +397,48 @@ def zonal_harmonic(l, d, t):
     return eval_gegenbauer(l, alpha, t) / eval_gegenbauer(l, alpha, 1.0)
 
 
-def perturbed_uniform(d, amplitude=0.6, degree=3, seed=0):
-    """The density ρ(x) = (1 + ε sum_{l=1}^{L} c_l Z_l(<x, u_l>)) / |S^{d-1}| with random unit
-    directions u_l and random coefficients c_l normalised to sum |c_l| = 1 (seeded), so that
-    ∫ ρ dσ = 1 and ρ >= (1 - ε)/|S^{d-1}| > 0.  Returns a callable of points (N, d)."""
+def perturbed_uniform(d: int, amplitude: float = 0.6, degree: int = 3,
+                      seed: int | np.random.Generator | None = 0) -> Callable[[np.ndarray], np.ndarray]:
+    r"""A seeded positive density on S^{d-1}: the uniform one plus a few random zonal harmonics.
+
+    .. math::
+
+        \rho(x) = \frac{1}{|S^{d-1}|}\Big(1 + \varepsilon \sum_{l=1}^{L} c_l Z_l(\langle x, u_l\rangle)\Big),
+        \qquad \sum_l |c_l| = 1,
+
+    with random unit directions u_l and random coefficients c_l, so that ∫ ρ dσ = 1 and
+    ρ >= (1 - ε)/|S^{d-1}| > 0.
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension (>= 2).
+    amplitude : float
+        ε in (0, 1).
+    degree : int
+        L, the highest degree (>= 1).
+    seed : int, numpy.random.Generator or None
+        Random source of u_l and c_l.
+
+    Returns
+    -------
+    callable
+        ρ: points (N, d) -> densities (N,), with a ``spec`` dict of its settings.
+
+    Raises
+    ------
+    ValueError
+        If amplitude is not in (0, 1), or d or degree is not a valid integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> rho = mf.perturbed_uniform(2, amplitude=0.5, degree=2, seed=0)
+    >>> theta = 2 * np.pi * (np.arange(1000) + 0.5) / 1000
+    >>> round(float(rho(mf.circle_points(theta)).mean() * 2 * np.pi), 6)     # probability density
+    1.0
+    """
     d = as_count(d, "d", minimum=2)
     eps = as_positive(amplitude, "amplitude")
     if eps >= 1:

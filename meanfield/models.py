@@ -1,20 +1,26 @@
-"""Self-attention dynamics on the sphere: the SA and USA models.
+r"""Self-attention dynamics on the sphere: the SA and USA models.
 
-SA  (softmax):      dx_i/dt = P_{x_i} sum_j e^{β<Qx_i,Kx_j>} V x_j / sum_k e^{β<Qx_i,Kx_k>}
-USA (unnormalised): dx_i/dt = P_{x_i} (1/n) sum_j e^{β<Qx_i,Kx_j>} V x_j
+.. math::
 
-with P_x = I - x x^T.  ``causal=True`` masks the attention (Karagodin–Polyanskiy–Rigollet,
+    \text{SA:} \quad \dot x_i = P_{x_i}
+    \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}},
+    \qquad
+    \text{USA:} \quad \dot x_i = P_{x_i} \frac1n \sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j,
+
+with :math:`P_x = I - x x^\top`. ``causal=True`` masks the attention (Karagodin–Polyanskiy–Rigollet,
 arXiv:2411.04990): token i attends to the tokens j <= i only (the order of the points), the sums
 run over j, k <= i, and USA divides by i instead of n (docs/causal.md says why).
 
 Q, K, V are d×d matrices or scalars (multiples of the identity, so
-``V=-1`` is the repulsive model in every dimension); ``None`` means the identity.  Any of
+``V=-1`` is the repulsive model in every dimension); ``None`` means the identity. Any of
 β, Q, K, V may also be a callable of t (weights that depend on the layer); ``model.at(t)`` is
 then the constant model at time t.
 
-The full Transformer block (paper eqs. ``multihead`` and ``albert``):
+The full Transformer block (paper eqs. ``multihead`` and ``albert``),
 
-    dx_i/dt = P_{x_i} ( Σ_h [head h's attention average of V_h x_j] + W σ(A x_i + b) )
+.. math::
+
+    \dot x_i = P_{x_i} \Big( \sum_h [\text{head } h\text{'s attention average of } V_h x_j] + W \sigma(A x_i + b) \Big),
 
 is ``MultiHead([head, ...], feedforward=FeedForward(W, A, b, activation))``.
 """
@@ -161,7 +167,41 @@ class _Attention:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class SA(_Attention):
-    """Softmax self-attention: tokens move towards the attention-weighted mean."""
+    r"""Softmax self-attention: tokens move towards the attention-weighted mean.
+
+    .. math::
+
+        \dot x_i = P_{x_i}
+        \frac{\sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j}{\sum_k e^{\beta\langle Qx_i, Kx_k\rangle}}.
+
+    Parameters
+    ----------
+    beta : float or callable
+        Inverse temperature β >= 0, or a callable of t.
+    Q, K, V : None, float, array_like (d, d) or callable
+        Query, key and value matrices; a scalar is a multiple of the identity (``V=-1`` is the
+        repulsive model in any dimension), None the identity, a callable a weight depending on t.
+    causal : bool
+        Token i attends to the tokens j <= i only (the order of the points).
+
+    Raises
+    ------
+    ValueError
+        If β < 0 or a matrix is not square.
+    TypeError
+        If causal is not a bool.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> mf.SA(beta=4.0)
+    SA(beta=4)
+    >>> model = mf.SA(beta=1.0, V=-1)
+    >>> model.is_isotropic, model.sign
+    (True, -1.0)
+    >>> mf.SA(beta=lambda t: 1.0 + t).at(2.0)
+    SA(beta=3)
+    """
 
     def __post_init__(self):
         super().__post_init__()
@@ -170,7 +210,38 @@ class SA(_Attention):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class USA(_Attention):
-    """Unnormalised self-attention: weights e^{β<Qx,Ky>}/n without the softmax denominator."""
+    r"""Unnormalised self-attention: weights e^{β⟨Qx, Ky⟩}/n without the softmax denominator.
+
+    .. math::
+
+        \dot x_i = P_{x_i} \frac1n \sum_j e^{\beta\langle Qx_i, Kx_j\rangle} V x_j.
+
+    Parameters
+    ----------
+    beta : float or callable
+        Inverse temperature β >= 0, or a callable of t.
+    Q, K, V : None, float, array_like (d, d) or callable
+        Query, key and value matrices; a scalar is a multiple of the identity (``V=-1`` is the
+        repulsive model in any dimension), None the identity, a callable a weight depending on t.
+    causal : bool
+        Token i attends to the tokens j <= i only (the order of the points).
+
+    Raises
+    ------
+    ValueError
+        If β < 0 or a matrix is not square.
+    TypeError
+        If causal is not a bool.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> model = mf.USA(beta=2.0, causal=True)
+    >>> model, model.normalised
+    (USA(beta=2, causal=True), False)
+    >>> model.to_dict()
+    {'model': 'USA', 'beta': 2.0, 'Q': None, 'K': None, 'V': None, 'causal': True}
+    """
 
     def __post_init__(self):
         super().__post_init__()
@@ -179,19 +250,46 @@ class USA(_Attention):
 
 @dataclass(frozen=True, eq=False, repr=False, init=False)
 class Hardmax(_Attention):
-    """The β → ∞ limit of SA (paper §9.3, ``e:maineq``): each token moves towards the mean of the
-    tokens it attends to most,
+    r"""The β → ∞ limit of SA (paper §9.3, ``e:maineq``): each token moves towards the mean of the tokens
+    it attends to most.
 
-        dx_i/dt = P_{x_i} (1/|C_i|) Σ_{j∈C_i} V x_j,   C_i = argmax_j <Q x_i, K x_j>  (j <= i if causal).
+    .. math::
 
-    Ties: j ∈ C_i when <Q x_i, K x_j> >= max_k <Q x_i, K x_k> - ``tie`` (default 1e-12, absolute), and
-    the tied tokens share the weight equally, which is the β → ∞ limit of the softmax weights at an
-    exact tie.  With Q^T K = I every token attends to itself only and nothing moves.  Integrated by
+        \dot x_i = P_{x_i} \frac{1}{|C_i|} \sum_{j \in C_i} V x_j, \qquad
+        C_i = \operatorname{argmax}_j \langle Q x_i, K x_j\rangle \quad (j \le i \text{ if causal}).
+
+    Ties: j ∈ C_i when ⟨Q x_i, K x_j⟩ >= max_k ⟨Q x_i, K x_k⟩ - ``tie`` (absolute), and the tied tokens
+    share the weight equally, which is the β → ∞ limit of the softmax weights at an exact tie. With
+    QᵀK = I every token attends to itself only and nothing moves. Integrated by
     ``meanfield.solvers.hardmax.solve`` (event-aware steps: the field jumps where C_i changes).
-    ``beta`` is fixed at inf."""
+    ``beta`` is fixed at inf.
+
+    Parameters
+    ----------
+    Q, K, V : None, float or array_like (d, d)
+        Constant query, key and value matrices (scalars: multiples of the identity; None: identity).
+    tie : float
+        Tolerance in [0, 1e-3) under which inner products count as tied.
+    causal : bool
+        Token i attends to the tokens j <= i only.
+
+    Raises
+    ------
+    ValueError
+        If tie is out of range or a weight is a callable of t.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> model = mf.Hardmax(Q=np.diag([1.0, -1.0]))
+    >>> model.beta, model.is_isotropic
+    (inf, False)
+    """
     tie: float = 1e-12
 
-    def __init__(self, Q=None, K=None, V=None, *, tie=1e-12, causal=False):
+    def __init__(self, Q: object = None, K: object = None, V: object = None, *, tie: float = 1e-12,
+                 causal: bool = False):
         for name, value in (("beta", 1.0), ("Q", Q), ("K", K), ("V", V), ("tie", tie), ("causal", causal)):
             object.__setattr__(self, name, value)
         self.__post_init__()
@@ -230,9 +328,38 @@ def _describe(value):
 
 @dataclass(frozen=True, eq=False)
 class FeedForward:
-    """Perceptron term W σ(A x + b) of the Transformer block (paper eq. ``albert``), projected
-    onto the tangent space like the attention: W (d, m), A (m, d), b (m,), each possibly a
-    callable of t; σ is "relu", "gelu" (x Φ(x), Φ the normal CDF) or "tanh"."""
+    r"""Perceptron term of the Transformer block (paper eq. ``albert``), projected onto the tangent space
+    like the attention.
+
+    .. math::
+
+        x \mapsto P_x\, W \sigma(A x + b), \qquad \sigma \in \{\mathrm{relu}, \mathrm{gelu}, \tanh\},
+        \quad \mathrm{gelu}(z) = z \Phi(z).
+
+    Parameters
+    ----------
+    W : array_like (d, m) or callable
+        Output weights (a callable of t for a time-dependent term).
+    A : array_like (m, d) or callable
+        Input weights.
+    b : array_like (m,) or callable
+        Biases.
+    activation : {"relu", "gelu", "tanh"}
+        σ (Φ in "gelu" is the normal distribution function).
+
+    Raises
+    ------
+    ValueError
+        If the activation is unknown or the shapes do not fit together.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> ff = mf.FeedForward(W=np.eye(2), A=np.eye(2), b=[0.0, -1.0], activation="relu")
+    >>> ff.field(np.array([[0.6, 0.8]]))
+    array([[0.6, 0. ]])
+    """
     W: object
     A: object
     b: object
@@ -287,8 +414,35 @@ class FeedForward:
 
 @dataclass(frozen=True, eq=False)
 class MultiHead:
-    """Several attention heads (SA or USA, each with its own β, Q, K, V) and an optional
-    feed-forward term:  dx_i/dt = P_{x_i}( Σ_h X_h[μ](x_i) + W σ(A x_i + b) )."""
+    r"""Several attention heads (SA or USA, each with its own β, Q, K, V) and an optional feed-forward term.
+
+    .. math::
+
+        \dot x_i = P_{x_i} \Big( \sum_h X_h[\mu](x_i) + W \sigma(A x_i + b) \Big).
+
+    Parameters
+    ----------
+    heads : sequence of SA or USA
+        The heads (at least one).
+    feedforward : FeedForward, optional
+        The perceptron term.
+
+    Raises
+    ------
+    ValueError
+        If there is no head.
+    TypeError
+        If a head is not SA/USA or feedforward is not a FeedForward.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> model = mf.MultiHead([mf.SA(beta=1.0), mf.USA(beta=2.0, V=-1)])
+    >>> model
+    MultiHead([SA(beta=1), USA(beta=2, V=-1.0)])
+    >>> model.is_isotropic
+    True
+    """
     heads: tuple
     feedforward: object = None
 
@@ -338,9 +492,40 @@ class MultiHead:
         return f"MultiHead([{', '.join(map(repr, self.heads))}]{ff})"
 
 
-def model_from_dict(spec):
-    """Inverse of ``model.to_dict()``: "model" ("SA", "USA" or "MultiHead") and, for SA/USA,
-    "beta" and optionally Q, K, V and "causal" (models with callable weights cannot be rebuilt)."""
+def model_from_dict(spec: dict) -> "SA | USA | Hardmax | MultiHead":
+    r"""Rebuild a model from its description: the inverse of ``model.to_dict()``.
+
+    .. math::
+
+        \texttt{model\_from\_dict}(m.\texttt{to\_dict}()) = m.
+
+    Parameters
+    ----------
+    spec : dict
+        "model" ("SA", "USA", "Hardmax" or "MultiHead") and, for SA/USA, "beta" and optionally
+        "Q", "K", "V" and "causal"; for MultiHead "heads" and "feedforward".
+
+    Returns
+    -------
+    SA, USA, Hardmax or MultiHead
+
+    Raises
+    ------
+    TypeError
+        If spec is not a dict.
+    ValueError
+        If the model is unknown, "beta" is missing, a key is unknown, or the weights were callables
+        (which cannot be rebuilt).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> mf.model_from_dict({"model": "SA", "beta": 4.0, "V": -1.0})
+    SA(beta=4, V=-1.0)
+    >>> model = mf.MultiHead([mf.SA(beta=1.0)])
+    >>> mf.model_from_dict(model.to_dict()) == model
+    True
+    """
     if not isinstance(spec, dict):
         raise TypeError(f"spec must be a dict such as model.to_dict(); got {type(spec).__name__}")
     if spec.get("model") == "MultiHead":
@@ -371,10 +556,50 @@ def model_from_dict(spec):
     return cls(beta=spec["beta"], **mats, causal=spec.get("causal", False))
 
 
-def as_model(model, *, multihead=False, time_dependent=False, causal=False, name="model"):
-    """``model`` checked to be SA/USA (or MultiHead where ``multihead``); a model whose weights
-    depend on t only where ``time_dependent`` (the particle solver), a causal model (or head)
-    only where ``causal`` (the particle solver and ``solvers.causal``) — elsewhere a clear error."""
+def as_model(model: object, *, multihead: bool = False, time_dependent: bool = False, causal: bool = False,
+             name: str = "model") -> "SA | USA | MultiHead":
+    """Check that ``model`` is an attention model a computation accepts, and return it.
+
+    SA/USA always; MultiHead only where ``multihead``; weights depending on t only where
+    ``time_dependent`` (the particle solver); causal models (or heads) only where ``causal`` (the
+    particle solver and ``solvers.causal``): elsewhere a clear error.
+
+    Parameters
+    ----------
+    model : object
+        The model to check.
+    multihead : bool
+        Accept MultiHead.
+    time_dependent : bool
+        Accept callable weights.
+    causal : bool
+        Accept causal attention.
+    name : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    SA, USA or MultiHead
+        ``model`` itself.
+
+    Raises
+    ------
+    TypeError
+        If model is not an accepted kind (Hardmax never: it has its own integrator).
+    ValueError
+        If model is time-dependent or causal where that is not supported.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.models import as_model
+    >>> as_model(mf.SA(beta=1.0))
+    SA(beta=1)
+    >>> as_model(mf.SA(beta=1.0, causal=True))
+    Traceback (most recent call last):
+    ...
+    ValueError: model SA(beta=1, causal=True) is causal ...
+    """
     kinds = (_Attention, MultiHead) if multihead else (_Attention,)
     if isinstance(model, Hardmax):
         raise TypeError(f"{name}: Hardmax (β = ∞) has its own integrator, meanfield.solvers.hardmax.solve")

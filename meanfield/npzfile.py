@@ -15,11 +15,25 @@ __all__ = ["NPZ_ERRORS", "npz_path"]
 NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error)
 
 
-def npz_path(path):
-    """``path`` as a string ending in ``.npz`` (``numpy.savez`` appends it; loads must look there too).
+def npz_path(path: str | os.PathLike) -> str:
+    r"""``path`` as a string ending in ``.npz`` (``numpy.savez`` appends it; loads must look there too).
 
-    Example
+    .. math::
+
+        \text{path} \mapsto \text{path} \,\|\, \texttt{.npz} \quad \text{unless it already ends so}.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file name, with or without the extension.
+
+    Returns
     -------
+    str
+
+    Examples
+    --------
+    >>> from meanfield.npzfile import npz_path
     >>> npz_path("run"), npz_path("run.npz")
     ('run.npz', 'run.npz')
     """

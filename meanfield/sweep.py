@@ -1,5 +1,5 @@
 """Parameter sweeps: ``func(params, seed)`` over a grid × seeds, on Dask or in-process, with every
-finished task kept in a resumable store.
+finished task kept in a resumable store::
 
     from meanfield import sweep
     res = sweep.run(sweep.particle_clusters, {"beta": [1, 4, 9], "n": [64], "d": [3], "T": [20]},
@@ -14,19 +14,19 @@ finished task kept in a resumable store.
   ``module:qualname`` is part of each task's identity, so lambdas and local functions are
   refused); with Dask, the workers must be able to import or unpickle it.
 - ``grid``: a dict name -> list of values (Cartesian product, first name slowest) or a list of
-  parameter dicts.  Values are JSON scalars (str, int, float, bool, None) or lists of them;
-  ``1`` and ``1.0`` are different parameters.  "seed" is reserved.
+  parameter dicts. Values are JSON scalars (str, int, float, bool, None) or lists of them;
+  ``1`` and ``1.0`` are different parameters. "seed" is reserved.
 - ``seeds``: an int S (seeds 0..S-1) or a list of distinct non-negative ints.
-- ``store``: a folder.  ``tasks/<key>.npz`` holds one finished task (its outputs and its
+- ``store``: a folder. ``tasks/<key>.npz`` holds one finished task (its outputs and its
   params, seed, function and run time), written atomically (temporary file + rename) as soon as
-  the result reaches this process; ``sweep.json`` lists the tasks in grid order.  A store
+  the result reaches this process; ``sweep.json`` lists the tasks in grid order. A store
   belongs to one function; the grid and the seeds may grow between runs.
 - ``client``: None (run here, one task after another), ``"local"`` (a LocalCluster of
   ``workers`` single-threaded processes, default one per core), a scheduler address
-  ``"tcp://host:port"``, or a ``distributed.Client``.  On Dask workers each task runs with one
+  ``"tcp://host:port"``, or a ``distributed.Client``. On Dask workers each task runs with one
   Numba thread (the tasks are the parallelism).
 
-Tasks run params-major, seeds fastest.  A task's key is a hash of (module:qualname, params,
+Tasks run params-major, seeds fastest. A task's key is a hash of (module:qualname, params,
 seed): rerunning ``run`` on a store computes only the tasks without a file, so a killed sweep
 resumes where it stopped and a lost worker only costs its running task (Dask recomputes it).
 A task that raises does not stop the others; ``run`` then raises ``SweepError`` naming the
@@ -46,6 +46,7 @@ import time
 import traceback
 import warnings
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -64,7 +65,19 @@ TASKS = "tasks"
 
 
 class SweepError(RuntimeError):
-    """Some tasks raised; the others finished and are in the store."""
+    """Some tasks raised; the others finished and are in the store.
+
+    Parameters
+    ----------
+    message : str
+        The failed tasks.
+
+    Examples
+    --------
+    >>> from meanfield.sweep import SweepError
+    >>> isinstance(SweepError("2 of 8 tasks failed"), RuntimeError)
+    True
+    """
 
 
 # --------------------------------------------------------------------------- tasks and identity
@@ -157,8 +170,35 @@ def _seed_list(seeds):
     return out
 
 
-def task_key(func_id, params, seed):
-    """The task's identity: a hash of (function, params, seed) that does not depend on dict order."""
+def task_key(func_id: str, params: dict, seed: int) -> str:
+    r"""The task's identity: a hash of (function, params, seed) that does not depend on dict order.
+
+    .. math::
+
+        \text{key} = \mathrm{SHA256}\big(\mathrm{json}([\text{func\_id}, \text{params}, \text{seed}],
+        \text{sorted keys})\big)[:24].
+
+    Parameters
+    ----------
+    func_id : str
+        ``module:qualname`` of the task function.
+    params : dict
+        The parameter set (JSON values).
+    seed : int
+        The seed.
+
+    Returns
+    -------
+    str
+        24 hexadecimal digits.
+
+    Examples
+    --------
+    >>> from meanfield.sweep import task_key
+    >>> key = task_key("meanfield.sweep:particle_clusters", {"beta": 1.0, "n": 8}, 0)
+    >>> len(key), key == task_key("meanfield.sweep:particle_clusters", {"n": 8, "beta": 1.0}, 0)
+    (24, True)
+    """
     text = json.dumps([func_id, params, seed], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -220,7 +260,19 @@ def _single_numba_thread():
 
 
 class TaskTimeout(Exception):
-    """A task ran longer than the sweep's ``timeout``."""
+    """A task ran longer than the sweep's ``timeout``.
+
+    Parameters
+    ----------
+    message : str
+        The task and its limit.
+
+    Examples
+    --------
+    >>> from meanfield.sweep import TaskTimeout
+    >>> str(TaskTimeout("task ran past 60 s"))
+    'task ran past 60 s'
+    """
 
 
 @contextlib.contextmanager
@@ -275,7 +327,20 @@ def _write_task(store, func_id, task, outputs, seconds):
 
 
 class CorruptTask(ValueError):
-    """A task file that cannot be read or does not belong to its key and function."""
+    """A task file that cannot be read or does not belong to its key and function (``load`` skips it
+    with a warning; rerunning the sweep recomputes it).
+
+    Parameters
+    ----------
+    message : str
+        The file and what is wrong with it.
+
+    Examples
+    --------
+    >>> from meanfield.sweep import CorruptTask
+    >>> isinstance(CorruptTask("tasks/abc.npz: truncated"), ValueError)
+    True
+    """
 
 
 def _read_task(path, expect=None):
@@ -405,10 +470,44 @@ _MISSING = object()
 
 @dataclass(eq=False)
 class SweepResult:
-    """Finished tasks of a sweep, in grid order (params-major, seeds fastest).
+    r"""Finished tasks of a sweep, in grid order (params-major, seeds fastest).
 
-    Fields: params (list of dicts), seeds (T,) ints, keys (task hashes), outputs (list of dicts
-    name -> array), seconds (T,) run time of each task, info (store, function, counts).
+    ``get(name)`` stacks one output over the tasks, ``select(**where)`` keeps the matching tasks,
+    ``aggregate(name, reduce)`` reduces an output over the seeds of each parameter set, ``table()``
+    and ``to_dataframe()`` give the scalar columns:
+
+    .. math::
+
+        \text{aggregate}(y)_P = \text{reduce}\{y_{P, s} : s \in \text{seeds}\}.
+
+    Parameters
+    ----------
+    params : list of dict
+        The parameter set of each task.
+    seeds : numpy.ndarray, shape (T,)
+        The seed of each task.
+    keys : list of str
+        Task hashes (``task_key``).
+    outputs : list of dict
+        name -> array, per task.
+    seconds : numpy.ndarray, shape (T,)
+        Run time of each task.
+    info : dict
+        Store, function, counts.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from meanfield import sweep
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> grid = {"beta": [1.0, 9.0], "n": [8], "d": [3], "T": [2.0]}
+    >>> res = sweep.run(sweep.particle_clusters, grid, seeds=2, store=folder.name)
+    >>> res.get("clusters").shape, res.select(beta=9.0).seeds.tolist()
+    ((4,), [0, 1])
+    >>> sets, mean = res.aggregate("min_inner")
+    >>> [p["beta"] for p in sets], mean.shape
+    ([1.0, 9.0], (2,))
+    >>> folder.cleanup()
     """
     params: list
     seeds: np.ndarray
@@ -502,9 +601,36 @@ def _result(entries, info):
                        seconds=np.array([m["seconds"] for m, _ in entries], dtype=float), info=info)
 
 
-def load(store):
-    """All finished tasks of a store, in the order of its manifest; ``info['pending']`` counts
-    the listed tasks without a result yet."""
+def load(store: str | os.PathLike) -> "SweepResult":
+    """All finished tasks of a store, in the order of its manifest; ``info['pending']`` counts the
+    listed tasks without a result yet.
+
+    Parameters
+    ----------
+    store : str or os.PathLike
+        The folder given to ``run``.
+
+    Returns
+    -------
+    SweepResult
+
+    Raises
+    ------
+    ValueError
+        If the folder is not a sweep store.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from meanfield import sweep
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> grid = {"beta": [1.0, 9.0], "n": [8], "d": [3], "T": [2.0]}
+    >>> res = sweep.run(sweep.particle_clusters, grid, seeds=2, store=folder.name)
+    >>> again = sweep.load(folder.name)
+    >>> len(again), again.info["pending"], again.keys == res.keys
+    (4, 0, True)
+    >>> folder.cleanup()
+    """
     store = os.fspath(store)
     manifest = _read_manifest(store)
     if manifest is None:
@@ -587,16 +713,21 @@ def _run_dask(client, func, todo):
         fut.release()
 
 
-def run(func, grid, seeds, store, client=None, *, workers: int | None = None, progress: bool = False,
+def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seeds: int | list[int],
+        store: str | os.PathLike, client: object = None, *, workers: int | None = None, progress: bool = False,
         timeout: float | None = None) -> SweepResult:
-    """Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping
-    the tasks already in ``store``.
+    r"""Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
+    tasks already in ``store``.
+
+    .. math::
+
+        \{\text{func}(P, s) : P \in \text{grid}, \ s \in \text{seeds}\} \setminus \text{store}.
 
     Parameters
     ----------
     func : callable
         A module-level function ``func(params, seed) -> dict`` of scalars/arrays (or a bare
-        number, stored as ``{"value": x}``).  If it has an attribute ``parameters =
+        number, stored as ``{"value": x}``). If it has an attribute ``parameters =
         dict(required=(...), optional=(...))`` (as ``particle_clusters`` does), a parameter set
         with an unknown or a missing name is refused before any task runs.
     grid : dict or list of dicts
@@ -604,7 +735,7 @@ def run(func, grid, seeds, store, client=None, *, workers: int | None = None, pr
         sets. Values are JSON scalars or lists of them.
     seeds : int or list of int
         S (seeds 0..S-1) or distinct non-negative seeds.
-    store : path
+    store : str or os.PathLike
         Folder keeping every finished task (written atomically); rerunning resumes.
     client : None, "local", "tcp://host:port" or distributed.Client
         Where to run: here, one task after another, or on Dask.
@@ -619,8 +750,27 @@ def run(func, grid, seeds, store, client=None, *, workers: int | None = None, pr
     -------
     SweepResult
         All the grid's tasks, params-major and seeds fastest (``get``, ``select``,
-        ``aggregate``, ``table``, ``to_dataframe``). Raises ``SweepError`` naming the failed
-        tasks if any raised; everything that finished is in the store.
+        ``aggregate``, ``table``, ``to_dataframe``).
+
+    Raises
+    ------
+    SweepError
+        Naming the failed tasks if any raised; everything that finished is in the store.
+    ValueError
+        If the function, grid, seeds, store or timeout are invalid (before any task runs).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from meanfield import sweep
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> grid = {"beta": [1.0, 9.0], "n": [8], "d": [3], "T": [2.0]}
+    >>> res = sweep.run(sweep.particle_clusters, grid, seeds=2, store=folder.name)
+    >>> len(res), res.info["computed"]
+    (4, 4)
+    >>> sweep.run(sweep.particle_clusters, grid, seeds=3, store=folder.name).info["computed"]   # resumes
+    2
+    >>> folder.cleanup()
     """
     func_id = _func_id(func)
     tasks = _tasks(func_id, grid, seeds, func)
@@ -666,13 +816,38 @@ def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout)
 
 # --------------------------------------------------------------------------- a standard task
 
-def particle_clusters(params, seed):
-    """Tokens i.i.d. uniform on S^{d-1} (``seed``) evolved to time T; their clusters and energy.
+def particle_clusters(params: dict, seed: int) -> dict:
+    r"""A standard sweep task: tokens i.i.d. uniform on S^{d-1} (``seed``) evolved to time T; their
+    clusters and energy.
 
-    params: beta, n, d, T, and optionally model ("SA" | "USA", default "SA"), method ("rk4"),
-    dt (default: the solver's), tol (geodesic cluster scale, default 1e-2).
-    Outputs: clusters (count at T), energy0 and energy (E_β at 0 and T), min_inner (the smallest
-    <x_i, x_j> at T; 1 means consensus).
+    .. math::
+
+        \text{min\_inner} = \min_{i,j} \langle x_i(T), x_j(T)\rangle \quad (1 \text{ means consensus}).
+
+    Parameters
+    ----------
+    params : dict
+        beta, n, d, T, and optionally model ("SA" | "USA", default "SA"), method ("rk4"),
+        dt (default: the solver's), tol (geodesic cluster scale, default 1e-2).
+    seed : int
+        Seed of the initial tokens.
+
+    Returns
+    -------
+    dict
+        clusters (count at T), energy0 and energy (E_β at 0 and T), min_inner.
+
+    Raises
+    ------
+    ValueError
+        If the model is unknown or a parameter is invalid.
+
+    Examples
+    --------
+    >>> from meanfield.sweep import particle_clusters
+    >>> out = particle_clusters({"beta": 1.0, "n": 8, "d": 3, "T": 20.0}, seed=0)
+    >>> out["clusters"], out["min_inner"] > 0.99, out["energy"] > out["energy0"]
+    (1, True, True)
     """
     from .clusters import cluster_count
     from .energy import energy
@@ -823,9 +998,41 @@ def _summary(res, limit=40):
     return lines
 
 
-def main(argv=None):
-    """``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]
-    [--quiet] [--allow-any-function]``."""
+def main(argv: list[str] | None = None) -> int:
+    r"""``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]
+    [--quiet] [--allow-any-function]``: run the sweep a TOML file describes (examples/sweep.toml)
+    and print a summary.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command line after ``meanfield sweep`` (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0, or 1 when some tasks failed.
+
+    Raises
+    ------
+    SystemExit
+        With status 2 (argparse) for a bad config or options, before any task runs.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.sweep import main
+    >>> config = ('function = "meanfield.sweep:particle_clusters"\n'
+    ...           'seeds = 2\n'
+    ...           '[grid]\nbeta = [1.0]\nn = [8]\nd = [3]\nT = [2.0]\n')
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = os.path.join(folder, "sweep.toml")
+    ...     _ = open(path, "w").write(config)
+    ...     status = main([path, "--scheduler", "none", "--store", os.path.join(folder, "store"), "--quiet"])
+    2 tasks of meanfield.sweep:particle_clusters in ... (2 computed, 0 reused; ...)
+    >>> status
+    0
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     func, grid, seeds, store, client, workers, timeout = _settings(parser, args)

@@ -1,20 +1,31 @@
-"""Closed-form predictions: linear growth rates at the uniform measure, speed bounds, and
+r"""Closed-form predictions: linear growth rates at the uniform measure, speed bounds, and
 the d -> ∞ (equiangular) limit of the inner products.
 
-Funk–Hecke: against the uniform probability measure on S^{d-1}, the zonal kernel e^{β<x,·>}
-acts on degree-l harmonics by
+Funk–Hecke: against the uniform probability measure on S^{d-1}, the zonal kernel
+:math:`e^{\beta\langle x, \cdot\rangle}` acts on degree-l harmonics by
 
-    c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β)      (d = 2: I_l(β); d = 3: i_l(β) = sinh-type),
+.. math::
 
-so a perturbation along a degree-l harmonic of the uniform density grows at rate
-λ_l = ± l(l+d-2) c_l(β)/β (USA) or ± l(l+d-2) c_l(β)/(β c_0(β)) (SA), sign - for V = -I.
+    c_l(\beta) = \Gamma(d/2) (2/\beta)^{d/2-1} I_{l+d/2-1}(\beta)
+
+(d = 2: :math:`I_l(\beta)`), so a perturbation along a degree-l harmonic of the uniform density grows at rate
+
+.. math::
+
+    \lambda_l = \pm \frac{l(l+d-2)\, c_l(\beta)}{\beta} \ \text{(USA)}, \qquad
+    \lambda_l = \pm \frac{l(l+d-2)\, c_l(\beta)}{\beta\, c_0(\beta)} \ \text{(SA)},
+
+sign - for V = -I.
 """
+from collections.abc import Callable
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.integrate import quad, solve_ivp
 from scipy.special import expit, gammaln, ive, logsumexp
 
 from .checks import as_beta, as_count, as_float_array, as_time_grid
-from .models import as_model
+from .models import SA, USA, MultiHead, as_model
 
 __all__ = ["funk_hecke", "growth_rate", "most_unstable_mode", "speed_bound", "equiangular_rhs",
            "equiangular_curve", "clustering_time", "equiangular_layer", "long_context_limit"]
@@ -74,8 +85,41 @@ def _log_funk_hecke(beta, d, l):
     return gammaln(d / 2.0) + nu * np.log(2.0 / beta) + log_ive(l + nu, beta) + beta
 
 
-def funk_hecke(beta, d, l):
-    """c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β); at β = 0 the limit δ_{l0}."""
+def funk_hecke(beta: float, d: int, l: int) -> float:
+    r"""Funk–Hecke coefficient of the kernel e^{β⟨x, ·⟩} on degree-l harmonics of S^{d-1}.
+
+    .. math::
+
+        c_l(\beta) = \Gamma(d/2) \Big(\frac{2}{\beta}\Big)^{d/2-1} I_{l+d/2-1}(\beta), \qquad c_l(0) = \delta_{l0}.
+
+    Parameters
+    ----------
+    beta : float
+        β >= 0.
+    d : int
+        Ambient dimension (>= 2).
+    l : int
+        Degree (>= 0).
+
+    Returns
+    -------
+    float
+        c_l(β), computed in log space.
+
+    Raises
+    ------
+    ValueError
+        If β < 0, d or l are out of range, or c_l(β) exceeds the largest double.
+
+    Examples
+    --------
+    >>> from scipy.special import iv
+    >>> from meanfield.theory import funk_hecke
+    >>> round(funk_hecke(2.0, 2, 1), 10) == round(float(iv(1, 2.0)), 10)     # d = 2: I_l(β)
+    True
+    >>> funk_hecke(0.0, 3, 0), funk_hecke(0.0, 3, 2)
+    (1.0, 0.0)
+    """
     beta = as_beta(beta)
     d = as_count(d, "d", minimum=2)
     l = as_count(l, "l", minimum=0)
@@ -84,18 +128,23 @@ def funk_hecke(beta, d, l):
     return _exp(_log_funk_hecke(beta, d, l), f"c_{l}(beta) at beta = {beta:g}")
 
 
-def growth_rate(model, d: int, l: int, diffusion: float = 0.0) -> float:
-    """Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
+def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> float:
+    r"""Linear growth rate λ_l of a degree-l harmonic perturbation of the uniform measure on S^{d-1}.
 
-    USA: λ_l = ± l(l+d-2) c_l(β)/β;  SA: λ_l = ± l(l+d-2) c_l(β)/(β c_0(β)), with the
-    Funk–Hecke coefficient c_l(β) = Γ(d/2) (2/β)^{d/2-1} I_{l+d/2-1}(β) (sign - for V = -I).
-    At β = 0 both reduce to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2.
-    With diffusion D Δ_S (noise σ = sqrt(2D)): λ_l - D l(l+d-2), the harmonic's Laplace eigenvalue.
+    .. math::
+
+        \lambda_l = \pm \frac{l(l+d-2)\, c_l(\beta)}{\beta} \ \text{(USA)}, \qquad
+        \lambda_l = \pm \frac{l(l+d-2)\, c_l(\beta)}{\beta\, c_0(\beta)} \ \text{(SA)}, \qquad
+        \lambda_l \leftarrow \lambda_l - D\, l(l+d-2),
+
+    with the Funk–Hecke coefficient c_l(β) (``funk_hecke``), sign - for V = -I. At β = 0 both reduce
+    to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2. With diffusion D Δ_S
+    (noise σ = √(2D)) the harmonic's Laplace eigenvalue times D is subtracted.
 
     Parameters
     ----------
     model : SA or USA
-        With Q^T K = I and V = ±I.
+        With QᵀK = I and V = ±I.
     d : int
         Ambient dimension (the sphere is S^{d-1}).
     l : int
@@ -107,6 +156,19 @@ def growth_rate(model, d: int, l: int, diffusion: float = 0.0) -> float:
     -------
     float
         λ_l: the perturbation grows like e^{λ_l t}.
+
+    Raises
+    ------
+    ValueError
+        If the model is not isotropic, D < 0, or d, l are out of range.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> round(mf.growth_rate(mf.SA(beta=0.0), d=3, l=1), 6)         # consensus: (d-1)/d
+    0.666667
+    >>> round(mf.growth_rate(mf.USA(beta=1.0, V=-1), d=2, l=1), 6)  # -I_1(1)
+    -0.565159
     """
     diffusion = float(as_float_array(diffusion, "diffusion"))
     if diffusion < 0:
@@ -133,8 +195,36 @@ def _interaction_rate(model, d, l):
     return model.sign * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
 
 
-def most_unstable_mode(model, d):
-    """The degree l >= 1 of fastest linear growth, l* ≈ sqrt(2β) for large β (attractive models)."""
+def most_unstable_mode(model: SA | USA, d: int) -> int:
+    r"""The degree l >= 1 of fastest linear growth of the uniform measure (attractive models).
+
+    .. math::
+
+        l^* = \operatorname{argmax}_{l \ge 1} \lambda_l \approx \sqrt{2\beta} \quad (\beta \to \infty).
+
+    Parameters
+    ----------
+    model : SA or USA
+        With QᵀK = I and V = I.
+    d : int
+        Ambient dimension (>= 2).
+
+    Returns
+    -------
+    int
+        l*.
+
+    Raises
+    ------
+    ValueError
+        If the model is not isotropic and attractive.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> mf.most_unstable_mode(mf.SA(beta=0.0), 2), mf.most_unstable_mode(mf.SA(beta=50.0), 2)
+    (1, 10)
+    """
     model = as_model(model)
     if not model.is_isotropic or model.sign < 0:
         raise ValueError("the uniform measure has an unstable mode only for attractive models (V = I)")
@@ -157,12 +247,38 @@ def most_unstable_mode(model, d):
     return max(range(lo, hi + 1), key=log_rate)
 
 
-def speed_bound(model):
-    """sup |X[μ]| over probability measures μ (isotropic models, V = ±I).
+def speed_bound(model: SA | USA | MultiHead) -> float:
+    r"""Supremum of the speed |X[μ](x)| over probability measures μ (isotropic models, V = ±I).
 
-    SA: 1 (|P_x V y| <= 1 averaged by a probability); USA: max_{t∈[-1,1]} e^{βt} sqrt(1-t²),
-    attained at t* = (sqrt(1+4β²) - 1)/(2β) (t* = 0 at β = 0).  MultiHead: the sum of the heads'
-    bounds (|Σ_h X_h| <= Σ_h |X_h|)."""
+    .. math::
+
+        \text{SA: } 1, \qquad \text{USA: } \max_{t \in [-1, 1]} e^{\beta t} \sqrt{1 - t^2}
+        = e^{\beta t^*} \sqrt{1 - t^{*2}}, \quad t^* = \frac{\sqrt{1 + 4\beta^2} - 1}{2\beta},
+
+    (t* = 0 at β = 0); MultiHead: the sum of the heads' bounds.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        With QᵀK = I and V = ±I (every head).
+
+    Returns
+    -------
+    float
+        The bound.
+
+    Raises
+    ------
+    ValueError
+        If a model is not isotropic, or the bound exceeds the largest double.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.theory import speed_bound
+    >>> speed_bound(mf.SA(beta=3.0)), speed_bound(mf.USA(beta=0.0))
+    (1.0, 1.0)
+    """
     model = as_model(model, multihead=True)
     if hasattr(model, "heads"):
         return sum(speed_bound(head) for head in model.heads)
@@ -182,14 +298,48 @@ def _exp(log_value, what):
     return float(np.exp(log_value))
 
 
-def equiangular_rhs(model, n):
-    """dρ/dt for n tokens with all pairwise inner products equal to ρ (attractive sign; V = -I flips it):
+def equiangular_rhs(model: SA | USA, n: int) -> Callable[[float, float], float]:
+    r"""Right-hand side of the ODE for the common inner product ρ of n equiangular tokens.
 
-    USA: (2/n) e^{βρ} (1-ρ)(1+(n-1)ρ);   SA: 2 e^{βρ}(1-ρ)(1+(n-1)ρ) / (e^β + (n-1) e^{βρ}).
+    .. math::
 
-    Derivation: <x_i', x_k> = Σ_j a_ij (<x_j,x_k> - <x_i,x_j><x_i,x_k>) with the j = k term 1-ρ², the
-    n-2 others ρ-ρ², and j = i zero; add the symmetric term <x_i, x_k'>.  Also the d -> ∞ limit
-    for i.i.d. random tokens (their inner products concentrate at a common value).
+        \text{USA: } \dot\rho = \frac2n e^{\beta\rho} (1-\rho)(1+(n-1)\rho), \qquad
+        \text{SA: } \dot\rho = \frac{2 e^{\beta\rho}(1-\rho)(1+(n-1)\rho)}{e^\beta + (n-1) e^{\beta\rho}}
+
+    (attractive sign; V = -I flips it). Derivation:
+
+    .. math::
+
+        \langle \dot x_i, x_k\rangle
+        = \sum_j a_{ij} (\langle x_j, x_k\rangle - \langle x_i, x_j\rangle\langle x_i, x_k\rangle)
+
+    with the j = k term 1-ρ², the n-2 others ρ-ρ², and j = i zero; add the symmetric term. Also the
+    d -> ∞ limit for i.i.d. random tokens (their inner products concentrate at a common value).
+
+    Parameters
+    ----------
+    model : SA or USA
+        With QᵀK = I and V = ±I.
+    n : int
+        Number of tokens (>= 2).
+
+    Returns
+    -------
+    callable
+        rhs(t, ρ), as ``scipy.integrate.solve_ivp`` takes it.
+
+    Raises
+    ------
+    ValueError
+        If the model is not isotropic or n < 2.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.theory import equiangular_rhs
+    >>> rhs = equiangular_rhs(mf.USA(beta=0.0), n=2)
+    >>> float(rhs(0.0, 0.0)), float(rhs(0.0, 1.0))
+    (1.0, 0.0)
     """
     model = as_model(model)
     if not model.is_isotropic:
@@ -206,8 +356,43 @@ def equiangular_rhs(model, n):
     return rhs
 
 
-def equiangular_curve(model, n, t, rho0=0.0):
-    """ρ(t) solving ``equiangular_rhs`` from ρ(t[0]) = rho0 (rtol 1e-11)."""
+def equiangular_curve(model: SA | USA, n: int, t: ArrayLike, rho0: float = 0.0) -> np.ndarray:
+    r"""The common inner product ρ(t) of equiangular tokens, solving ``equiangular_rhs`` (rtol 1e-11).
+
+    .. math::
+
+        \dot\rho = f_{\beta, n}(\rho), \qquad \rho(t_0) = \rho_0.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With QᵀK = I and V = ±I.
+    n : int
+        Number of tokens (>= 2).
+    t : array_like
+        Increasing output times; the curve starts at t[0].
+    rho0 : float
+        ρ(t[0]) in [-1/(n-1), 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        ρ at the times t.
+
+    Raises
+    ------
+    ValueError
+        If rho0 is out of range or not a number, or t is not an increasing grid.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield.theory import equiangular_curve
+    >>> rho = equiangular_curve(mf.USA(beta=0.0), 2, [0.0, 1.0])
+    >>> bool(np.isclose(rho[1], np.tanh(1.0)))        # ρ' = 1 - ρ²
+    True
+    """
     model = as_model(model)
     n = as_count(n, "n", minimum=2)
     t = as_time_grid(t, "t")
@@ -222,23 +407,47 @@ def equiangular_curve(model, n, t, rho0=0.0):
     return sol.y[0]
 
 
-def clustering_time(model, n, delta=1e-3):
-    """The time t at which the equiangular curve γ_β (γ(0) = 0, ``equiangular_rhs``) reaches 1 - δ.
+def clustering_time(model: SA | USA, n: int, delta: float = 1e-3) -> float:
+    r"""The time at which the equiangular curve γ_β (γ(0) = 0, ``equiangular_rhs``) reaches 1 - δ.
 
     The points (t, β) with γ_β(t) = 1 - δ form the curve Γ_{∞,δ} of the paper (its d -> ∞ phase
-    boundary of the region where every pairwise inner product is >= 1 - δ).  Since γ' > 0 on
-    [0, 1), t = ∫_0^{1-δ} dγ / γ'(γ), computed by adaptive quadrature: for SA
-    1/γ' = (e^{β(1-γ)} + n - 1) / (2 (1-γ)(1 + (n-1)γ)), for USA n e^{-βγ} / (2 (1-γ)(1 + (n-1)γ)).
+    boundary of the region where every pairwise inner product is >= 1 - δ). Since γ' > 0 on [0, 1),
+
+    .. math::
+
+        t^*(\beta) = \int_0^{1-\delta} \frac{d\gamma}{\dot\gamma(\gamma)}, \qquad
+        \frac{1}{\dot\gamma} = \frac{e^{\beta(1-\gamma)} + n - 1}{2(1-\gamma)(1 + (n-1)\gamma)} \ \text{(SA)}, \quad
+        \frac{n e^{-\beta\gamma}}{2(1-\gamma)(1 + (n-1)\gamma)} \ \text{(USA)},
+
+    computed by adaptive quadrature.
 
     Parameters
     ----------
-    model : SA or USA with Q^T K = I and V = I (attractive)
-    n : int >= 2, tokens
-    delta : float in (0, 1)
+    model : SA or USA
+        With QᵀK = I and V = I (attractive).
+    n : int
+        Number of tokens (>= 2).
+    delta : float
+        δ in (0, 1).
 
     Returns
     -------
-    float, the time t*(β)
+    float
+        The time t*(β).
+
+    Raises
+    ------
+    ValueError
+        If the model is not attractive and isotropic, n < 2, or δ is not in (0, 1).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield.theory import clustering_time
+    >>> t = clustering_time(mf.USA(beta=0.0), n=2, delta=0.01)
+    >>> bool(np.isclose(t, np.arctanh(0.99)))          # γ = tanh t at β = 0, n = 2
+    True
     """
     model = as_model(model)
     if not model.is_isotropic or model.sign < 0:
@@ -255,29 +464,44 @@ def clustering_time(model, n, delta=1e-3):
                      for a, b in zip(ends[:-1], ends[1:])))
 
 
-def equiangular_layer(rho, beta, n):
-    """One softmax attention layer (V = I) followed by normalisation, on n tokens whose pairwise
-    inner products all equal ρ (Rigollet, arXiv:2512.01868; paper.md §6.3): token i's output
-    y_i = Σ_j A_ij x_j with A_ii = a, A_ij = b (j ≠ i),
+def equiangular_layer(rho: ArrayLike, beta: ArrayLike, n: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    r"""One softmax attention layer (V = I) followed by normalisation, on n tokens whose pairwise
+    inner products all equal ρ (Rigollet, arXiv:2512.01868; paper.md §6.3).
 
-        a = e^β / Z,  b = e^{βρ} / Z,  Z = e^β + (n-1) e^{βρ},
-        cos(y_i, y_k) = (ρ + (1-ρ)(2ab + (n-2)b²)) / (ρ + (1-ρ)(a² + (n-1)b²))
+    Token i's output is :math:`y_i = \sum_j A_{ij} x_j` with :math:`A_{ii} = a`, :math:`A_{ij} = b` (j ≠ i):
 
-    (Gram matrix ρ 11^T + (1-ρ) I and rows of A summing to 1).  a = expit(β(1-ρ) - log(n-1)) and
+    .. math::
+
+        a = \frac{e^\beta}{Z}, \quad b = \frac{e^{\beta\rho}}{Z}, \quad Z = e^\beta + (n-1) e^{\beta\rho}, \qquad
+        \cos(y_i, y_k) = \frac{\rho + (1-\rho)(2ab + (n-2)b^2)}{\rho + (1-\rho)(a^2 + (n-1)b^2)}
+
+    (Gram matrix ρ11ᵀ + (1-ρ)I and rows of A summing to 1). a = expit(β(1-ρ) - log(n-1)) and
     b = (1-a)/(n-1), so nothing overflows for any β, n.
 
     Parameters
     ----------
-    rho : float or array, in (-1/(n-1), 1)
-    beta : float or array, >= 0
-    n : int or array of ints >= 2 (broadcast together)
+    rho : float or array_like
+        ρ in (-1/(n-1), 1).
+    beta : float or array_like
+        β >= 0.
+    n : int or array_like
+        Number of tokens (>= 2); the three are broadcast together.
 
     Returns
     -------
-    (a, cosine) : arrays (the diagonal attention weight and the output cosine)
+    a : numpy.ndarray
+        The diagonal attention weight.
+    cosine : numpy.ndarray
+        The output cosine.
+
+    Raises
+    ------
+    ValueError
+        If n < 2, β < 0 or ρ is out of range.
 
     Examples
     --------
+    >>> from meanfield.theory import equiangular_layer
     >>> a, c = equiangular_layer(0.5, 0.0, 2)
     >>> float(a), float(c)
     (0.5, 1.0)
@@ -291,27 +515,42 @@ def equiangular_layer(rho, beta, n):
     return a, cosine
 
 
-def long_context_limit(rho, gamma):
-    """The n → ∞ limit of ``equiangular_layer`` at β_n = γ log n (arXiv:2512.01868, attributed to
-    Chen et al. 2025): with c = γ(1-ρ), a = 1/(1 + (n-1) n^{-c}) → L and the output cosine →
-    ρ/(ρ + (1-ρ) L²), where
+def long_context_limit(rho: float, gamma: float) -> tuple[float, float]:
+    r"""The n → ∞ limit of ``equiangular_layer`` at β_n = γ log n (arXiv:2512.01868, attributed to
+    Chen et al. 2025).
 
-        L = 0 (c < 1: every token averages the others, cosine → 1: collapse),
-        L = 1/2 (c = 1),   L = 1 (c > 1: each token keeps itself, cosine → ρ: identity).
+    With c = γ(1-ρ), a = 1/(1 + (n-1) n^{-c}) → L and
+
+    .. math::
+
+        \cos(y_i, y_k) \to \frac{\rho}{\rho + (1-\rho) L^2}, \qquad
+        L = \begin{cases} 0 & c < 1 \text{ (every token averages the others: collapse)},\\
+        1/2 & c = 1,\\ 1 & c > 1 \text{ (each token keeps itself: identity)}. \end{cases}
 
     Approach: a ~ n^{c-1} (c < 1), 1 - a ~ n^{1-c} (c > 1), a - 1/2 ~ 1/(4n) (c = 1).
 
     Parameters
     ----------
-    rho : float in (0, 1)
-    gamma : float >= 0
+    rho : float
+        ρ in (0, 1).
+    gamma : float
+        γ >= 0.
 
     Returns
     -------
-    (L, cosine) : floats
+    L : float
+        The limit of the diagonal attention weight.
+    cosine : float
+        The limit of the output cosine.
+
+    Raises
+    ------
+    ValueError
+        If ρ is not in (0, 1) or γ < 0.
 
     Examples
     --------
+    >>> from meanfield.theory import long_context_limit
     >>> long_context_limit(0.5, 2.0)
     (0.5, 0.8)
     """

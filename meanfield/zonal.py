@@ -15,12 +15,14 @@ directions ±w: the configuration is then invariant under the rotation x ↦ 2<x
 commutes with the dynamics (Q = K = I, V = ±I), so its mean stays on the axis for all times, as
 the zonal PDE's does; i.i.d. draws instead carry a transverse mean of size n^{-1/2}.
 """
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .checks import as_choice, as_count, as_float_array, as_points, as_seed, as_size, as_time_grid, as_weights
-from .models import as_model
+from .models import SA, USA, as_model
 from .solvers import particles, zonal as zonal_solver
 from .solvers.results import ZonalSolution, _Saveable
 
@@ -30,9 +32,36 @@ METHODS = ("iid", "quantile")
 PROFILE_CELLS = 4096       # polar grid on which a callable profile is turned into a marginal
 
 
-def polar_angles(x):
-    """θ = arccos <x, e_1> of points x (..., d) on the sphere, computed as atan2(|x_⊥|, x_1) (accurate near
-    the poles)."""
+def polar_angles(x: ArrayLike) -> np.ndarray:
+    r"""Polar angles of points of the sphere about the axis e_1.
+
+    .. math::
+
+        \theta = \arccos\langle x, e_1\rangle = \operatorname{atan2}(|x_\perp|, x_1)
+
+    (the second form is accurate near the poles).
+
+    Parameters
+    ----------
+    x : array_like, shape (..., d)
+        Points on the sphere.
+
+    Returns
+    -------
+    numpy.ndarray
+        θ in [0, π], shape x.shape[:-1].
+
+    Raises
+    ------
+    ValueError
+        If x is not finite.
+
+    Examples
+    --------
+    >>> from meanfield.zonal import polar_angles
+    >>> polar_angles([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]).round(6)
+    array([0.      , 1.570796, 3.141593])
+    """
     x = as_float_array(x, "x")
     return np.arctan2(np.linalg.norm(x[..., 1:], axis=-1), x[..., 0])
 
@@ -54,8 +83,15 @@ def _marginal(source, d, k):
     return edges, m
 
 
-def sample(source, n, d=None, *, k=-1, method="iid", seed=None):
-    """n tokens on S^{d-1} ⊂ R^d from a zonal measure with axis e_1.
+def sample(source: ZonalSolution | Callable[[np.ndarray], np.ndarray], n: int, d: int | None = None, *,
+           k: int = -1, method: str = "iid", seed: int | np.random.Generator | None = None) -> np.ndarray:
+    r"""n tokens on S^{d-1} ⊂ R^d from a zonal measure with axis e_1.
+
+    Given θ drawn from the polar-angle marginal (inverse CDF, uniform in θ inside each cell), the token is
+
+    .. math::
+
+        x = \cos\theta\, e_1 + \sin\theta\, w, \qquad w \text{ uniform on the unit sphere of } e_1^\perp.
 
     Parameters
     ----------
@@ -75,7 +111,24 @@ def sample(source, n, d=None, *, k=-1, method="iid", seed=None):
 
     Returns
     -------
-    x : (n, d) array of unit vectors; cos θ_i = x_i1.  Within a cell the angle is uniform.
+    numpy.ndarray, shape (n, d)
+        Unit vectors; cos θ_i = x_i1.
+
+    Raises
+    ------
+    TypeError
+        If source is neither a ZonalSolution nor a callable.
+    ValueError
+        If d is missing for a profile or disagrees with the solution, the method is unknown, or n is
+        odd for method="quantile".
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.zonal import sample
+    >>> x = sample(lambda s: 1.0 + 0.0 * s, 6, d=3, method="quantile", seed=0)   # uniform on S^2
+    >>> x.shape, round(float(x.mean(axis=0)[1:].max()), 12)       # antithetic pairs: no transverse mean
+    ((6, 3), 0.0)
     """
     n = as_count(n, "n")
     as_choice(method, "method", METHODS)
@@ -101,9 +154,43 @@ def sample(source, n, d=None, *, k=-1, method="iid", seed=None):
     return np.concatenate([np.cos(theta)[:, None], np.sin(theta)[:, None] * w], axis=1)
 
 
-def polar_wasserstein(theta_a, a, theta_b, b, p=1):
-    """Exact W_p between the polar-angle measures Σ a_i δ_{θ_a,i} and Σ b_j δ_{θ_b,j} on [0, π] (weights
-    normalised): (∫_0^1 |F_a^{-1}(q) - F_b^{-1}(q)|^p dq)^{1/p}, by ``ot.wasserstein_1d``."""
+def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: ArrayLike, p: float = 1) -> float:
+    r"""Exact W_p between the polar-angle measures Σ a_i δ_{θ_a,i} and Σ b_j δ_{θ_b,j} on [0, π] (weights
+    normalised), by ``ot.wasserstein_1d``.
+
+    .. math::
+
+        W_p = \Big(\int_0^1 |F_a^{-1}(q) - F_b^{-1}(q)|^p \, dq\Big)^{1/p}.
+
+    Parameters
+    ----------
+    theta_a : array_like, shape (n,)
+        Angles of the first measure.
+    a : array_like, shape (n,)
+        Its non-negative weights.
+    theta_b : array_like, shape (m,)
+        Angles of the second measure.
+    b : array_like, shape (m,)
+        Its non-negative weights.
+    p : float
+        Order p >= 1.
+
+    Returns
+    -------
+    float
+        W_p in radians.
+
+    Raises
+    ------
+    ValueError
+        If the weights are invalid or p < 1.
+
+    Examples
+    --------
+    >>> from meanfield.zonal import polar_wasserstein
+    >>> round(polar_wasserstein([0.0, 1.0], [1, 1], [0.5], [1]), 6)
+    0.5
+    """
     theta_a, theta_b = as_float_array(theta_a, "theta_a"), as_float_array(theta_b, "theta_b")
     a = as_weights(a, theta_a.size, "a")
     b = as_weights(b, theta_b.size, "b")
@@ -115,12 +202,39 @@ def polar_wasserstein(theta_a, a, theta_b, b, p=1):
 
 @dataclass(eq=False, repr=False)
 class ZonalComparison(_Saveable):
-    """Particles in R^d vs the zonal PDE at the output times t (m,), over S draws of n tokens.
+    r"""Particles in R^d vs the zonal PDE at the output times t, over S draws of n tokens (result of
+    ``compare``).
 
-    Fields: t (m,); w1 (m, S) exact W_1 between polar-angle marginals (radians); mean_particles (m, S)
-    and mean_pde (m,) the axial component <m, e> of the mean; pde (ZonalSolution); particles
-    (ParticleSolution); info.  Like ``Comparison``: a compact repr, ``save``/``load`` (.npz) and
-    ``to_xarray``/``to_netcdf``/``from_netcdf``."""
+    .. math::
+
+        w_1[k, s] = W_1\big(\theta_\# \mu^{n, s}_{t_k}, \theta_\# \rho_{t_k}\big), \qquad
+        \theta = \arccos\langle x, e_1\rangle.
+
+    Like ``Comparison``: a compact repr, ``save``/``load`` (.npz) and ``to_xarray``/``to_netcdf``/``from_netcdf``.
+
+    Parameters
+    ----------
+    t : numpy.ndarray, shape (m,)
+        Output times.
+    w1 : numpy.ndarray, shape (m, S)
+        Exact W_1 between polar-angle marginals (radians).
+    mean_particles : numpy.ndarray, shape (m, S)
+        The axial component ⟨m, e⟩ of the tokens' mean.
+    mean_pde : numpy.ndarray, shape (m,)
+        The same for the PDE.
+    pde : ZonalSolution
+    particles : ParticleSolution
+    info : dict
+        Settings.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.zonal import compare
+    >>> c = compare(mf.SA(beta=1.0), lambda s: 1.0 + 0.5 * s, [0.0, 0.5], d=3, n=40, cells=64)
+    >>> c.w1.shape, bool(c.w1.max() < 0.1)
+    ((2, 1), True)
+    """
     t: np.ndarray
     w1: np.ndarray
     mean_particles: np.ndarray
@@ -130,9 +244,55 @@ class ZonalComparison(_Saveable):
     info: dict = field(default_factory=dict)
 
 
-def compare(model, f0, t_eval, d, n, seeds=1, *, cells=512, method="quantile", dt=None):
-    """Run the zonal PDE from the profile f0 and the particle system (RK4) from n tokens sampled from the
-    PDE's initial grid measure (``sample``; seeds 0..S-1, one batched solve); return a ZonalComparison."""
+def compare(model: SA | USA, f0: Callable[[np.ndarray], np.ndarray], t_eval: ArrayLike, d: int, n: int,
+            seeds: int = 1, *, cells: int = 512, method: str = "quantile",
+            dt: float | None = None) -> "ZonalComparison":
+    r"""The zonal PDE from the profile f0 against the particle system (RK4) from n tokens sampled from
+    the PDE's initial grid measure (``sample``; seeds 0..S-1, one batched solve).
+
+    .. math::
+
+        W_1\big(\theta_\# \mu^n_t, \theta_\# \rho_t\big) \ \text{at each output time}, \qquad
+        \langle m, e_1\rangle \text{ of both}.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With QᵀK = I and V = ±I.
+    f0 : callable
+        Initial profile f(s), s = cos θ.
+    t_eval : array_like
+        Increasing output times.
+    d : int
+        Dimension (>= 2).
+    n : int
+        Tokens per draw.
+    seeds : int
+        Number of draws S.
+    cells : int
+        Polar cells of the PDE.
+    method : {"quantile", "iid"}
+        Sampling (``sample``).
+    dt : float, optional
+        Step of the particle solver.
+
+    Returns
+    -------
+    ZonalComparison
+
+    Raises
+    ------
+    ValueError
+        If an argument is invalid (see ``zonal.solve``, ``sample`` and ``particles.solve``).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.zonal import compare
+    >>> c = compare(mf.SA(beta=1.0), lambda s: 1.0 + 0.5 * s, [0.0, 0.5], d=3, n=40, seeds=2, cells=64)
+    >>> c.mean_particles.shape, bool(abs(c.mean_particles[-1] - c.mean_pde[-1]).max() < 0.05)
+    ((2, 2), True)
+    """
     model = as_model(model)
     t_eval = as_time_grid(t_eval)
     d, n, seeds = as_count(d, "d", minimum=2), as_count(n, "n"), as_count(seeds, "seeds")

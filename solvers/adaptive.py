@@ -29,30 +29,47 @@ With ``finest == base`` nothing is ever refined and the run is ``sphere.solve`` 
 ``icosphere(base)`` (the same stage and the same controlled steps: identical arithmetic).
 """
 import time
-from functools import partial
 
 import numpy as np
 
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 
-from . import sphere
-from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
+from . import adaptive_state, sphere
+from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
+from .energy_report import mesh_adjacency, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
-from .results import DensitySolution
-from .stepping import CFL as STEP_CFL, integrate
+from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh"]
 
-DEFAULTS = dict(base=3, finest=6, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
+BULK_DENSITY = 0.1      # cells at least this dense (relative to the mean) keep level ``bulk``
+COARSEN = 0.25         # lazy remeshing: coarsen once a quarter of the cells could be two levels coarser
+DEFAULTS = dict(base=3, finest=6, bulk=None, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def _refined(amesh, rho, settings, threshold):
-    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set)."""
-    base, finest, buffer = settings["base"], settings["finest"], settings["buffer"]
+def _wanted(rho, areas, settings, threshold):
+    """The level each cell wants: mass equidistribution with ``threshold`` (``remesh.wanted_levels``),
+    and at least ``bulk`` wherever the density is at least ``BULK_DENSITY`` times its mean."""
+    want = wanted_levels(rho, areas, settings["base"], settings["finest"], threshold)
+    if settings["bulk"] > settings["base"]:
+        dense = rho * (4 * np.pi) >= BULK_DENSITY * float(rho @ areas)
+        want[dense] = np.maximum(want[dense], settings["bulk"])
+    return want
+
+
+def _refined(amesh, rho, settings, threshold, lazy=False):
+    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set).
+
+    With ``lazy``, the set is kept as it is while no cell wants a finer level than it has and
+    coarsening would remove fewer than ``COARSEN`` of the cells: a remesh costs as much as tens of
+    steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones."""
+    base, buffer, areas = settings["base"], settings["buffer"], amesh.mesh.areas
     while True:
-        want = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold)
-        keep = wanted_levels(rho, amesh.mesh.areas, base, finest, threshold / 4)
+        want = _wanted(rho, areas, settings, threshold)
+        keep = _wanted(rho, areas, settings, threshold / 4)
+        if lazy and np.all(want <= amesh.levels) and np.count_nonzero(keep < amesh.levels - 1) < COARSEN * amesh.size:
+            return amesh.index, threshold
         index = np.union1d(select(amesh, want, base, buffer),
                            np.intersect1d(select(amesh, keep, base, buffer), amesh.index, assume_unique=True))
         if index.size <= settings["max_cells"] or np.all(want == base):
@@ -79,18 +96,44 @@ def _initial(rho0, amesh, base):
 
 
 def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],
-                 buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"]):
-    """(AdaptiveMesh, rho, threshold): the mesh the criterion asks for at t = 0, found by refining
-    from the base level with rho0 evaluated on each new mesh until the set no longer changes.
+                 buffer=DEFAULTS["buffer"], max_cells=DEFAULTS["max_cells"], bulk=None):
+    """The adaptive mesh that the refinement criterion asks for at t = 0.
 
-    Example
+    Found by refining from the base level, with rho0 evaluated on each new mesh, until the set of
+    generators no longer changes; each cell i is resolved at the level ``remesh.wanted_levels``
+    gives it (the mass of a cell at most θ times that of a base-level cell of the mean density).
+
+    Parameters
+    ----------
+    rho0 : callable or array_like
+        Densities of points (N, 3), or cell densities on ``icosphere(base)``.
+    base, finest : int
+        The coarsest and the finest icosahedral level.
+    threshold : float
+        θ (raised if the mesh would exceed ``max_cells``).
+    buffer : int
+        Cells of each level around the finer region.
+    max_cells : int
+    bulk : int, optional
+        Cells at least ``BULK_DENSITY`` times as dense as the mean are kept on this level or finer
+        (default: base).
+
+    Returns
     -------
+    amesh : remesh.AdaptiveMesh
+    rho : ndarray, shape (N,)
+        rho0 on its cells, unit mass.
+    threshold : float
+        The θ used.
+
+    Examples
+    --------
     >>> from meanfield.measures import perturbed_uniform
     >>> amesh, rho, _ = initial_mesh(perturbed_uniform(3, degree=2), base=2, finest=3)
     >>> amesh.size >= 162
     True
     """
-    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells)
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells, bulk=base if bulk is None else bulk)
     amesh = adaptive_mesh(np.arange(level_size(base)), finest)
     for _ in range(finest - base + 2):
         rho = _initial(rho0, amesh, base)
@@ -108,27 +151,20 @@ def _field(heads, rhos, mesh, summation, j):
 
 def _pinned(model, out, summation, t):
     """The generators (finest-level indices) of the cells pinned while the mesh stayed the same
-    (``energy_report.pinned_on_fixed_mesh`` on each stretch of outputs on one mesh)."""
-    found, first = [np.zeros(0, dtype=np.int64)], 0
+    (``changing_meshes.pinned_on_stretches``)."""
     heads = getattr(model, "heads", (model,))
-    for k in range(1, len(out) + 1):
-        if k < len(out) and out[k][0] is out[first][0]:
-            continue
-        if k - first > 1:
-            amesh, mesh = out[first][0], out[first][0].mesh
-            rhos = np.array([rho for _, rho in out[first:k]])
-            near = mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours)
-            cells = pinned_on_fixed_mesh(t[first:k], rhos * mesh.areas, near, mesh.points,
-                                         partial(_field, heads, rhos, mesh, summation), np.sqrt(mesh.areas))
-            found.append(amesh.index[cells])
-        first = k
-    return np.unique(np.concatenate(found))
+    found = pinned_on_stretches(t, [a for a, _ in out], [r for _, r in out],
+                                lambda a: mesh_adjacency(a.mesh.cell_ptr, a.mesh.cell_neighbours),
+                                lambda a: a.mesh.points, lambda a: a.mesh.areas,
+                                lambda a, rho: _field(heads, [rho], a.mesh, summation, 0),
+                                lambda a: np.sqrt(a.mesh.areas))
+    return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [a.index[cells] for a, cells in found]))
 
 
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
-          threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
+          bulk=DEFAULTS["bulk"], threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
           interval=DEFAULTS["interval"], max_cells=DEFAULTS["max_cells"], summation="auto", energy=True,
-          progress=False):
+          progress=False, checkpoint=None, resume=False):
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -151,6 +187,12 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
     progress : passed to ``stepping.integrate``.
+    checkpoint : path, optional: the run's state is saved there at every check of the criterion
+        (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
+        uninterrupted run (the outputs are equal bit for bit).
+    bulk : every cell at least ``BULK_DENSITY`` times as dense as the mean keeps level ``bulk``
+        (default ``base``: no such floor): the cluster masses are decided at the watersheds while
+        the density is still smooth, and this resolves that phase (docs/adaptive.md).
 
     Returns
     -------
@@ -159,8 +201,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     meshes (t, cells and finest cell level of every mesh used), energy_dips, remesh_energy,
     and the step counters (nfev, nsteps, nrejected, hmin, hmax).
 
-    Example
-    -------
+    Examples
+    --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
     >>> sol = solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5], base=2, finest=3)
@@ -179,16 +221,30 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
     threshold = as_positive(threshold, "threshold")
-    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"))
+    bulk = base if bulk is None else as_count(bulk, "bulk", minimum=0)
+    if not base <= bulk <= finest:
+        raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"), bulk=bulk)
+    if resume and checkpoint is None:
+        raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
+    meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
+                every=every, interval=interval, threshold=threshold, **settings)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
-    amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"])
+    amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
     remesh_seconds = time.perf_counter() - start
     counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
     meshes = [dict(t=float(t_eval[0]), cells=amesh.size, finest=int(amesh.levels.max()))]
     jumps = []
     out = [(amesh, rho)]
-    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     t, k = float(t_eval[0]), 1
+    initial = digest(rho)
+    saved = adaptive_state.load(ckpt, initial, t_eval, finest) if resume else None
+    if saved is not None:
+        t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
+        counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
+                                                        ("counters", "meshes", "jumps", "out", "remesh_seconds"))
+    stage = sphere._Stage(model, amesh.mesh, flux, summation)
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
@@ -211,7 +267,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        index, threshold = _refined(amesh, rho, settings, threshold)
+        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
@@ -223,28 +279,22 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             stage = sphere._Stage(model, amesh.mesh, flux, summation)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
+        if ckpt is not None:
+            adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
+                                remesh_seconds)
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(flux=flux, summation=summation, base=base, finest=finest, threshold=threshold, buffer=buffer,
-                          every=every, interval=interval, max_cells=settings["max_cells"], remeshes=len(meshes) - 1,
-                          remesh_seconds=remesh_seconds, meshes=meshes), jumps)
+                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
+                          buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
+                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
-    size = max(a.size for a, _ in out)
-    m = len(out)
-    points, areas, rho = np.zeros((m, size, 3)), np.zeros((m, size)), np.zeros((m, size))
-    cells = np.array([a.size for a, _ in out])
-    for k, (a, r) in enumerate(out):
-        points[k, :a.size], areas[k, :a.size], rho[k, :a.size] = a.mesh.points, a.mesh.areas, r
     en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign = getattr(model, "sign", 1.0)
     if en is not None:
-        info["energy_dips"] = energy_dips(en, sign)
-        drops = [-sign * j for j in jumps]
-        info["remesh_energy"] = dict(changes=[float(j) for j in jumps], largest_drop=max([0.0] + drops),
-                                     largest_rise=max([0.0] + [-d for d in drops]))
+        info["remesh_energy"] = remesh_energy(jumps, sign)
     info["pinned"] = _pinned(model, out, summation, t_eval).tolist()
     warn_pinned(info["pinned"], f"generators {info['pinned'][:5]}", flux)
-    return DensitySolution(t=t_eval, points=points, areas=areas, rho=rho, mass=np.einsum("kn,kn->k", rho, areas),
-                           energy=en, model=model, info=info, cells=cells)
+    return padded_solution(t_eval, [a.mesh.points for a, _ in out], [a.mesh.areas for a, _ in out],
+                           [r for _, r in out], en, model, info, sign)

@@ -1,12 +1,19 @@
-"""Finite volumes for the mean-field PDE of causal attention on [0, 1] × S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field PDE of causal attention on [0, 1] × S^1 (Q^T K = I, V = ±I).
 
 Token i of n sits at the position s = (i - 1/2)/n in the sequence; as n → ∞ the tokens become a
 density ρ(t, s, θ) that is a probability density in θ for every s (one token per position).
 Causal attention moves each slice with the field of the part of the sequence before it:
 
-    ∂_t ρ(t, s, ·) + ∂_θ( ρ(t, s, ·) u_s ) = 0,     P_s = (1/s) ∫_0^s ρ(t, s', ·) ds',
-    u_s(θ) = ±(1/Z_s(θ)) ∫ e^{β cos(θ'-θ)} sin(θ'-θ) P_s(θ') dθ',   Z_s = ∫ e^{β cos(θ'-θ)} P_s (SA)
-    u_s(θ) = ±e^β ∫ e^{β(cos(θ'-θ) - 1)} sin(θ'-θ) P_s(θ') dθ'                                  (USA)
+.. math::
+
+    \partial_t \rho(t, s, \cdot) + \partial_\theta\big(\rho(t, s, \cdot)\, u_s\big) = 0, \qquad
+    P_s = \frac{1}{s} \int_0^s \rho(t, s', \cdot) \, ds',
+
+    u_s(\theta) = \pm \frac{1}{Z_s(\theta)} \int e^{\beta \cos(\theta' - \theta)} \sin(\theta' - \theta)
+    P_s(\theta') \, d\theta', \qquad Z_s = \int e^{\beta \cos(\theta' - \theta)} P_s \ \text{(SA)},
+
+    u_s(\theta) = \pm e^\beta \int e^{\beta(\cos(\theta' - \theta) - 1)} \sin(\theta' - \theta) P_s(\theta')
+    \, d\theta' \ \text{(USA)}
 
 i.e. u_s is the (full-attention) circle field of the prefix average P_s.  For SA this is the
 softmax over s' <= s; for USA it is the 1/i normalisation of the particle model (the prefix
@@ -45,19 +52,27 @@ SA accuracy where Z is tiny: the FFT sums have absolute error <= 4 ε log2(N); w
 P_k >= ρ_k/(2k + 1), such a cell carries ρ_{k,i} <= (2k + 1) · 4 ε log2(N)/h, so the flux error it
 makes is below 8 (2k + 1) ε log2(N)/h (< 1e-9 at S = 256, N = 512).
 
-Not done here: the same equation on [0, 1] × S^2 (the sphere solver's mesh would need a prefix
-sum of its fields per slice; its FFT-free fields make that S times its present cost).
+Not built: the same equation on [0, 1] × S^2.  The sphere solver's harmonic table would give the
+prefix sums of all slices as one BLAS-3 product (S times its field work), but its stage — ten
+kernel moments per cell, a balance correction, trusted slopes, outflow-controlled steps — works on
+one density and would have to run per slice (docs/causal.md, "Not built").
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
 
 from dataclasses import replace
 
+from collections.abc import Callable
+from os import PathLike
+
 import numpy as np
+from numpy.typing import ArrayLike
 import scipy.fft
 from numba import njit, prange
 
 from meanfield.checks import as_count, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
+from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
@@ -74,7 +89,29 @@ FFT_ERROR = 4.0
 
 
 def slice_positions(slices):
-    """Slice centres s_k = (k + 1/2)/S, k = 0..S-1 (token i of n = S at s = (i - 1/2)/n, i = 1..n)."""
+    r"""Slice centres of the token-position axis [0, 1].
+
+    .. math::
+
+        s_k = \frac{k + 1/2}{S}, \qquad k = 0, \dots, S - 1
+
+    (token i of n = S tokens sits at s = (i - 1/2)/n, i = 1..n).
+
+    Parameters
+    ----------
+    slices : int
+        S >= 1.
+
+    Returns
+    -------
+    ndarray, shape (S,)
+
+    Examples
+    --------
+    >>> from meanfield.solvers import causal
+    >>> causal.slice_positions(4)
+    array([0.125, 0.375, 0.625, 0.875])
+    """
     slices = as_count(slices, "slices")
     return (np.arange(slices) + 0.5) / slices
 
@@ -234,9 +271,31 @@ def max_step(model, cells):
 
 
 def velocity(model, rho):
-    """Angular velocities u_{k,i} (S, N) at the cell centres: the circle field of the prefix
-    average P_k of the cell densities rho (S, N) (slices of any positive mass: P_k is formed
-    from the slices normalised to unit mass).
+    r"""Angular velocities at the cell centres: the circle field of the prefix averages.
+
+    .. math::
+
+        u_{k,i} = \pm \frac{1}{Z_{k,i}} \int e^{\beta \cos(\theta_i - \theta')} \sin(\theta' - \theta_i)
+        \, P_k(\theta') \, d\theta', \qquad P_k = \texttt{prefix\_average}(\rho)_k,
+
+    with the slices normalised to unit mass before P_k is formed.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I (run causally).
+    rho : array_like, shape (S, N)
+        Cell densities, every slice of positive mass.
+
+    Returns
+    -------
+    ndarray, shape (S, N)
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, negative or non-finite densities, a slice without mass, fewer
+        than 8 cells.
 
     Examples
     --------
@@ -251,7 +310,33 @@ def velocity(model, rho):
 
 
 def time_derivative(model, rho):
-    """dρ/dt (S, N) of the semi-discrete scheme for cell densities rho (S, N) of unit-mass slices."""
+    r"""dρ/dt of the semi-discrete scheme, slice by slice.
+
+    .. math::
+
+        \frac{d\rho_{k,i}}{dt} = -\frac{F_{k,i+1/2} - F_{k,i-1/2}}{h},
+
+    F the upwind fluxes of ρ_k in the velocity ``velocity(model, rho)[k]``.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I.
+    rho : array_like, shape (S, N)
+        Cell densities of unit-mass slices.
+
+    Returns
+    -------
+    ndarray, shape (S, N)
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> th = 2 * np.pi * (np.arange(32) + 0.5) / 32
+    >>> rho = (1 + 0.5 * np.cos(th))[None].repeat(3, axis=0) / (2 * np.pi)
+    >>> bool(np.abs(time_derivative(mf.SA(2.0), rho).sum(axis=1)).max() < 1e-12)   # each slice keeps its mass
+    True
+    """
     model = _causal_model(model)
     rho = _grid_density(rho)
     return _Operator(model, rho.shape[1])(rho)
@@ -274,8 +359,9 @@ def _initial_density(rho0, slices, cells):
     return _unit_slices(rho)
 
 
-def solve(model, rho0, t_eval, slices=64, cells=256, *, dt=None, progress=None, checkpoint=None,
-          checkpoint_every=100, resume=False):
+def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices: int = 64, cells: int = 256, *,
+          dt: float | None = None, progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = 100, resume: bool = False) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
     SSP-RK3; return a CausalDensitySolution.
 

@@ -1,6 +1,10 @@
-"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
 
-    ∂_t ρ + ∂_θ(ρ u) = 0,   u(θ) = ±(1/Z(θ)) ∫ e^{β cos(θ-θ')} sin(θ'-θ) ρ(θ') dθ',
+.. math::
+
+    \partial_t \rho + \partial_\theta(\rho u) = 0, \qquad
+    u(\theta) = \pm \frac{1}{Z(\theta)} \int e^{\beta \cos(\theta - \theta')} \sin(\theta' - \theta)
+    \rho(\theta') \, d\theta',
 
 Z = Φ(θ) = ∫ e^{β cos(θ-θ')} ρ(θ') dθ' (SA) or 1 (USA), sign - for V = -I; ρ is a density
 against arc length with unit mass.  Equivalently u = ±(1/β) ∂_θ Φ (USA), ±(1/β) ∂_θ log Φ (SA).
@@ -53,7 +57,14 @@ dt · sup|u| ≤ CFL · h with CFL = 1 (upwind, tpfa), 1/2 (upwind2, muscl) and 
 ``theory.speed_bound(model)`` (1 for SA), which the rate never exceeds.  Mass is conserved to round-off
 (each flux leaves one cell and enters its neighbour).
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
+
+from collections.abc import Callable
+from os import PathLike
+
+from numpy.typing import ArrayLike
 
 import math
 
@@ -64,7 +75,7 @@ from numba import njit, prange
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.geometry import circle_points
-from meanfield.models import SA, MultiHead, as_model
+from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
@@ -158,7 +169,28 @@ _log_space_parallel = njit(parallel=True, cache=True)(_log_space_sums)
 
 
 def cell_angles(cells=DEFAULT_CELLS):
-    """Cell centres θ_i = (i + 1/2) 2π/N, i = 0..N-1."""
+    r"""Cell centres of the uniform grid of the circle.
+
+    .. math::
+
+        \theta_i = \left(i + \tfrac12\right) \frac{2\pi}{N}, \qquad i = 0, \dots, N - 1.
+
+    Parameters
+    ----------
+    cells : int
+        N (default 512).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import circle
+    >>> bool(np.allclose(circle.cell_angles(8), np.pi / 8 * np.arange(1, 16, 2)))
+    True
+    """
     cells = _check_cells(cells)
     return (np.arange(cells) + 0.5) * (2 * np.pi / cells)
 
@@ -342,10 +374,35 @@ class _Stage:
 
 
 def resolve_summation(model, cells, summation="auto"):
-    """The field's summation: "fast" (the truncated Fourier sum in the fused Numba stage) or "direct"
-    (the exact circulant sums by FFT, head by head); "auto" takes "fast" while its O(N K) work,
-    K = ``circle_kernels.degree``, is below ``FOURIER_WORK`` (measured crossover with the FFT path,
-    benchmarks/bench_density.py)."""
+    """The field's summation on a grid of ``cells`` cells.
+
+    "fast": the Fourier sum truncated at K = ``circle_kernels.degree`` modes, in the fused Numba
+    stage; "direct": the exact circulant sums by FFT, head by head.  "auto" takes "fast" while its
+    O(N K) work is below ``FOURIER_WORK`` (the measured crossover, benchmarks/bench_density.py).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    cells : int
+    summation : {"auto", "fast", "direct"}
+
+    Returns
+    -------
+    str
+        "fast" or "direct".
+
+    Raises
+    ------
+    ValueError
+        For another ``summation``.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> circle.resolve_summation(mf.SA(3.0), 512)
+    'fast'
+    """
     as_choice(summation, "summation", SUMMATIONS)
     if summation != "auto":
         return summation
@@ -358,20 +415,79 @@ def _stage(model, cells, flux, summation="auto", diffusion=0.0):
 
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
-    """The default largest step of the positivity-controlled solve: the larger of the global bound
-    ``max_step(model, cells, flux)`` (the old fixed step) and ``stepping.TIME_STEP`` / speed_bound(model).  It binds
-    only where the speeds, hence the positivity rate, are small (near the uniform state), where it keeps
-    λ dt <= 0.1 · λ/speed_bound for the linear growth rates λ (SA: λ <= 2/e ≈ 0.74 for every β, since
-    λ_l = l² I_l(β)/(β I_0(β)); USA: λ and speed_bound both grow like e^β/sqrt(β))."""
+    r"""The default largest step of the positivity-controlled ``solve``.
+
+    .. math::
+
+        \Delta t_{\max} = \max\left(\texttt{max\_step}(\text{model}, N, \text{flux}),\
+        \frac{\texttt{TIME\_STEP}}{\text{speed\_bound}(\text{model})}\right).
+
+    It binds only where the speeds, hence the positivity rate, are small (near the uniform state),
+    where it keeps λ dt <= 0.1 λ/speed_bound for the linear growth rates λ (SA: λ <= 2/e for
+    every β, since λ_l = l² I_l(β)/(β I_0(β)); USA: λ and the speed bound both grow like e^β/√β).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    cells : int
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> circle.step_cap(mf.SA(1.0)) >= circle.max_step(mf.SA(1.0))
+    True
+    """
     model = isotropic_model(model, multihead=True)
     return max(max_step(model, cells, flux), float(TIME_STEP / speed_bound(model)))
 
 
 def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np.inf, limit=""):
-    """``model`` checked for the density solvers: SA or USA with Q^T K = I and V = ±I (``why``
-    says why the ``solver`` needs it), USA weights e^β within double precision and β <= ``max_beta``
-    (the largest the ``solver`` represents, ``limit`` says why); where ``multihead``, also a
-    MultiHead all of whose heads are such (and no feed-forward term)."""
+    """``model`` checked for the density solvers.
+
+    Accepted: SA or USA with Q^T K = I and V = ±I, USA weights e^β within double precision and
+    β <= ``max_beta``; where ``multihead``, also a ``MultiHead`` all of whose heads are such
+    (without feed-forward term).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    solver : str
+        The solver's name, for the messages.
+    why : str
+        Why the solver needs isotropic heads (appended to the message).
+    multihead : bool
+        Accept a MultiHead.
+    max_beta : float
+        The largest β the solver represents.
+    limit : str
+        Why ``max_beta`` (appended to the message).
+
+    Returns
+    -------
+    SA, USA or MultiHead
+        The model (``meanfield.models.as_model`` of it).
+
+    Raises
+    ------
+    ValueError
+        For a general Q, K, V, a feed-forward term, β > ``max_beta`` or USA with β > 709.78.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> circle.isotropic_model(mf.SA(2.0))
+    SA(beta=2)
+    >>> circle.isotropic_model(mf.SA(2.0, V=-1.0)).sign
+    -1.0
+    """
     model = as_model(model, multihead=multihead)
     if not model.is_isotropic:
         raise ValueError(f"the {solver} solver treats Q^T K = I and V = ±I{why}"
@@ -421,10 +537,40 @@ def _initial_density(rho0, cells):
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
-    """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step (unit mass):
+    r"""The largest fixed step of ``solve``: the positivity bound of SSP-RK3 for unit mass.
+
+    .. math::
+
+        \Delta t \le \mathrm{CFL} \cdot \frac{h}{\text{speed\_bound(model)}}, \qquad h = \frac{2\pi}{N},
+
     CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
-    muscl: a face value is at most twice the cell's); h = 2π/cells.  For a MultiHead model the
-    speed bound is the sum of the heads' bounds."""
+    muscl: a face value is at most twice the cell's).  A MultiHead's speed bound is the sum of the
+    heads'.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    cells : int
+        N >= 8.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, fewer than 8 cells or an unknown flux.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> bool(np.isclose(circle.max_step(mf.SA(1.0), 512, "upwind"), 2 * np.pi / 512))   # SA speeds are <= 1
+    True
+    """
     model = isotropic_model(model, multihead=True)
     cells = _check_cells(cells)
     as_choice(flux, "flux", FLUXES)
@@ -432,17 +578,71 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
 
 
 def velocity(model, rho):
-    """Angular velocity u_i = X[μ](θ_i)·e_θ at the cell centres of the grid measure Σ_j ρ_j h δ_{θ_j}
-    (rho: cell densities, not renormalised); relative accuracy 1e-10 for SA even where Φ is tiny.
-    MultiHead (isotropic heads): the sum of the heads' velocities."""
+    r"""Angular velocity at the cell centres of the grid measure Σ_j ρ_j h δ_{θ_j}.
+
+    .. math::
+
+        u_i = \pm \frac{1}{Z_i} \sum_j \rho_j h\, e^{\beta \cos(\theta_i - \theta_j)} \sin(\theta_j - \theta_i),
+        \qquad Z_i = \Phi_i \ \text{(SA)}, \ 1 \ \text{(USA)},
+
+    the exact circulant sums by FFT; relative accuracy 1e-10 for SA even where Φ is tiny.  A
+    MultiHead's velocity is the sum of its heads'.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    rho : array_like, shape (N,)
+        Cell densities (not renormalised).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> float(np.abs(circle.velocity(mf.SA(2.0), np.ones(64))).max()) < 1e-14    # uniform: at rest
+    True
+    """
     model = isotropic_model(model, multihead=True)
     rho = _cell_density(rho)
     return _stage(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
 
 
 def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False):
-    """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,); with ``rate``, also the
-    forward-Euler positivity rate max_i out_i/(h ρ_i) (``circle_kernels``)."""
+    r"""dρ/dt of the semi-discrete finite-volume scheme.
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{h}
+
+    with the fluxes F of ``flux`` (module docstring).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    rho : array_like, shape (N,)
+        Cell densities.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+    summation : {"auto", "fast", "direct"}
+    rate : bool
+        Also return the forward-Euler positivity rate max_i out_i/(h ρ_i).
+
+    Returns
+    -------
+    ndarray, shape (N,), or (ndarray, float) with ``rate``
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(64))
+    >>> bool(abs(circle.time_derivative(mf.SA(2.0), rho).sum()) < 1e-12)     # mass is conserved
+    True
+    """
     model = isotropic_model(model, multihead=True)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
@@ -451,15 +651,43 @@ def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False)
 
 
 def energy(rho, beta):
-    """E_β of the grid measure Σ_i ρ_i h δ_{θ_i} (equal to ``meanfield.energy`` of the cell centres
-    with weights ρ_i h), by one FFT convolution; at β = 0 the limit (1/2)|Σ_i ρ_i h x_i|²."""
+    r"""E_β of the grid measure Σ_i ρ_i h δ_{θ_i}, by one FFT convolution.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} \rho_i \rho_j h^2 e^{\beta \cos(\theta_i - \theta_j)},
+
+    equal to ``meanfield.energy`` of the cell centres with weights ρ_i h; at β = 0 the limit
+    (1/2)|Σ_i ρ_i h x_i|².
+
+    Parameters
+    ----------
+    rho : array_like, shape (N,)
+        Cell densities.
+    beta : float
+        β >= 0.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import circle
+    >>> rho = np.zeros(64); rho[0] = 64 / (2 * np.pi)        # all the mass in one cell
+    >>> bool(np.isclose(circle.energy(rho, 2.0), np.exp(2.0) / 4))
+    True
+    """
     rho = _cell_density(rho)
     return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model, rho0, t_eval, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0,
-          budget=BUDGET):
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, cells: int | None = None,
+          flux: str = DEFAULT_FLUX, *, dt: float | None = None, max_dt: float | None = None,
+          cfl: float = stepping.CFL, summation: str = "auto", progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+          diffusion: float = 0.0, budget: float | None = BUDGET) -> DensitySolution:
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     Parameters

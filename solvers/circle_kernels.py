@@ -154,6 +154,27 @@ def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumul
     return tiny
 
 
+@njit(cache=True, inline="always")
+def face_fluxes(flux, rho, u, east, west, coarse, pot, inv_gaps, fluxes, outflow):
+    """fluxes[i] = F_{i+1/2}, the net flux from cell i to cell i + 1 (cyclic), with the part leaving
+    each cell added to ``outflow`` (``flux_pass``'s formulas; muscl and tpfa take the face velocity
+    (P_{i+1} - P_i) · inv_gaps[i])."""
+    n = rho.shape[0]
+    for i in range(n):
+        j = i + 1 if i + 1 < n else 0
+        if flux == 1 or (flux == 0 and (coarse[i] != 0.0 or coarse[j] != 0.0)):
+            f_out, f_in = rho[i] * max(u[i], 0.0), rho[j] * min(u[j], 0.0)
+        elif flux == 0:
+            f_out, f_in = east[i], west[j]
+        else:
+            uf = (pot[j] - pot[i]) * inv_gaps[i]
+            f_out, f_in = max(uf, 0.0) * (east[i] if flux == 2 else rho[i]), min(uf, 0.0) * (
+                west[j] if flux == 2 else rho[j])
+        fluxes[i] = f_out + f_in
+        outflow[i] += f_out
+        outflow[j] -= f_in
+
+
 @njit(cache=True)
 def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
     """out_i = -(F_{i+1/2} - F_{i-1/2})/h (+ D (ρ_{i+1} - 2ρ_i + ρ_{i-1})/h²) on the periodic grid, and
@@ -193,25 +214,7 @@ def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
         east[i] = (rho[i] + half) * max(min(u[i] + du, bound), 0.0)
         west[i] = (rho[i] - half) * min(max(u[i] - du, -bound), 0.0)
         coarse[i] = abs(left - 2.0 * rho[i] + right) > UNRESOLVED * max(left, rho[i], right)
-    for i in range(n):
-        j = i + 1 if i + 1 < n else 0
-        if flux == 1 or (flux == 0 and (coarse[i] != 0.0 or coarse[j] != 0.0)):
-            f_out = rho[i] * max(u[i], 0.0)
-            f_in = rho[j] * min(u[j], 0.0)
-        elif flux == 0:
-            f_out = east[i]
-            f_in = west[j]
-        else:
-            uf = (pot[j] - pot[i]) * inv_h
-            if flux == 2:
-                f_out = max(uf, 0.0) * east[i]
-                f_in = min(uf, 0.0) * west[j]
-            else:
-                f_out = max(uf, 0.0) * rho[i]
-                f_in = min(uf, 0.0) * rho[j]
-        fluxes[i] = f_out + f_in
-        outflow[i] += f_out
-        outflow[j] -= f_in
+    face_fluxes(flux, rho, u, east, west, coarse, pot, np.full(n, inv_h), fluxes, outflow)
     rate = 0.0
     for i in range(n):
         out[i] = (fluxes[i - 1 if i > 0 else n - 1] - fluxes[i]) * inv_h

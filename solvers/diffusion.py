@@ -19,7 +19,27 @@ from meanfield.checks import as_float_array
 
 
 def as_diffusion(diffusion):
-    """D >= 0, finite."""
+    """The diffusion coefficient D, checked: finite and >= 0.
+
+    Parameters
+    ----------
+    diffusion : float
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        For D < 0, NaN or inf.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.diffusion import as_diffusion
+    >>> as_diffusion(0.25)
+    0.25
+    """
     value = float(as_float_array(diffusion, "diffusion"))
     if value < 0:
         raise ValueError(f"diffusion must be >= 0 (the coefficient D of D Δ_S ρ); got {value:g}")
@@ -27,18 +47,79 @@ def as_diffusion(diffusion):
 
 
 def circle_laplacian(rho, h):
-    """(ρ_{i+1} - 2ρ_i + ρ_{i-1}) / h² on the periodic grid of spacing h."""
+    r"""The periodic second difference of cell values on the circle.
+
+    .. math::
+
+        (\Delta_h \rho)_i = \frac{\rho_{i+1} - 2\rho_i + \rho_{i-1}}{h^2}.
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+    h : float
+        Grid spacing.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.diffusion import circle_laplacian
+    >>> circle_laplacian(np.array([0.0, 1.0, 0.0, 1.0]), 1.0)
+    array([ 2., -2.,  2., -2.])
+    """
     return (np.roll(rho, -1) - 2.0 * rho + np.roll(rho, 1)) / (h * h)
 
 
 def circle_rate(cells):
-    """2/h², the diagonal of -Δ on the circle's grid of ``cells`` cells."""
+    """The diagonal 2/h² of -Δ_h on the circle's grid of ``cells`` cells (h = 2π/cells).
+
+    Parameters
+    ----------
+    cells : int
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.diffusion import circle_rate
+    >>> bool(np.isclose(circle_rate(64), 2 / (2 * np.pi / 64) ** 2))
+    True
+    """
     h = 2 * np.pi / cells
     return 2.0 / (h * h)
 
 
 def mesh_laplacian(mesh):
-    """The two-point Laplace–Beltrami operator of a Voronoi mesh as a sparse (N, N) matrix."""
+    r"""The two-point Laplace–Beltrami operator of a Voronoi mesh.
+
+    .. math::
+
+        (\Delta_h \rho)_i = \frac{1}{|C_i|} \sum_{j \sim i} \frac{|f_{ij}|}{d_{ij}} (\rho_j - \rho_i).
+
+    Parameters
+    ----------
+    mesh : meanfield.solvers.mesh.Mesh
+
+    Returns
+    -------
+    scipy.sparse matrix, shape (N, N)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.diffusion import mesh_laplacian
+    >>> mesh = icosphere(2)
+    >>> L = mesh_laplacian(mesh)
+    >>> bool(np.abs(L @ np.ones(mesh.size)).max() < 1e-12 and abs((mesh.areas @ L) @ mesh.points[:, 2]) < 1e-12)
+    True
+    """
     i, j = mesh.edges[:, 0], mesh.edges[:, 1]
     t = mesh.lengths / mesh.distances
     n = mesh.size
@@ -49,11 +130,56 @@ def mesh_laplacian(mesh):
 
 
 def mesh_rate(mesh):
-    """max_i (1/|C_i|) Σ_j |f_ij|/d_ij, the largest diagonal entry of -Δ on the mesh."""
+    r"""The largest diagonal entry of -Δ_h on the mesh.
+
+    .. math::
+
+        r = \max_i \frac{1}{|C_i|} \sum_{j \sim i} \frac{|f_{ij}|}{d_{ij}}.
+
+    Parameters
+    ----------
+    mesh : meanfield.solvers.mesh.Mesh
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.diffusion import mesh_laplacian, mesh_rate
+    >>> bool(np.isclose(mesh_rate(icosphere(2)), -mesh_laplacian(icosphere(2)).diagonal().min()))
+    True
+    """
     t = np.bincount(mesh.edges.ravel(), np.repeat(mesh.lengths / mesh.distances, 2), minlength=mesh.size)
     return float(np.max(t / mesh.areas))
 
 
 def combined_step(advective_bound, diffusion, rate):
-    """Positivity bound 1/(1/dt_a + D r) of a forward-Euler stage of advection plus diffusion."""
+    r"""The positivity bound of a forward-Euler stage of advection plus diffusion.
+
+    .. math::
+
+        \Delta t = \frac{1}{1/\Delta t_a + D r}.
+
+    Parameters
+    ----------
+    advective_bound : float
+        Δt_a, the advective bound.
+    diffusion : float
+        D.
+    rate : float
+        r, the diagonal of -Δ_h (``circle_rate``, ``mesh_rate``).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from meanfield.solvers.diffusion import combined_step
+    >>> combined_step(0.1, 0.5, 20.0)
+    0.05
+    """
     return float(1.0 / (1.0 / advective_bound + diffusion * rate))

@@ -19,7 +19,21 @@ DIP_TOL = 1e-9     # relative changes below this are the energy evaluation's own
 
 
 class PinnedClusterWarning(UserWarning):
-    """Mass stuck in a cluster one to three cells wide whose particle velocity is not zero."""
+    """Mass stuck in a cluster one to three cells wide whose particle velocity is not zero.
+
+    Issued by the density solvers (``warn_pinned``) when ``pinned_on_fixed_mesh`` finds such
+    cells; the solution's ``info["pinned"]`` lists them.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from meanfield.solvers.energy_report import PinnedClusterWarning, warn_pinned
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_pinned([3], "t = 1", "muscl")
+    >>> caught[0].category is PinnedClusterWarning
+    True
+    """
 
 
 def energy_dips(energy, sign=1.0, tol=DIP_TOL):
@@ -38,8 +52,8 @@ def energy_dips(energy, sign=1.0, tol=DIP_TOL):
     -------
     dict(count=number of dips, largest=the largest relative dip δ_k (0.0 if none)).
 
-    Example
-    -------
+    Examples
+    --------
     >>> energy_dips([1.0, 1.1, 1.09, 1.2])    # one dip, of 0.01/1.1
     {'count': 1, 'largest': 0.009090909090909097}
     """
@@ -70,6 +84,16 @@ def clusters_in_cells(masses, adjacency, points, min_mass=1e-3, alone=1e-2):
     carries : (N,) bool.
     centres : (N, d) the normalised mass-weighted mean of each group's centres.
     group : (N,) G_i.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> masses = np.zeros(16); masses[5] = 1.0              # one cluster in cell 5 of a ring
+    >>> theta = 2 * np.pi * (np.arange(16) + 0.5) / 16
+    >>> points = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    >>> carries, centres, group = clusters_in_cells(masses, ring_adjacency(16), points)
+    >>> np.flatnonzero(carries), bool(np.allclose(centres[5], points[5]))
+    (array([5]), True)
     """
     group = adjacency @ masses
     reach = (adjacency @ adjacency) != 0
@@ -101,8 +125,8 @@ def pinned_cells(carries, centres, speed, size, elapsed):
     -------
     (K,) indices of the pinned cells.
 
-    Example
-    -------
+    Examples
+    --------
     >>> c = np.array([[[1.0, 0.0], [0.0, 1.0]]] * 2)
     >>> pinned_cells(np.ones((2, 2), dtype=bool), c, np.array([0.2, 0.0]), np.ones(2), 20.0)
     array([0])
@@ -133,6 +157,16 @@ def pinned_on_fixed_mesh(t, masses, adjacency, points, velocity, size):
     Returns
     -------
     (K,) sorted indices of the pinned cells.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> theta = 2 * np.pi * (np.arange(16) + 0.5) / 16
+    >>> points = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    >>> masses = np.zeros((3, 16)); masses[:, 5] = 1.0      # a cluster that stays in cell 5
+    >>> pull = lambda k: np.tile([0.0, 1.0], (16, 1))      # while its velocity asks it to move
+    >>> pinned_on_fixed_mesh(np.array([0.0, 1.0, 2.0]), masses, ring_adjacency(16), points, pull, np.full(16, 0.4))
+    array([5])
     """
     carries, start, _ = clusters_in_cells(masses[0], adjacency, points)
     travel = np.zeros(len(size))
@@ -151,7 +185,26 @@ def pinned_on_fixed_mesh(t, masses, adjacency, points, velocity, size):
 
 
 def mesh_adjacency(cell_ptr, neighbours):
-    """The (N, N) sparse adjacency, neighbours and diagonal, of CSR neighbour lists."""
+    """The sparse adjacency matrix, neighbours and diagonal, of CSR neighbour lists.
+
+    Parameters
+    ----------
+    cell_ptr : array_like of int, shape (N + 1,)
+    neighbours : array_like of int
+        Cell i's neighbours are ``neighbours[cell_ptr[i]:cell_ptr[i+1]]``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (N, N)
+        1 where two cells are neighbours or equal.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.energy_report import mesh_adjacency
+    >>> mesh_adjacency([0, 1, 2], [1, 0]).toarray()
+    array([[1., 1.],
+           [1., 1.]])
+    """
     n = len(cell_ptr) - 1
     rows = np.concatenate([np.repeat(np.arange(n), np.diff(cell_ptr)), np.arange(n)])
     cols = np.concatenate([np.asarray(neighbours), np.arange(n)])
@@ -159,13 +212,50 @@ def mesh_adjacency(cell_ptr, neighbours):
 
 
 def ring_adjacency(n):
-    """``mesh_adjacency`` of n cells on a circle (each with its two neighbours)."""
+    """``mesh_adjacency`` of n cells on a circle, each with its two neighbours.
+
+    Parameters
+    ----------
+    n : int
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (n, n)
+
+    Examples
+    --------
+    >>> from meanfield.solvers.energy_report import ring_adjacency
+    >>> ring_adjacency(4).toarray()
+    array([[1., 1., 0., 1.],
+           [1., 1., 1., 0.],
+           [0., 1., 1., 1.],
+           [1., 0., 1., 1.]])
+    """
     cols = (np.arange(n)[:, None] + np.array([-1, 1])) % n
     return mesh_adjacency(np.arange(0, 2 * n + 1, 2), cols.ravel())
 
 
 def warn_pinned(cells, where, flux):
-    """A PinnedClusterWarning naming the pinned cells (nothing if there are none)."""
+    """Issue a PinnedClusterWarning naming the pinned cells (nothing if there are none).
+
+    Parameters
+    ----------
+    cells : sequence of int
+        From ``pinned_on_fixed_mesh``.
+    where : str
+        Where the run was (for the message).
+    flux : str
+        The flux that pinned them.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> from meanfield.solvers.energy_report import warn_pinned
+    >>> warn_pinned([], "t = 1", "muscl")      # no cells: no warning
+    """
     if len(cells):
         warnings.warn(f"{len(cells)} one-cell cluster(s) pinned ({where}) with flux={flux!r}: their particle "
                       f"velocity would have moved them more than a cell, but the scheme kept them in place (the "

@@ -12,11 +12,14 @@ V = I — the z_i converge to the vertices of a convex polytope ("leaders"); V w
 positive top eigenvalue — the components along its eigenvector converge to at most three values
 (hyperplanes).  Only the softmax (SA) model is defined here.
 """
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.linalg import expm
 
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
+from meanfield.models import SA, as_model
 
 from .results import ParticleSolution
 from .stepping import integrate
@@ -52,16 +55,80 @@ def _setup(model, z):
 
 
 def velocity(model, z, t=0.0):
-    """ż_i of the rescaled tokens z (n, d) or (B, n, d) at time t."""
+    r"""ż_i of the rescaled tokens z = e^{-tV} x at time t.
+
+    .. math::
+
+        \dot z_i = \sum_j P_{ij}(e^{tV} z) \, V (z_j - z_i), \qquad
+        P_{ij}(x) = \operatorname{softmax}_j \beta \langle Q x_i, K x_j\rangle.
+
+    Parameters
+    ----------
+    model : SA
+        Any Q, K, V.
+    z : array_like, shape (n, d) or (B, n, d)
+        Rescaled tokens (any norm).
+    t : float
+
+    Returns
+    -------
+    ndarray, shape like z
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import euclidean
+    >>> z = np.array([[1.0, 0.0], [0.0, 2.0]])
+    >>> bool(np.allclose(euclidean.velocity(mf.SA(0.0), z), [[-0.5, 1.0], [0.5, -1.0]]))   # β = 0: the mean
+    True
+    """
     model, z, A, V = _setup(model, z)
     return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
 
 
-def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=None):
-    """Integrate the rescaled tokens z(t) = e^{-tV} x(t) from z(t_0) = x0 (points in R^d, any norm).
+def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: float = 0.01, *,
+          progress: bool | None = None) -> ParticleSolution:
+    r"""Integrate the rescaled tokens z(t) = e^{-tV} x(t) of self-attention in R^d.
 
-    Returns a ParticleSolution whose .x (m, n, d) or (m, B, n, d) holds z; ``tokens(model, t, z)``
-    gives the raw x = e^{tV} z.  .energy is None (no energy is monotone here in general).
+    .. math::
+
+        \dot x_i = \sum_j P_{ij}(x) V x_j \quad\Longleftrightarrow\quad
+        \dot z_i = \sum_j P_{ij}(e^{tV} z) \, V (z_j - z_i),
+
+    from z(t_0) = x0, with RK4 (default) or Euler at fixed step ``dt``.
+
+    Parameters
+    ----------
+    model : SA
+        Any Q, K, V (only the softmax model is defined here).
+    x0 : array_like, shape (n, d) or (B, n, d)
+        Initial tokens (points of R^d, any norm).
+    t_eval : array_like
+        Increasing output times.
+    method : {"rk4", "euler"}
+    dt : float
+        The step.
+    progress : bool or None
+
+    Returns
+    -------
+    ParticleSolution
+        ``x`` (m, n, d) or (m, B, n, d) holds z (``tokens(model, t, z)`` gives the raw x); ``energy``
+        is None (no energy is monotone here in general).
+
+    Raises
+    ------
+    ValueError
+        For non-finite tokens, bad times, method or step.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import euclidean
+    >>> x0 = np.random.default_rng(0).normal(size=(5, 2))
+    >>> sol = euclidean.solve(mf.SA(1.0), x0, [0.0, 1.0], progress=False)
+    >>> sol.x.shape
+    (2, 5, 2)
     """
     model, z0, A, V = _setup(model, x0)
     t_eval = as_time_grid(t_eval)
@@ -76,7 +143,29 @@ def solve(model, x0, t_eval, method="rk4", dt=0.01, *, progress=None):
 
 
 def tokens(model, t, z):
-    """The raw tokens x = e^{tV} z at time t."""
+    """The raw tokens at time t.
+
+    .. math::
+
+        x = e^{tV} z.
+
+    Parameters
+    ----------
+    model : SA
+    t : float
+    z : array_like, shape (..., d)
+
+    Returns
+    -------
+    ndarray, shape like z
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import euclidean
+    >>> bool(np.allclose(euclidean.tokens(mf.SA(1.0), 1.0, np.ones((2, 3))), np.e))    # V = I
+    True
+    """
     model = as_model(model)
     z = as_float_array(z, "z")
     _, V = model.interaction(z.shape[-1])

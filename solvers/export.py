@@ -49,7 +49,30 @@ META = ("model", "info")
 
 
 def require(module: str, what: str):
-    """Import an optional dependency, or say which extra provides it."""
+    """Import an optional dependency, or say which extra provides it.
+
+    Parameters
+    ----------
+    module : str
+        The module to import.
+    what : str
+        The feature that needs it (for the message).
+
+    Returns
+    -------
+    module
+
+    Raises
+    ------
+    ImportError
+        Naming the ``pip install "meanfield-attention[...]"`` extra that provides the module.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.export import require
+    >>> require("json", "this example").__name__
+    'json'
+    """
     import importlib
     try:
         return importlib.import_module(module)
@@ -67,8 +90,28 @@ def _dims(name: str, array: np.ndarray) -> tuple[str, ...]:
 
 
 def summary(obj) -> str:
-    """A few lines describing a result object: its model, method, time range and array shapes
-    (never the arrays themselves)."""
+    """A few lines describing a result object: its model, method, time range and array shapes.
+
+    Never the arrays themselves: this is the results' ``repr``.
+
+    Parameters
+    ----------
+    obj : result object
+        A dataclass of arrays (ParticleSolution, DensitySolution, Comparison, ...).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> print(ParticleSolution(t=np.linspace(0, 1, 3), x=np.zeros((3, 4, 2))))
+    ParticleSolution()
+      t: 3 output times in [0, 1]
+      x (3, 4, 2)
+    """
     name = type(obj).__name__
     head = [name]
     model = getattr(obj, "model", None)
@@ -99,8 +142,28 @@ def summary(obj) -> str:
 
 
 def flatten(obj) -> tuple[dict, dict]:
-    """(variables, attrs): every array of ``obj`` and its nested results as name -> (dims, array),
-    kinds, models and info as name -> JSON text (nested names prefixed by their field name)."""
+    """Every array of a result object and of its nested results, and its metadata as JSON text.
+
+    Parameters
+    ----------
+    obj : result object
+
+    Returns
+    -------
+    variables : dict
+        name -> (dims, array); nested results' names are prefixed by their field name.
+    attrs : dict
+        name -> JSON text: the kinds, models and info.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.export import flatten
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> variables, attrs = flatten(ParticleSolution(t=np.zeros(1), x=np.zeros((1, 4, 2))))
+    >>> variables["x"][0], attrs["kind"]
+    (('t', 'token', 'coord'), 'ParticleSolution')
+    """
     variables: dict[str, Any] = {}
     attrs: dict[str, str] = {}
     _collect(obj, "", variables, attrs)
@@ -108,7 +171,35 @@ def flatten(obj) -> tuple[dict, dict]:
 
 
 def unflatten(cls, arrays: dict, attrs: dict):
-    """Rebuild a ``cls`` instance from ``flatten``'s output (arrays as name -> array)."""
+    """Rebuild a result object from ``flatten``'s output.
+
+    Parameters
+    ----------
+    cls : type
+        The result class.
+    arrays : dict
+        name -> array.
+    attrs : dict
+        name -> JSON text, from ``flatten``.
+
+    Returns
+    -------
+    cls instance
+
+    Raises
+    ------
+    ValueError
+        When the attributes hold another kind of result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.export import flatten, unflatten
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> variables, attrs = flatten(ParticleSolution(t=np.zeros(1), x=np.ones((1, 4, 2))))
+    >>> unflatten(ParticleSolution, {k: a for k, (_, a) in variables.items()}, attrs).x.shape
+    (1, 4, 2)
+    """
     return _rebuild(cls, arrays, attrs, "")
 
 
@@ -131,7 +222,30 @@ def _collect(obj, prefix: str, variables: dict, attrs: dict) -> None:
 
 
 def to_xarray(obj):
-    """The result object as an ``xarray.Dataset`` (see the module docstring for the layout)."""
+    """The result object as an ``xarray.Dataset`` (layout in the module docstring).
+
+    Parameters
+    ----------
+    obj : result object
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ImportError
+        When xarray is not installed.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.export import to_xarray
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> ds = to_xarray(ParticleSolution(t=np.arange(2.0), x=np.zeros((2, 4, 3))))
+    >>> dict(ds.sizes)
+    {'t': 2, 'token': 4, 'coord': 3}
+    """
     xr = require("xarray", "to_xarray")
     variables, attrs = flatten(obj)
     t = variables.pop("t")
@@ -166,7 +280,34 @@ def _result_class(kind: str):
 
 
 def from_xarray(cls, dataset):
-    """Rebuild a ``cls`` instance from ``to_xarray``'s Dataset."""
+    """Rebuild a result object from ``to_xarray``'s Dataset.
+
+    Parameters
+    ----------
+    cls : type
+        The result class.
+    dataset : xarray.Dataset
+
+    Returns
+    -------
+    cls instance
+
+    Raises
+    ------
+    TypeError
+        When ``dataset`` is not a Dataset.
+    ValueError
+        When it holds another kind of result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.export import from_xarray, to_xarray
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> sol = ParticleSolution(t=np.arange(2.0), x=np.zeros((2, 4, 3)))
+    >>> from_xarray(ParticleSolution, to_xarray(sol)).x.shape
+    (2, 4, 3)
+    """
     xr = require("xarray", "from_xarray")
     if not isinstance(dataset, xr.Dataset):
         raise TypeError(f"dataset must be an xarray.Dataset, got {type(dataset).__name__}")
@@ -196,9 +337,30 @@ def content_digest(dataset) -> str:
 
 
 def to_netcdf(obj, path) -> None:
-    """Write ``to_xarray(obj)`` to a netCDF file, atomically (``meanfield.atomic.write_file``), with
-    the SHA-256 of its content in the global attribute ``meanfield_sha256`` (checked on load: the
-    SciPy netCDF3 engine has no checksums of its own)."""
+    """Write ``to_xarray(obj)`` to a netCDF file, atomically, with a digest of its content.
+
+    The SHA-256 of the content (``content_digest``) goes into the global attribute
+    ``meanfield_sha256``, checked on load (the SciPy netCDF3 engine has no checksums of its own).
+
+    Parameters
+    ----------
+    obj : result object
+    path : str or path
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np, os, tempfile
+    >>> from meanfield.solvers.export import from_netcdf, to_netcdf
+    >>> from meanfield.solvers.results import ParticleSolution
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.nc")
+    >>> to_netcdf(ParticleSolution(t=np.arange(2.0), x=np.zeros((2, 4, 3))), path)
+    >>> from_netcdf(ParticleSolution, path).t
+    array([0., 1.])
+    """
     from meanfield.atomic import write_file
     dataset = to_xarray(obj)
     dataset.attrs[DIGEST] = content_digest(dataset)
@@ -206,8 +368,37 @@ def to_netcdf(obj, path) -> None:
 
 
 def from_netcdf(cls, path, verify=True):
-    """Read a ``cls`` instance written by ``to_netcdf``; ValueError naming the file if it cannot be
-    read or (``verify``) its content does not match its stored digest."""
+    """Read a result object written by ``to_netcdf``.
+
+    Parameters
+    ----------
+    cls : type
+        The result class.
+    path : str or path
+    verify : bool
+        Check the content against its stored digest.
+
+    Returns
+    -------
+    cls instance
+
+    Raises
+    ------
+    ValueError
+        Naming the file, if it cannot be read or (``verify``) its content does not match its digest.
+
+    Examples
+    --------
+    >>> import numpy as np, os, tempfile
+    >>> from meanfield.solvers.export import from_netcdf, to_netcdf
+    >>> from meanfield.solvers.results import DensitySolution
+    >>> sol = DensitySolution(t=np.zeros(1), points=np.eye(2), areas=np.ones(2), rho=np.ones((1, 2)),
+    ...                       mass=np.ones(1), energy=np.ones(1))
+    >>> path = os.path.join(tempfile.mkdtemp(), "rho.nc")
+    >>> to_netcdf(sol, path)
+    >>> from_netcdf(DensitySolution, path).rho
+    array([[1., 1.]])
+    """
     xr = require("xarray", "from_netcdf")
     path = os.fspath(path)
     try:

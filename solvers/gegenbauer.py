@@ -25,7 +25,26 @@ MAX_DEGREE = 2000
 
 
 def log_coefficients(beta, d, degree):
-    """log a_l, l = 0..degree, a_l = e^{-β} c_l(β) N_l (−inf where the Bessel factor underflows).
+    r"""The logs of the normalised coefficients of the ring kernel's Gegenbauer series.
+
+    .. math::
+
+        a_l = e^{-\beta} c_l(\beta) N_l, \qquad
+        c_l(\beta) = \Gamma(d/2) \left(\frac{2}{\beta}\right)^{d/2-1} I_{l+d/2-1}(\beta), \qquad
+        \sum_l a_l = 1,
+
+    N_l the dimension of the degree-l harmonics on S^{d-1}; -inf where the Bessel factor underflows.
+
+    Parameters
+    ----------
+    beta : float
+        β > 0.
+    d : int
+    degree : int
+
+    Returns
+    -------
+    ndarray, shape (degree + 1,)
 
     Examples
     --------
@@ -43,7 +62,29 @@ def log_coefficients(beta, d, degree):
 
 
 def degree(beta, d, tolerance=TRUNCATION):
-    """Smallest L with Σ_{l>L} a_l (1 + (l(l+d-2))²)/min(β, 1) <= tolerance (see the module docstring)."""
+    r"""The series degree that the zonal solver keeps.
+
+    .. math::
+
+        L = \min\left\{L : \sum_{l > L} a_l \frac{1 + (l(l + d - 2))^2}{\min(\beta, 1)} \le \text{tolerance}\right\}
+
+    (module docstring: this bounds every field's absolute error by the tolerance times the mass).
+
+    Parameters
+    ----------
+    beta : float
+    d : int
+    tolerance : float
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> degree(3.0, 3) < degree(30.0, 3)
+    True
+    """
     if beta == 0:
         return 1
     log_a = log_coefficients(beta, d, MAX_DEGREE)
@@ -58,8 +99,30 @@ def degree(beta, d, tolerance=TRUNCATION):
 
 
 def tables(theta, d, degree):
-    """(P, ∂_θ P, ∂²_θ P) at the angles θ, each (degree + 1, N): the normalised Gegenbauer polynomials of
-    cos θ and their θ-derivatives, by the three-term recurrence and its derivatives in s = cos θ."""
+    r"""The normalised Gegenbauer polynomials of cos θ and their first two θ-derivatives.
+
+    .. math::
+
+        P_{l+1}(s) = \frac{2(l + \lambda) s P_l(s) - l P_{l-1}(s)}{l + 2\lambda}, \qquad
+        \lambda = \frac d2 - 1, \quad P_l(1) = 1.
+
+    Parameters
+    ----------
+    theta : ndarray, shape (N,)
+    d : int
+    degree : int
+
+    Returns
+    -------
+    P, dP, d2P : ndarray, shape (degree + 1, N)
+        P_l(cos θ), ∂_θ P_l(cos θ), ∂²_θ P_l(cos θ).
+
+    Examples
+    --------
+    >>> P, dP, d2P = tables(np.array([0.3]), 3, 2)        # Legendre for d = 3
+    >>> bool(np.allclose(P[:, 0], [1, np.cos(0.3), (3 * np.cos(0.3) ** 2 - 1) / 2]))
+    True
+    """
     s, sn = np.cos(theta), np.sin(theta)
     lam = 0.5 * d - 1.0
     p, dp, d2p = (np.zeros((degree + 1, theta.size)) for _ in range(3))
@@ -75,9 +138,29 @@ def tables(theta, d, degree):
 
 
 class Series:
-    """The fields of the zonal solver for one β, d and grid, by the truncated series.
+    r"""The fields of the zonal solver for one β, d and grid, by the truncated series.
 
-    ``fields(m)`` returns (E m, (E∘G) m, ∂_θ(E∘G) m) (module docstring); ``quadratic(m)`` = m^T E m."""
+    ``fields(m)`` returns (E m, (E∘G) m, ∂_θ(E∘G) m) and ``quadratic(m)`` = m^T E m:
+
+    .. math::
+
+        E m = \sum_l a_l M_l P_l(\cos\theta_i), \qquad M_l = \sum_j m_j P_l(\cos\theta_j).
+
+    Parameters
+    ----------
+    beta : float
+    d : int
+    theta : ndarray, shape (N,)
+        Cell centres.
+
+    Examples
+    --------
+    >>> from meanfield.solvers import zonal
+    >>> s = Series(2.0, 3, zonal.polar_grid(16)[0])
+    >>> m = np.full(16, 1 / 16)
+    >>> bool(np.isclose(s.quadratic(m), m @ s.fields(m)[0]))
+    True
+    """
 
     def __init__(self, beta, d, theta):
         self.degree = degree(beta, d)

@@ -21,7 +21,10 @@ approximation of the Filippov solution, first order in dt there.  info["chatteri
 steps (0: every switch located).  Dense n × n sets: for systems of
 up to a few thousand tokens.
 """
+from __future__ import annotations
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from meanfield.checks import as_choice, as_points, as_positive, as_time_grid
 from meanfield.geometry import normalise
@@ -42,8 +45,30 @@ def _as_hardmax(model):
 
 
 def attention_weights(model, x):
-    """(W, gap): W (n, n) with W_ij = 1/|C_i| on the argmax sets C_i (the tie rule of
-    ``models.Hardmax``), and gap (n,) = best minus the best score outside C_i (inf if none).
+    r"""The hardmax attention matrix and the score gaps of tokens x.
+
+    .. math::
+
+        W_{ij} = \frac{1}{|C_i|} \mathbf{1}_{j \in C_i}, \qquad
+        \mathrm{gap}_i = \max_k s_{ik} - \max_{k \notin C_i} s_{ik}, \qquad s_{ik} = \langle Q x_i, K x_k\rangle,
+
+    C_i the argmax set of row i with the tie rule of ``models.Hardmax`` (j <= i for causal
+    models); gap_i = inf where every token is in C_i.
+
+    Parameters
+    ----------
+    model : Hardmax
+    x : ndarray, shape (n, d)
+
+    Returns
+    -------
+    W : ndarray, shape (n, n)
+    gap : ndarray, shape (n,)
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is not a Hardmax.
 
     Examples
     --------
@@ -71,7 +96,37 @@ def _frozen_field(W, V, x):
 
 
 def velocity(model, x):
-    """The hardmax field P_{x_i} V (1/|C_i|) Σ_{j∈C_i} x_j at tokens x (n, d)."""
+    r"""The hardmax field at tokens x.
+
+    .. math::
+
+        X(x_i) = P_{x_i} V \frac{1}{|C_i|} \sum_{j \in C_i} x_j.
+
+    Parameters
+    ----------
+    model : Hardmax
+    x : array_like, shape (n, d)
+        Unit vectors.
+
+    Returns
+    -------
+    ndarray, shape (n, d)
+
+    Raises
+    ------
+    TypeError
+        When ``model`` is not a Hardmax.
+    ValueError
+        For points that are not unit vectors.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> velocity(mf.Hardmax(), x)          # each token attends to itself: at rest
+    array([[0., 0.],
+           [0., 0.]])
+    """
     model = _as_hardmax(model)
     x = as_points(x, "x")
     return _frozen_field(attention_weights(model, x)[0], model.interaction(x.shape[-1])[1], x)
@@ -88,7 +143,7 @@ def _step(W, V, x, h, scheme):
     return normalise(x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
 
 
-def solve(model, x0, t_eval, dt=0.01, method="rk4"):
+def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, method: str = "rk4") -> ParticleSolution:
     """Integrate hardmax attention from tokens x0 (n, d) with event-aware steps (module docstring).
 
     Parameters
@@ -110,7 +165,7 @@ def solve(model, x0, t_eval, dt=0.01, method="rk4"):
     Examples
     --------
     >>> import meanfield as mf
-    >>> sol = solve(mf.Hardmax(Q=np.diag([1.0, -1.0, 0.5])), mf.uniform_sphere(6, 3, seed=1), [0, 1])
+    >>> sol = solve(mf.Hardmax(Q=np.diag([1.0, -1.0, 0.5])), mf.uniform_sphere(6, 3, seed=1), [0, 0.2])
     >>> bool(np.allclose(np.linalg.norm(sol.x, axis=-1), 1.0))
     True
     """

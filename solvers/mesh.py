@@ -36,13 +36,44 @@ __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
 
 @dataclass(frozen=True, eq=False)
 class Mesh:
-    """A spherical Voronoi mesh (all arrays read-only).
+    """A spherical Voronoi mesh; all arrays are read-only.
 
-    Fields: points (N, 3) generators (the cell centres), areas (N,), edges (E, 2) cell pairs
-    i < j sharing a face, lengths (E,) face lengths, distances (E,) geodesic generator distances,
-    normals (E, 2, 3) unit face normals from i to j at c_i and at c_j, neighbour lists in CSR
-    form (cell i's faces are cell_edges[cell_ptr[i]:cell_ptr[i+1]], its neighbours
-    cell_neighbours[...] in the same order), and name (how it was built).
+    Build one with ``icosphere``, ``fibonacci`` or ``voronoi_mesh``.  ``size`` is N,
+    ``perimeters`` (N,) the cells' perimeters and ``spacing`` a typical cell width; ``save`` and
+    ``load`` write and read an .npz file.
+
+    Parameters
+    ----------
+    points : ndarray, shape (N, 3)
+        Generators (the cell centres), unit vectors.
+    areas : ndarray, shape (N,)
+        Cell areas |C_i|, summing to 4π.
+    edges : ndarray, shape (E, 2)
+        Cell pairs i < j sharing a face.
+    lengths : ndarray, shape (E,)
+        Face lengths |f_ij|.
+    distances : ndarray, shape (E,)
+        Geodesic distances d_ij between the generators.
+    normals : ndarray, shape (E, 2, 3)
+        Unit face normals from i to j, at c_i and at c_j.
+    cell_ptr, cell_edges, cell_neighbours : ndarray
+        Neighbour lists in CSR form: cell i's faces are ``cell_edges[cell_ptr[i]:cell_ptr[i+1]]``
+        and its neighbours ``cell_neighbours[...]`` in the same order.
+    name : str
+        How the mesh was built.
+
+    Raises
+    ------
+    ValueError
+        For arrays of inconsistent shapes, non-finite or non-positive areas and lengths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> mesh = icosphere(1)
+    >>> mesh.size, bool(np.isclose(mesh.areas.sum(), 4 * np.pi))
+    (42, True)
     """
     points: np.ndarray
     areas: np.ndarray
@@ -214,8 +245,39 @@ def _centroids(points, vertices, cell, va, vb):
 
 
 def voronoi_mesh(points, lloyd=0, name="voronoi"):
-    """The spherical Voronoi mesh of distinct generators ``points`` (N, 3), after ``lloyd``
-    centroidal (Lloyd) iterations."""
+    r"""The spherical Voronoi mesh of distinct generators, after Lloyd iterations.
+
+    Each Lloyd iteration moves every generator to its cell's normalised centroid,
+
+    .. math::
+
+        c_i \leftarrow \frac{\int_{C_i} x \, d\sigma}{\left|\int_{C_i} x \, d\sigma\right|}.
+
+    Parameters
+    ----------
+    points : array_like, shape (N, 3)
+        Distinct unit vectors, N >= 4.
+    lloyd : int
+        Number of centroidal (Lloyd) iterations.
+    name : str
+
+    Returns
+    -------
+    Mesh
+
+    Raises
+    ------
+    ValueError
+        For fewer than 4 points, points that are not unit vectors, or repeated points.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers.mesh import voronoi_mesh
+    >>> mesh = voronoi_mesh(mf.uniform_sphere(50, 3, seed=0))
+    >>> mesh.size, bool(np.isclose(mesh.areas.sum(), 4 * np.pi))
+    (50, True)
+    """
     points = as_points(points, "points", d=3)
     lloyd = as_count(lloyd, "lloyd", minimum=0)
     if points.shape[0] < 4:
@@ -281,13 +343,57 @@ def fibonacci_points(n):
 
 
 def icosphere(level, lloyd=0):
-    """Voronoi mesh on the icosahedral generators: 10·4^level + 2 cells (level 0: 12 pentagons;
-    level 6: 40,962 cells).  Cached: the same (level, lloyd) returns the same read-only Mesh."""
+    r"""The Voronoi mesh on the vertices of the icosahedron subdivided ``level`` times.
+
+    .. math::
+
+        N = 10 \cdot 4^{\text{level}} + 2
+
+    cells (level 0: 12 pentagons; level 6: 40,962 cells).  Cached: the same (level, lloyd) returns
+    the same read-only Mesh.
+
+    Parameters
+    ----------
+    level : int
+        >= 0.
+    lloyd : int
+        Lloyd iterations (``voronoi_mesh``).
+
+    Returns
+    -------
+    Mesh
+
+    Examples
+    --------
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> icosphere(2).size, icosphere(2) is icosphere(2)
+    (162, True)
+    """
     return _cached("icosphere", as_count(level, "level", minimum=0), as_count(lloyd, "lloyd", minimum=0))
 
 
 def fibonacci(n, lloyd=0):
-    """Voronoi mesh on the n-point Fibonacci spiral (any n >= 4).  Cached like ``icosphere``."""
+    r"""The Voronoi mesh on the n-point Fibonacci spiral (any n >= 4), cached like ``icosphere``.
+
+    .. math::
+
+        z_k = 1 - \frac{2k + 1}{n}, \qquad \varphi_k = k \pi (3 - \sqrt 5), \qquad k = 0, \dots, n - 1.
+
+    Parameters
+    ----------
+    n : int
+    lloyd : int
+
+    Returns
+    -------
+    Mesh
+
+    Examples
+    --------
+    >>> from meanfield.solvers.mesh import fibonacci
+    >>> fibonacci(100).size
+    100
+    """
     return _cached("fibonacci", as_count(n, "n", minimum=4), as_count(lloyd, "lloyd", minimum=0))
 
 

@@ -16,9 +16,44 @@ from meanfield.checks import as_float_array
 
 
 def brownian_kick(noise, seed, scheme):
-    """(kick, seed) for ``stepping.integrate``: kick(x, h, step) = σ √h P_x ξ with ξ drawn from a
-    generator keyed by (seed, step), so a resumed run repeats the draws.  (None, None) for σ = 0;
-    a missing seed is drawn once and returned (recorded in the solution's info)."""
+    r"""The Brownian increment of the geodesic Euler–Maruyama step, for ``stepping.integrate``.
+
+    .. math::
+
+        \mathrm{kick}(x, h, k) = \sigma \sqrt h \, P_x \xi_k, \qquad \xi_k \sim N(0, I_d),
+
+    ξ_k drawn from a generator keyed by (seed, k), so a resumed run repeats the draws.
+
+    Parameters
+    ----------
+    noise : float
+        σ >= 0.
+    seed : int or None
+        None: one is drawn (and returned, to be recorded in the solution's info).
+    scheme : str
+        The time scheme; noise needs "euler".
+
+    Returns
+    -------
+    kick : callable or None
+        None for σ = 0.
+    seed : int or None
+
+    Raises
+    ------
+    ValueError
+        For σ < 0 or non-finite, or σ > 0 with another scheme than Euler.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.noise import brownian_kick
+    >>> kick, seed = brownian_kick(0.5, 7, "euler")
+    >>> x = np.array([[[0.0, 0.0, 1.0]]])
+    >>> dx = kick(x, 0.01, 0)
+    >>> seed, float(dx[0, 0, 2]) == 0.0            # tangent: no component along x
+    (7, True)
+    """
     sigma = float(as_float_array(noise, "noise"))
     if sigma < 0:
         raise ValueError(f"noise must be >= 0 (the Brownian amplitude σ); got {sigma:g}")
@@ -41,7 +76,31 @@ def brownian_kick(noise, seed, scheme):
 
 
 def mean_contraction(sigma, h, d):
-    """m(h) = E[(1 + σ² h χ²_{d-1})^{-1/2}]: E[x_{k+1} | x_k] = m(h) x_k for the noise step alone."""
+    r"""The factor by which the noise step alone shrinks the mean of a token.
+
+    .. math::
+
+        m(h) = E\left[(1 + \sigma^2 h \chi^2_{d-1})^{-1/2}\right], \qquad E[x_{k+1} \mid x_k] = m(h) x_k.
+
+    Parameters
+    ----------
+    sigma : float
+    h : float
+        The step.
+    d : int
+        Ambient dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.noise import mean_contraction
+    >>> bool(np.isclose(mean_contraction(0.5, 1e-3, 3), np.exp(-0.5 ** 2 * 1e-3), atol=1e-6))  # e^{-σ² h (d-1)/2}
+    True
+    """
     k = d - 1
     value, _ = quad(lambda s: _chi2_pdf(s, k) / np.sqrt(1.0 + sigma ** 2 * h * s), 0, np.inf, limit=200)
     return value

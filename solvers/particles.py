@@ -1,9 +1,15 @@
-"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
+r"""Interacting-particle solver: n tokens on S^{d-1} (any d, β, Q, K, V, and batches).
 
-    dx_i/dt = X[μ^n](x_i),   μ^n = sum_j w_j δ_{x_j}   (w_j = 1/n by default)
+.. math::
+
+    \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j} \quad (w_j = 1/n \text{ by default}),
+    \qquad X[\mu](x) = P_x \frac{1}{Z(x)} \int e^{\beta \langle Qx, Ky\rangle} V y \, d\mu(y).
 
 Time stepping: RK4 or forward Euler followed by x <- x/|x| (the projection keeps RK4's
-order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.
+order and the constraint to round-off), or the adaptive Dormand–Prince 5(4) pair.  The authors'
+scheme of the paper's figures, x_i <- (x_i + h D_i)/|x_i + h D_i| with the unprojected drift
+D_i = Σ_j A_ij V x_j (``method="euler_unprojected"``), is the projected Euler step with the
+per-token step h/(1 + h <x_i, D_i>): first order, and slow in t by up to h <x_i, D_i> ≈ h.
 
 Summation of the field: "direct" (``kernels``: blocked O(n m d) log-sum-exp, any d, Q, K, V;
 ``gemm``: the same with score and value tiles as BLAS products, used for d <= 1024;
@@ -18,7 +24,14 @@ weight sum_{j<=i} w_j) run on every direct engine (the mask is applied inside ``
 and ``kernels``); the fast summation has no causal form and refuses them.  Their energies are
 NaN: the causal dynamics is not a gradient flow (info["energy"] says so).
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
+
+from collections.abc import Callable
+from os import PathLike
+
+from numpy.typing import ArrayLike
 
 import numpy as np
 from scipy.special import logsumexp
@@ -26,15 +39,15 @@ from scipy.special import logsumexp
 from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
-from meanfield.geometry import circle_points, normalise
-from meanfield.models import SA, MultiHead, as_model
+from meanfield.geometry import circle_points, normalise, span_coordinates
+from meanfield.models import SA, USA, MultiHead, as_model
 
 from . import gemm, kernels, small, spectral, stepping
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
 
-METHODS = {"rk4": "rk4", "euler": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
+METHODS = {"rk4": "rk4", "euler": "euler", "euler_unprojected": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
 SUMMATIONS = ("auto", "direct", "fast")
 
 
@@ -48,10 +61,43 @@ def _uniform_weights(shape):
 
 
 def resolve_summation(model, d, n, m, summation="auto"):
-    """"direct" or "fast": what ``attention_field`` does for n targets and m sources in R^d.
+    """The summation that ``attention_field`` uses for n targets and m sources in R^d.
 
-    "fast" (``meanfield.solvers.spectral``) needs Q^T K = I, V = ±I and d in {2, 3}; "auto" takes it
-    when it is valid and its estimated cost is below the direct O(n m) summation's."""
+    "fast" (``meanfield.solvers.spectral``: Fourier / Funk–Hecke sums) needs Q^T K = I, V = ±I,
+    d in {2, 3} and a non-causal model; "auto" takes it where it is valid and its estimated cost is
+    below the direct O(n m) log-sum-exp summation's.
+
+    Parameters
+    ----------
+    model : SA or USA
+        The attention head.
+    d : int
+        Ambient dimension (tokens on S^{d-1}).
+    n, m : int
+        Numbers of targets and of sources.
+    summation : {"auto", "direct", "fast"}
+        What the caller asks for.
+
+    Returns
+    -------
+    str
+        "direct" or "fast".
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``summation``, or "fast" where the fast sums do not apply (causal model,
+        general Q, K, V, d > 3, β beyond the series' range).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.resolve_summation(mf.SA(1.0), 3, 10, 10)
+    'direct'
+    >>> particles.resolve_summation(mf.SA(1.0), 3, 100_000, 100_000)
+    'fast'
+    """
     as_choice(summation, "summation", SUMMATIONS)
     if summation == "direct":
         return "direct"
@@ -93,8 +139,27 @@ def _small_arguments(model, d):
 
 
 def uses_small(n, m, how):
-    """Whether direct summation runs on the batched small-system engine (``small``): systems of
-    at most ``small.SMALL_N`` tokens that are their own sources."""
+    """Whether direct summation runs on the batched small-system engine ``small``.
+
+    That engine takes systems of at most ``small.SMALL_N`` tokens that are their own sources.
+
+    Parameters
+    ----------
+    n, m : int
+        Numbers of targets and of sources.
+    how : str
+        The resolved summation ("direct" or "fast", see ``resolve_summation``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.solvers import particles
+    >>> particles.uses_small(32, 32, "direct"), particles.uses_small(32, 64, "direct")
+    (True, False)
+    """
     return how == "direct" and n == m and n <= small.SMALL_N
 
 
@@ -134,25 +199,132 @@ def _direct_kernels(model, x, y, w, A, V):
     return out, log_phi
 
 
-def _direct_gemm(model, x, y, w, A, V, dtype=np.float64):
+def _direct_gemm(model, x, y, w, A, V, dtype=np.float64, tangent=True):
     """``_direct`` by ``gemm.softmax_sums`` (d <= gemm.MAX_D): queries U = β x A,
-    then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources."""
+    then X = P_x V G with G the weighted softmax (SA) or exponential (USA) mean of the sources
+    (the unprojected drift V G when ``tangent`` is False)."""
     U = model.beta * (x @ A) if model.attention_scalar is None else (model.beta * A[0, 0]) * x
     B, n, d = x.shape
     with kernels.threads_for(kernels.direct_seconds(B, n, y.shape[1], d)):
         G, log_phi = gemm.softmax_sums(U, y, w, model.normalised, dtype, causal=model.causal)
     v = G @ V.T if model.value_scalar is None else V[0, 0] * G
+    if not tangent:
+        return v, log_phi
     return v - np.sum(v * x, axis=-1, keepdims=True) * x, log_phi
 
 
-def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None, dtype=np.float64):
-    """(X, log Φ) at targets x (B, n, d) from sources (B, m, d) (default: x itself) with
-    weights (B, m) >= 0 (default 1/m).  No input checks: internal entry point of the solvers.
-    ``dtype`` float32: direct summation with single-precision products (``gemm``).
+def unprojected_drift(model, x, weights=None, dtype=np.float64):
+    """The drift D_i of the authors' Euler step x_i <- (x_i + h D_i)/|x_i + h D_i| (paper.md §4):
 
-    summation: "direct", "fast" or "auto" (``resolve_summation``).  The fast path recomputes
-    directly the targets where its error bound exceeds ``spectral.RTOL``.  ``stats`` (a dict)
-    accumulates the number of calls per summation and of such recomputed targets."""
+        D_i = Σ_j w_j e^{β<Q x_i, K x_j>} V x_j / Z_i,   Z_i = Σ_j w_j e^{β<Q x_i, K x_j>}  (SA),
+
+    without the division by Z_i for USA; the velocity field is its tangential part P_{x_i} D_i.
+
+    Parameters
+    ----------
+    model : SA or USA (one head, constant weights; causal allowed)
+    x : ndarray (n, d) or (B, n, d)
+        Unit vectors, d <= 1024 (``gemm``: the tiled summation that can skip the projection).
+    weights : ndarray (n,) or (B, n), optional
+        w_j >= 0 (default 1/n).
+    dtype : float64 or float32
+        Precision of the score and value products.
+
+    Returns
+    -------
+    ndarray shaped like x
+
+    Example
+    -------
+    >>> import numpy as np, meanfield as mf
+    >>> x = mf.uniform_sphere(5, 3, seed=0)
+    >>> D = unprojected_drift(mf.SA(1.0), x)
+    >>> X = mf.velocity(mf.SA(1.0), x)
+    >>> bool(np.allclose(D - np.sum(D * x, -1, keepdims=True) * x, X))
+    True
+    """
+    model = as_model(model, causal=True)
+    x = as_points(x, "x", ndim=(2, 3))
+    _check_unprojected(model, x.shape[-1])
+    _check_exponent(model, x.shape[-1])
+    dtype = _precision(dtype, x.shape[-1], "direct")
+    w = as_batch_weights(weights, x)
+    w = _uniform_weights(_batched(x).shape) if w is None else w
+    A, V = _operators(model, x.shape[-1])
+    return _direct_gemm(model, _batched(x), _batched(x), np.ascontiguousarray(w), A, V, dtype,
+                        tangent=False)[0].reshape(x.shape)
+
+
+def _check_unprojected(model, d):
+    """The unprojected drift is summed by ``gemm`` (d <= gemm.MAX_D) for one constant head."""
+    if isinstance(model, MultiHead) or model.is_time_dependent:
+        raise ValueError(f"method='euler_unprojected' (the authors' scheme) takes one SA/USA head with constant "
+                         f"weights; got {model!r}")
+    if not gemm.supports(d):
+        raise ValueError(f"method='euler_unprojected' sums the drift with the gemm engine, d <= {gemm.MAX_D}; got "
+                         f"d = {d} (for d >= n, solve in the span of the tokens: meanfield.solvers.span)")
+
+
+def radial_bound(model, d):
+    """A bound on |<x_i, D_i>| <= |D_i| for the unprojected drift: |V| (SA, a convex combination of
+    the V x_j) or |V| e^{β|Q^T K|} (USA).  The step x + h D stays away from 0 when h times it is < 1."""
+    A, V = _operators(model, d)
+    bound = np.linalg.norm(V, 2)
+    if not model.normalised:
+        bound *= np.exp(model.beta * np.linalg.norm(A, 2))
+    return float(bound)
+
+
+def attention_field(model, x, weights=None, sources=None, summation="auto", stats=None, dtype=np.float64):
+    r"""The attention field and the log partition functions at targets x from weighted sources y.
+
+    .. math::
+
+        X(x_i) = P_{x_i} \frac{1}{Z_i} \sum_j w_j e^{\beta \langle Q x_i, K y_j\rangle} V y_j,
+        \qquad \Phi_i = \sum_j w_j e^{\beta \langle Q x_i, K y_j\rangle},
+
+    with Z_i = Φ_i (SA) or Σ_j w_j (USA) and P_x = I - x x^T.  No input checks: this is the
+    solvers' internal entry point (``velocity`` is the checked one).
+
+    Parameters
+    ----------
+    model : SA or USA
+        One attention head with constant weights.
+    x : ndarray, shape (B, n, d)
+        Targets (unit vectors).
+    weights : ndarray, shape (B, m), optional
+        Non-negative source weights (default 1/m).
+    sources : ndarray, shape (B, m, d), optional
+        Sources y (default: x itself).
+    summation : {"auto", "direct", "fast"}
+        See ``resolve_summation``; the fast path recomputes directly the targets where its error
+        bound exceeds ``spectral.RTOL``.
+    stats : dict, optional
+        Accumulates the number of calls per summation and of recomputed targets ("recomputed").
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (``gemm``, direct summation).
+
+    Returns
+    -------
+    X : ndarray, shape (B, n, d)
+        The field (tangent to the sphere at each target).
+    log_phi : ndarray, shape (B, n)
+        log Φ_i.
+
+    Raises
+    ------
+    FloatingPointError
+        Where the USA field overflows double precision.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(5, 3, seed=0)[None]
+    >>> X, log_phi = particles.attention_field(mf.SA(1.0), x)
+    >>> X.shape, log_phi.shape, bool(np.abs(np.sum(X * x, axis=-1)).max() < 1e-15)
+    ((1, 5, 3), (1, 5), True)
+    """
     y = x if sources is None else sources
     w = _uniform_weights(y.shape) if weights is None else weights
     how = resolve_summation(model, x.shape[-1], x.shape[1], y.shape[1], summation)
@@ -179,9 +351,38 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
 
 
 def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64):
-    """The velocity field at targets x (B, n, d) of a constant model: one head's
-    ``attention_field``, or for ``MultiHead`` the sum over heads (each summed as ``summation``
-    allows for it) plus the projected feed-forward term P_x W σ(A x + b)."""
+    r"""The velocity field at targets x (B, n, d) of a model with constant weights.
+
+    One head: ``attention_field``'s X.  ``MultiHead``: the sum over heads (each summed as
+    ``summation`` allows for it) plus the projected feed-forward term,
+
+    .. math::
+
+        X(x) = \sum_h X_h(x) + P_x W \sigma(A x + b).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        With constant weights (``model.at(t)`` of a time-dependent one).
+    x : ndarray, shape (B, n, d)
+        Tokens, which are also the sources.
+    weights : ndarray, shape (B, n), optional
+        Token weights (default 1/n).
+    summation, stats, dtype
+        As in ``attention_field``.
+
+    Returns
+    -------
+    ndarray, shape (B, n, d)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(4, 3, seed=1)[None]
+    >>> bool(np.allclose(particles.field(mf.SA(1.0), x), particles.attention_field(mf.SA(1.0), x)[0]))
+    True
+    """
     if not isinstance(model, MultiHead):
         return attention_field(model, x, weights, summation=summation, stats=stats, dtype=dtype)[0]
     out = sum(attention_field(h, x, weights, summation=summation if summation != "fast" or
@@ -195,11 +396,50 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
 
 
 def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
-    """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
-    ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it.
-    ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
-    direct summation, d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
-    the result is float64 in both cases."""
+    r"""Tangent velocities X[μ](x_i) of tokens x, μ = Σ_j w_j δ_{x_j}.
+
+    .. math::
+
+        \dot x_i = P_{x_i} \frac{1}{Z_i} \sum_j w_j e^{\beta \langle Q x_i, K x_j\rangle} V x_j,
+        \qquad Z_i = \sum_j w_j e^{\beta \langle Q x_i, K x_j\rangle} \ \text{(SA)}, \quad
+        Z_i = \sum_j w_j \ \text{(USA)}.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        The dynamics; weights that depend on time are evaluated at ``t``.
+    x : array_like, shape (n, d) or (B, n, d)
+        Unit vectors.
+    weights : array_like, shape (n,) or (B, n), optional
+        Non-negative token weights (default 1/n); causal models need w_1 > 0.
+    summation : {"auto", "direct", "fast"}
+        See ``resolve_summation``.
+    t : float
+        Time at which time-dependent weights are evaluated.
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (direct summation, d <= 1024; relative
+        error ~1e-7 (1 + β), docs/performance.md); the result is float64 in both cases.
+
+    Returns
+    -------
+    ndarray, shape like x
+        The velocities, tangent to the sphere.
+
+    Raises
+    ------
+    ValueError
+        For points that are not unit vectors, non-finite entries, a bad shape, negative weights, a
+        summation that does not apply, or USA weights that overflow double precision.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(6, 3, seed=0)
+    >>> v = particles.velocity(mf.SA(1.0), x)
+    >>> v.shape, bool(np.allclose(np.sum(v * x, axis=1), 0.0))
+    ((6, 3), True)
+    """
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     dtype = _precision(dtype, x.shape[-1], summation)
@@ -233,8 +473,33 @@ def _precision(dtype, d, summation):
 
 
 def default_dt(model, d, cap=True):
-    """A step well inside RK4's stability region: 0.25 / L with L ≈ the field's Lipschitz
-    constant |V| (1 + β|A|) (times e^{β|A|} for USA), capped at 0.1 (unless ``cap=False``)."""
+    r"""The default fixed step: 0.25 / L, well inside RK4's stability region.
+
+    .. math::
+
+        L = |V| (1 + \beta |Q^T K|) \quad (\text{times } e^{\beta |Q^T K|} \text{ for USA}),
+
+    L a bound on the field's Lipschitz constant (operator norms); capped at 0.1 unless ``cap=False``.
+
+    Parameters
+    ----------
+    model : SA or USA
+    d : int
+        Ambient dimension.
+    cap : bool
+        Cap the step at 0.1.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.default_dt(mf.SA(1.0), 3), particles.default_dt(mf.SA(1.0), 3, cap=False)
+    (0.1, 0.125)
+    """
     A, V = _operators(model, d)
     a = np.linalg.norm(A, 2)      # a 1 × 1 array for A = a I: no d × d matrix, no SVD
     lip = np.linalg.norm(V, 2) * (1.0 + model.beta * a)
@@ -249,27 +514,47 @@ MAX_EXP = float(np.log(np.finfo(float).max))  # e^x overflows beyond x = 709.78
 
 
 def max_step(model, d, method="rk4"):
-    """The largest fixed step accepted: c / L, with L the Lipschitz bound of ``default_dt`` and
-    c = 2.78 (RK4) or 2 (Euler) the scheme's stability interval on the negative real axis.
-    Larger steps can make the discrete dynamics unstable (tokens jumping about the sphere).
+    """The largest fixed step ``solve`` accepts: c / L.
+
+    L is the Lipschitz bound of ``default_dt`` and c = 2.78 (RK4) or 2 (Euler) the scheme's
+    stability interval on the negative real axis; larger steps can make the discrete dynamics
+    unstable (tokens jumping about the sphere).
 
     Parameters
     ----------
     model : SA or USA
     d : int
         Dimension of the ambient space (tokens on S^{d-1}).
-    method : {"rk4", "euler"}
+    method : {"rk4", "euler", "euler_unprojected"}
+        "euler_unprojected" also keeps h |<x_i, D_i>| <= 1/2 (``radial_bound``), so that the
+        authors' step x + h D never comes near 0 and its effective step h/(1 + h <x_i, D_i>)
+        stays within a factor 2 of h.
 
     Returns
     -------
     float
         The bound on ``dt`` that ``solve`` and ``solve_angles`` enforce.
+
+    Raises
+    ------
+    ValueError
+        For d < 2, another method, or USA weights that overflow double precision.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> round(particles.max_step(mf.SA(1.0), 3), 4), particles.max_step(mf.SA(1.0), 3, "euler")
+    (1.39, 1.0)
     """
     model = as_model(model, causal=True)
     d = as_count(d, "d", minimum=2)
-    scheme = METHODS[as_choice(method, "method", ("rk4", "euler"))]
+    scheme = METHODS[as_choice(method, "method", ("rk4", "euler", "euler_unprojected"))]
     _check_exponent(model, d)
-    return STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+    bound = STABLE_STEP[scheme] * default_dt(model, d, cap=False) / 0.25
+    if method == "euler_unprojected":
+        bound = min(bound, 0.5 / radial_bound(model, d))
+    return bound
 
 
 def _check_exponent(model, d):
@@ -298,8 +583,30 @@ def _check_adaptive(model, d, t_eval, rtol, atol):
 
 
 def block_dt(model, d):
-    """``default_dt`` for MultiHead: Lipschitz constants add, so the steps combine harmonically
-    (the feed-forward term adds |W| |A| sup|σ'| with sup|σ'| <= 1.13 for ReLU, GELU, tanh)."""
+    """``default_dt`` for a ``MultiHead``: the heads' Lipschitz bounds add.
+
+    The steps combine harmonically; the feed-forward term adds |W| |A| sup|σ'|, with
+    sup|σ'| <= 1.13 for ReLU, GELU and tanh.  For one head it is ``default_dt``.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        With constant weights.
+    d : int
+        Ambient dimension.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> h = mf.SA(1.0)
+    >>> particles.block_dt(h, 3), particles.block_dt(mf.MultiHead([h, h]), 3)    # two heads: half the step
+    (0.1, 0.05)
+    """
     if not isinstance(model, MultiHead):
         return default_dt(model, d)
     lip = sum(0.25 / default_dt(h, d) for h in model.heads)
@@ -328,7 +635,8 @@ def _fixed_step(model, d, scheme, dt):
     bound = max_step(model, d, scheme)
     if dt > bound:
         raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
-                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound); use dt <= {bound:.6g} "
+                         f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound; euler_unprojected also "
+                         f"dt |D| <= 1/2, see max_step); use dt <= {bound:.6g} "
                          f"(or leave dt=None, or method='adaptive')")
     return dt
 
@@ -365,7 +673,8 @@ def _small_advance(model, w, scheme, shape):
     in_span = small.stays_in_span(n, d, *args)
 
     def advance(y, h, count):
-        basis, y = small.span_coordinates(y) if in_span else (None, y)
+        y, basis = span_coordinates(y) if in_span else (y, None)
+        y = np.ascontiguousarray(y)
         out = np.empty(y.shape)
         with kernels.threads_for(count * seconds):
             small.advance(y, w, h, count, scheme == "rk4", *args, out)
@@ -386,53 +695,108 @@ def _observer(observe, model, w, shape, energy, how, log):
     return packed
 
 
-def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
-          atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64, budget=BUDGET):
-    """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
+def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4",
+          dt: float | None = None, *, summation: str = "auto", weights: ArrayLike | None = None,
+          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None, energy: bool = True,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+          noise: float = 0.0, seed: int | None = None, observe: Callable | None = None, engine: str = "auto",
+          dtype: type = np.float64, budget: float | None = BUDGET) -> ParticleSolution:
+    r"""Integrate the tokens x0 on S^{d-1} and return a ParticleSolution.
 
-    model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
-    of t, evaluated at every stage time (the schemes keep their order).
-    method: "rk4" (default), "euler" (both with renormalisation after each step, step ``dt``,
-    default ``default_dt``) or "adaptive" (Dormand–Prince 5(4) with ``rtol``, ``atol``).
-    noise: σ >= 0 adds Brownian motion on the sphere, generator (σ²/2) Δ_S (McKean–Vlasov
-    particles): with method="euler", the geodesic Euler–Maruyama step
-    x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1; ``seed`` fixes the draws
-    (each step's are keyed by (seed, step), so resumed runs draw the same numbers).
-    ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps; with
-    ``resume=True`` an existing checkpoint is continued, bit for bit.
-    summation: "auto" | "direct" | "fast" (see ``resolve_summation``), chosen once for the run
-    and used for the energies too; info["summation"] says which ran and info["recomputed"]
-    how many target evaluations the fast path handed to direct summation.
+    .. math::
 
-    engine: "auto" | "small" | "kernels".  Systems of at most ``small.SMALL_N`` tokens with
-    direct summation and "euler" or "rk4" run on the fused engine ``small.advance`` ("small":
-    every system's steps between output times are taken in cache, batches in parallel);
-    "kernels" takes each step through ``stepping.fixed_step`` and the tiled direct summation
-    (``gemm`` for d <= 1024, ``kernels`` beyond); "auto" picks
-    "small" wherever it applies.  info["engine"] says which ran (same scheme, results within
-    round-off of each other).
+        \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j},
 
-    observe: a function of the tokens (shaped like x0) returning an array (same shape at every
-    output time).  When given, the solution stores ``observed`` (m, ...) = observe(x(t_k)) and
-    ``last`` = x(t_eval[-1]) instead of the trajectory ``x`` (None): per-time statistics of
-    large batches without holding m copies of the state.  ``energy`` is still (m,) or (m, B).
+    with the field of ``velocity`` (plus (σ²/2) Δ_S Brownian motion when ``noise`` > 0).
 
-    dtype: float64 (default) or float32: the field's score and value products in single precision
-    (``gemm`` engine, direct summation, d <= 1024, engine "kernels"); the state, the steps
-    and the energies stay float64.
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        The dynamics; its weights (β, Q, K, V, the feed-forward W, A, b) may be callables of t,
+        evaluated at every stage time (the schemes keep their order).
+    x0 : array_like, shape (n, d) or (B, n, d)
+        Initial tokens (unit vectors), one system or a batch of B systems.
+    t_eval : array_like
+        Increasing output times; the steps end on each of them exactly.
+    method : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}
+        RK4 or forward Euler, each followed by the projection x <- x/|x| (it keeps the scheme's
+        order), with fixed step ``dt``; or the adaptive Dormand–Prince 5(4) pair with ``rtol``,
+        ``atol``; or "euler_unprojected", the scheme of the paper's figures (its
+        ``phase-diagrams.py`` and ``sphere.py``), x_i <- (x_i + h D_i)/|x_i + h D_i| with the
+        unprojected drift D_i = Σ_j A_ij V x_j (``unprojected_drift``): first order, its t runs slow
+        by the factor 1 + h <x_i, D_i> (one head, direct summation, d <= 1024, no noise;
+        docs/phase_transition.md measures the bias).
+    dt : float, optional
+        Fixed step (default ``block_dt`` of the model, for time-dependent weights the smallest over
+        the run); refused above ``max_step``.
+    summation : {"auto", "direct", "fast"}
+        Chosen once for the run (``resolve_summation``) and used for the energies too.
+    weights : array_like, shape (n,) or (B, n), optional
+        Non-negative token weights (default 1/n).
+    rtol, atol : float
+        Tolerances of the adaptive method.
+    progress : bool or None
+        A progress bar (None: after a few seconds, on a terminal).
+    energy : bool
+        Compute E_β at the output times.
+    checkpoint : str or path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
+        checkpoint bit for bit.
+    checkpoint_every : int
+    resume : bool
+    noise : float
+        σ >= 0: with method "euler", the geodesic Euler–Maruyama step
+        x <- (x + h X(x) + σ √h P_x ξ)/|...|, ξ ~ N(0, I_d), weak order 1.
+    seed : int, optional
+        Fixes the noise; each step's draws are keyed by (seed, step), so resumed runs repeat them.
+    observe : callable, optional
+        A function of the tokens (shaped like x0) returning an array of the same shape at every
+        output time: the solution then stores ``observed`` (m, ...) and ``last`` = x(t_eval[-1])
+        instead of the trajectory (``x`` is None).
+    engine : {"auto", "small", "kernels"}
+        "small": the fused engine ``small.advance`` (systems of at most ``small.SMALL_N`` tokens,
+        direct summation, "euler" or "rk4", one head with constant weights, no noise); "kernels":
+        each step through ``stepping.fixed_step`` and the tiled direct summation; "auto" picks
+        "small" wherever it applies.  Both give the same scheme, within round-off.
+    dtype : {numpy.float64, numpy.float32}
+        float32: single-precision score and value products (``gemm`` engine, direct summation,
+        d <= 1024, engine "kernels"); state, steps and energies stay float64.
+    budget : float or None
+        Seconds (default one hour; None: no limit).  A fixed-step run whose step count times the
+        measured cost of one step exceeds it is refused before it starts; an adaptive run is
+        stopped when it reaches it (resume it from its checkpoint).
 
-    budget: seconds (default ``meanfield.budget.BUDGET``, one hour; None: no limit).  A fixed-step
-    run whose step count times the measured cost of one step exceeds it is refused before it
-    starts; an adaptive run is stopped when it reaches it (resume from its checkpoint).
+    Returns
+    -------
+    ParticleSolution
+        ``t`` (m,), ``x`` (m, n, d) or (m, B, n, d), ``energy`` (m,) or (m, B) (NaN, with the reason
+        in ``info["energy"]``, where E_β is not the dynamics' energy), ``info`` (method, dt,
+        summation, engine, step counts, recomputed targets of the fast summation).
 
-    Time-dependent weights: the default step is the smallest ``block_dt`` of the model at the
-    output times and 65 equispaced times of the run (the field's Lipschitz bound may grow with t).
+    Raises
+    ------
+    ValueError
+        For invalid tokens, weights, times, methods or options, a ``dt`` above ``max_step``, USA
+        weights that overflow, or a fixed-step run that does not fit in ``budget``.
+    RuntimeError
+        When an adaptive run reaches its ``budget``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x0 = mf.uniform_sphere(8, 3, seed=0)
+    >>> sol = particles.solve(mf.SA(1.0), x0, [0.0, 1.0, 2.0], progress=False)
+    >>> sol.x.shape, bool(np.all(np.diff(sol.energy) >= 0))
+    ((3, 8, 3), True)
     """
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
     dtype = _precision(dtype, x0.shape[-1], summation)
+    unprojected = method == "euler_unprojected"
+    if unprojected:
+        summation = _unprojected_options(model, x0.shape[-1], summation, noise, engine)
     first = model.at(t_eval[0])
     for head in getattr(first, "heads", (first,)):
         _check_exponent(head, x0.shape[-1])
@@ -449,7 +813,7 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     elif scheme != "dopri5" and dt is None:
         dt = block_dt(first, x0.shape[-1])
     elif scheme != "dopri5" and not isinstance(model, MultiHead) and not model.is_time_dependent:
-        dt = _fixed_step(model, x0.shape[-1], scheme, dt)
+        dt = _fixed_step(model, x0.shape[-1], method if unprojected else scheme, dt)
     if scheme == "dopri5":
         for head in getattr(first, "heads", (first,)):
             _check_adaptive(head, x0.shape[-1], t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
@@ -461,14 +825,22 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         # O(h²), and this extension is the one both summations evaluate identically
         return field(model.at(t), normalise(x), w, summation=how, stats=stats, dtype=dtype)
 
-    plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None
+    if unprojected:     # the authors' step x <- N(x + h D(x)): Euler on the drift, then x/|x|
+        A, V = _operators(model, x0.shape[-1])
+        wu = np.ascontiguousarray(_uniform_weights(batched.shape) if w is None else w)
+
+        def rhs(t, x):
+            y = normalise(x)
+            return _direct_gemm(model, y, y, wu, A, V, dtype, tangent=False)[0]
+
+    plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None and not unprojected
     engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
     advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
-    meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
-                summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
-                engine=engine, dtype=np.dtype(dtype).name,
+    meta = dict(solver="particles", model=model.to_dict(), method=method if unprojected else scheme, dt=dt,
+                rtol=rtol, atol=atol, summation=how, weights=None if w is None else digest(w),
+                noise=float(noise) if kick else 0.0, seed=seed, engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
     what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
     if scheme == "dopri5":
@@ -503,6 +875,20 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     return ParticleSolution(t=t_eval, x=xs, energy=en, model=model, info=info, weights=stored)
 
 
+def _unprojected_options(model, d, summation, noise, engine):
+    """The summation of method="euler_unprojected" ("direct"), refusing what it does not take:
+    several heads, time-dependent weights, d > gemm.MAX_D, fast summation, noise, engine="small"."""
+    if not isinstance(model, MultiHead):
+        model = as_model(model, time_dependent=True, causal=True)
+    _check_unprojected(model, d)
+    as_choice(summation, "summation", SUMMATIONS)
+    if summation == "fast" or noise or engine == "small":
+        raise ValueError(f"method='euler_unprojected' runs the direct gemm summation without noise on "
+                         f"engine='kernels' (or 'auto'); got summation={summation!r}, noise={noise!r}, "
+                         f"engine={engine!r}")
+    return "direct"
+
+
 def _energy_note(model):
     """Why ``_trajectory_energy`` is NaN for ``model`` (None where it is E_β)."""
     heads = getattr(model, "heads", (model,))
@@ -516,15 +902,71 @@ def _energy_note(model):
 
 
 def log_energies(beta, x, weights=None, summation="auto"):
-    """log(2β E_β) = log Σ_ij w_i w_j e^{β<x_i,x_j>} (β > 0) for each system of x (B, n, d),
-    weights (B, n) (default 1/n): log-sum-exp over the field's log Φ, overflow-free for any β."""
+    r"""log(2β E_β) of each system of x, overflow-free for any β > 0.
+
+    .. math::
+
+        \log(2\beta E_\beta) = \log \sum_{i,j} w_i w_j e^{\beta \langle x_i, x_j\rangle},
+
+    computed by log-sum-exp over the field's log Φ_i.
+
+    Parameters
+    ----------
+    beta : float
+        β > 0.
+    x : ndarray, shape (B, n, d)
+        Unit vectors (not checked).
+    weights : ndarray, shape (B, n), optional
+        Default 1/n.
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape (B,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(5, 3, seed=0)[None]
+    >>> bool(np.isclose(particles.log_energies(1.0, x)[0], np.log(2 * mf.energy(x[0], 1.0))))
+    True
+    """
     w = _uniform_weights(x.shape) if weights is None else weights
     _, log_phi = attention_field(SA(beta), x, w, summation=summation)
     return logsumexp(log_phi, b=w, axis=1)
 
 
 def energies(beta, x, weights=None, summation="auto"):
-    """E_β for each system of x (B, n, d); at β = 0 the limit (1/2)|Σ_i w_i x_i|² of E_β - 1/(2β)."""
+    r"""E_β for each system of x.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} w_i w_j e^{\beta \langle x_i, x_j\rangle},
+
+    and at β = 0 the limit (1/2)|Σ_i w_i x_i|² of E_β - 1/(2β).
+
+    Parameters
+    ----------
+    beta : float
+        β >= 0.
+    x : ndarray, shape (B, n, d)
+    weights : ndarray, shape (B, n), optional
+        Default 1/n.
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape (B,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import particles
+    >>> x = np.array([[[1.0, 0.0], [1.0, 0.0]]])
+    >>> particles.energies(0.0, x), bool(np.isclose(particles.energies(2.0, x)[0], np.exp(2.0) / 4))
+    (array([0.5]), True)
+    """
     w = _uniform_weights(x.shape) if weights is None else weights
     if beta == 0:
         mean = np.einsum("bn,bnd->bd", w, x)
@@ -550,9 +992,38 @@ def _trajectory_energy(model, xs, w, summation):
 
 
 def angle_velocity(model, theta, summation="auto"):
-    """dθ_i/dt on the circle, θ (n,) or (B, n): (1/Z_i) sum_j e^{β cos(θ_i-θ_j)} sin(θ_j-θ_i)
-    (Z_i the softmax sum for SA, n for USA; times -1 for V = -I).  "direct" sums in angles;
-    "fast" is <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``."""
+    r"""dθ_i/dt of tokens on the circle in angle variables.
+
+    .. math::
+
+        \frac{d\theta_i}{dt} = \frac{s}{Z_i} \sum_j e^{\beta \cos(\theta_i - \theta_j)} \sin(\theta_j - \theta_i),
+
+    Z_i the softmax sum (SA) or n (USA), s = ±1 for V = ±I.  "direct" sums in angles; "fast" is
+    <X(x_i), (-sin θ_i, cos θ_i)> with the Fourier summation of ``attention_field``.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q = K = I and V = ±I.
+    theta : array_like, shape (n,) or (B, n)
+    summation : {"auto", "direct", "fast"}
+
+    Returns
+    -------
+    ndarray, shape like theta
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, an empty or wrongly shaped theta, non-finite angles.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> particles.angle_velocity(mf.SA(1.0), np.array([0.0, np.pi / 2]))   # 1/(e + 1): towards each other
+    array([ 0.26894142, -0.26894142])
+    """
     model = as_model(model, causal=True)
     theta = as_float_array(theta, "theta")
     if theta.ndim not in (1, 2) or theta.size == 0:
@@ -572,8 +1043,48 @@ def angle_velocity(model, theta, summation="auto"):
 
 def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
                  progress=None):
-    """The circle (d = 2) in angle variables θ; returns a ParticleSolution with .theta (m, ...)
-    (unwrapped angles) and .x = (cos θ, sin θ).  summation as in ``angle_velocity``."""
+    """Integrate tokens on the circle (d = 2) in angle variables θ.
+
+    The equation of ``angle_velocity``, with the schemes of ``solve`` (without projection: angles
+    need none).
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q = K = I and V = ±I.
+    theta0 : array_like, shape (n,) or (B, n)
+        Initial angles.
+    t_eval : array_like
+        Increasing output times.
+    method : {"rk4", "euler", "adaptive", "dopri5"}
+    dt : float, optional
+        Fixed step (default ``default_dt``), at most ``max_step``.
+    summation : {"auto", "direct", "fast"}
+    rtol, atol : float
+        Tolerances of the adaptive method.
+    progress : bool or None
+
+    Returns
+    -------
+    ParticleSolution
+        With ``theta`` (m, ...) the unwrapped angles and ``x`` = (cos θ, sin θ).
+
+    Raises
+    ------
+    ValueError
+        As ``angle_velocity`` and ``solve``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> sol = particles.solve_angles(mf.SA(1.0), np.array([0.0, 1.0]), [0.0, 20.0], progress=False)
+    >>> bool(abs(sol.theta[-1, 1] - sol.theta[-1, 0]) < 1e-6)     # the two tokens have merged
+    True
+    """
+    if method == "euler_unprojected":
+        raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
+                         "no such drift: use solve() with circle_points(theta0)")
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation

@@ -49,7 +49,26 @@ MAX_POLYGON = 128          # vertices of a clipped polygon (an old cell has <= ~
 
 
 def level_size(level):
-    """n_k = 10·4^k + 2, the number of vertices of the icosahedron subdivided k times."""
+    r"""The number of vertices of the icosahedron subdivided k times.
+
+    .. math::
+
+        n_k = 10 \cdot 4^k + 2.
+
+    Parameters
+    ----------
+    level : int
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from meanfield.solvers.remesh import level_size
+    >>> [level_size(k) for k in range(4)]
+    [12, 42, 162, 642]
+    """
     return 10 * 4 ** int(level) + 2
 
 
@@ -64,8 +83,30 @@ def _chord(arc):
 
 @lru_cache(maxsize=4)
 def hierarchy(finest):
-    """(vertices (n_L, 3), birth levels (n_L,), {k: cKDTree of the vertices born at level k})
-    for the finest level L = ``finest`` (cached)."""
+    """The nested icosahedral vertices up to level L = ``finest``, with their birth levels.
+
+    Vertex v is born at level k when it is a vertex of the level-k icosphere but not of the
+    level-(k-1) one (indices n_{k-1} <= v < n_k, ``level_size``).  Cached.
+
+    Parameters
+    ----------
+    finest : int
+        L >= 0.
+
+    Returns
+    -------
+    vertices : ndarray, shape (n_L, 3)
+    birth : ndarray, shape (n_L,)
+    trees : dict
+        k -> ``scipy.spatial.cKDTree`` of the vertices born at level k (k >= 1).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.remesh import hierarchy
+    >>> vertices, birth, trees = hierarchy(2)
+    >>> vertices.shape, int(birth[0]), int(birth[-1]), sorted(trees)
+    ((162, 3), 0, 2, [1, 2])
+    """
     finest = as_count(finest, "finest", minimum=0)
     vertices = _unit(icosahedron_points(finest))       # normalised as voronoi_mesh does
     vertices.setflags(write=False)
@@ -78,12 +119,30 @@ def hierarchy(finest):
 
 @dataclass(frozen=True, eq=False)
 class AdaptiveMesh:
-    """A Voronoi mesh on a subset of the nested icosahedral vertices.
+    """A Voronoi mesh on a subset of the nested icosahedral vertices (``adaptive_mesh`` builds one).
 
-    Fields: mesh (``Mesh``), index (N,) sorted indices of the generators among the vertices of
-    level ``finest``, finest, vertices (V, 3) the Voronoi vertices, polygon_ptr (N + 1,) and
-    polygon (K,) each cell's Voronoi vertices in order (CSR), radius (N,) the largest distance
-    from a generator to its cell's vertices, levels (N,) the cell levels round(log_4((4π/|C|-2)/10)).
+    Parameters
+    ----------
+    mesh : meanfield.solvers.mesh.Mesh
+    index : ndarray, shape (N,)
+        Sorted indices of the generators among the vertices of level ``finest``.
+    finest : int
+    vertices : ndarray, shape (V, 3)
+        The Voronoi vertices.
+    polygon_ptr : ndarray, shape (N + 1,)
+    polygon : ndarray, shape (K,)
+        Each cell's Voronoi vertices in order (CSR).
+    radius : ndarray, shape (N,)
+        The largest distance from a generator to its cell's vertices.
+    levels : ndarray, shape (N,)
+        The cell levels round(log_4((4π/|C_i| - 2)/10)).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> a = adaptive_mesh(range(level_size(1)), 2)
+    >>> a.size, int(a.levels.min()), int(a.levels.max())
+    (42, 1, 1)
     """
     mesh: Mesh
     index: np.ndarray
@@ -100,7 +159,24 @@ class AdaptiveMesh:
 
 
 def adaptive_mesh(index, finest):
-    """The AdaptiveMesh of the generators ``hierarchy(finest)[0][index]``."""
+    """The AdaptiveMesh of the generators ``hierarchy(finest)[0][index]``.
+
+    Parameters
+    ----------
+    index : array_like of int
+        Indices among the vertices of level ``finest`` (sorted and made unique).
+    finest : int
+
+    Returns
+    -------
+    AdaptiveMesh
+
+    Examples
+    --------
+    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> adaptive_mesh(range(level_size(0)), 3).size
+    12
+    """
     vertices_all = hierarchy(finest)[0]
     index = np.unique(np.asarray(index, dtype=np.int64))
     points = vertices_all[index]
@@ -115,9 +191,38 @@ def adaptive_mesh(index, finest):
 
 
 def wanted_levels(rho, areas, base, finest, threshold):
-    """ℓ_i = clip(L_0 + ceil(log_4(ρ_i / (θ ρ̄))), L_0, L) with ρ̄ = Σ ρ_i |C_i| / 4π: the coarsest
-    level at which a cell of density ρ_i holds at most θ times the mass of a base-level cell of the
-    mean density (mass equidistribution: a cell's mass, not its density, sets its size)."""
+    r"""The level each cell asks for: mass equidistribution.
+
+    .. math::
+
+        \ell_i = \operatorname{clip}\left(L_0 + \left\lceil \log_4 \frac{\rho_i}{\theta \bar\rho} \right\rceil,
+        L_0, L\right), \qquad \bar\rho = \frac{1}{4\pi} \sum_i \rho_i |C_i|,
+
+    the coarsest level at which a cell of density ρ_i holds at most θ times the mass of a
+    base-level cell of the mean density (a cell's mass, not its density, sets its size).
+
+    Parameters
+    ----------
+    rho : array_like, shape (N,)
+        Cell densities.
+    areas : array_like, shape (N,)
+    base, finest : int
+        L_0 and L.
+    threshold : float
+        θ.
+
+    Returns
+    -------
+    ndarray of int, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.remesh import wanted_levels
+    >>> areas = np.full(4, np.pi)
+    >>> wanted_levels(np.array([1.0, 1.0, 1.0, 40.0]), areas, 2, 5, 2.0)
+    array([2, 2, 2, 3])
+    """
     rho = np.asarray(rho, dtype=float)
     mean = float(rho @ areas) / (4 * np.pi)
     with np.errstate(divide="ignore"):
@@ -126,9 +231,33 @@ def wanted_levels(rho, areas, base, finest, threshold):
 
 
 def select(amesh, levels, base, buffer):
-    """The sorted generator indices (among the finest vertices) of the graded set that resolves
-    each cell i of ``amesh`` at level ``levels[i]`` with a buffer of ``buffer`` cells (module
-    docstring); the base-level vertices are always kept."""
+    """The graded generator set that resolves each cell of ``amesh`` at its wanted level.
+
+    Cell i asks for level ``levels[i]``: the vertices born at that level or coarser within its
+    reach, with a buffer of ``buffer`` cells of each level around the finer region (module
+    docstring); the base-level vertices are always kept.
+
+    Parameters
+    ----------
+    amesh : AdaptiveMesh
+    levels : array_like of int, shape (N,)
+        From ``wanted_levels``.
+    base : int
+    buffer : int
+
+    Returns
+    -------
+    ndarray of int
+        Sorted indices among the vertices of level ``amesh.finest``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size, select
+    >>> a = adaptive_mesh(range(level_size(1)), 2)
+    >>> bool(np.array_equal(select(a, np.full(a.size, 1), 1, 1), np.arange(level_size(1))))
+    True
+    """
     _, birth, trees = hierarchy(amesh.finest)
     chosen = [np.arange(level_size(base))]
     points = amesh.mesh.points
@@ -249,8 +378,8 @@ def transfer(old, new, rho):
     -------
     rho_new : (N_new,) cell densities on ``new``: Σ ρ'_j |D_j| = Σ ρ_i |C_i| to round-off, ρ' ≥ 0.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from meanfield.solvers.remesh import adaptive_mesh, level_size, transfer
     >>> a, b = adaptive_mesh(range(level_size(2)), 3), adaptive_mesh(range(level_size(3)), 3)
     >>> r = transfer(a, b, np.full(a.size, 1 / (4 * np.pi)))

@@ -1,4 +1,5 @@
-"""Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF."""
+"""Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF, plots."""
+import importlib
 import json
 from dataclasses import dataclass, field
 
@@ -7,9 +8,14 @@ import numpy as np
 from meanfield.atomic import write_file
 from meanfield.npzfile import NPZ_ERRORS, npz_path
 from meanfield.interpolation import SphericalTriangulation, periodic_linear
-from meanfield.sampling import discretise
+from meanfield.sampling import discretise, uniform_circle_grid
 
 from . import export
+
+#: The module that draws results (``plot``), in the interface layer.  The engines never import it:
+#: ``plot`` imports it by this name when a plot is asked for (as pandas names its plotting
+#: backend), so that the solvers load no plotting code and the dependency points downwards.
+PLOT_BACKEND = "meanfield.plotting.views"
 
 
 class _Saveable:
@@ -59,6 +65,44 @@ class _Saveable:
         of the content that ``from_netcdf`` checks)."""
         export.to_netcdf(self, path)
 
+    def plot(self, kind=None, ax=None, **kwargs):
+        """Draw a common view of the result with matplotlib; returns the Axes (a Figure for a Comparison).
+
+        The views of each result class are in ``meanfield.plotting.views.VIEWS`` (the first kind is
+        the default): ParticleSolution "tokens", "energy"; DensitySolution "density", "spacetime"
+        (S^1), "energy"; ZonalSolution "density", "spacetime", "energy"; CausalDensitySolution
+        "density"; Comparison "distances", "solution", "energy"; ZonalComparison "distances", "mean".
+
+        Parameters
+        ----------
+        kind : str, optional
+            The view (default: the class's first).
+        ax : matplotlib.axes.Axes, optional
+            Where to draw (default: a new figure; Mollweide axes for maps on S^2).
+        **kwargs
+            ``k``: the output index of the views of one time (default -1, the last); the other
+            options of the underlying ``meanfield.plotting`` function.
+
+        Returns
+        -------
+        matplotlib.axes.Axes or matplotlib.figure.Figure
+
+        Raises
+        ------
+        ValueError
+            For a kind this result does not have, or one its data cannot give (no energy, a
+            space-time view on S^2).
+
+        Examples
+        --------
+        >>> import numpy as np, meanfield as mf
+        >>> from meanfield.solvers import circle
+        >>> sol = circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 1.0], cells=128, progress=False)
+        >>> sol.plot("spacetime").get_xlabel()
+        't'
+        """
+        return importlib.import_module(PLOT_BACKEND).plot(self, kind, ax=ax, **kwargs)
+
     @classmethod
     def from_netcdf(cls, path, verify=True):
         """Read a result written by ``to_netcdf``; a file whose content does not match its stored
@@ -68,13 +112,40 @@ class _Saveable:
 
 @dataclass(eq=False, repr=False)
 class ParticleSolution(_Saveable):
-    """Particle trajectories: x[k] are the tokens at time t[k].
+    """Particle trajectories: ``x[k]`` are the tokens at time ``t[k]`` (``particles.solve``).
 
-    Fields: t (m,), x (m, n, d) or (m, B, n, d), energy (m,) or (m, B) — E_β of the
-    empirical measure (NaN, with the reason in info["energy"], for models where E_β is not the
-    dynamics' energy) —, theta (angles, for the circle angle form), model, info (method, steps,
-    evaluations); with ``solve(..., observe=f)``: x is None, observed (m, ...) = f(x(t_k)) and
-    last the tokens at t[-1].
+    Methods: ``measure(k, draw)`` the empirical measure at output k, ``final`` the last tokens,
+    ``plot(kind)`` ("tokens", "energy"), ``save``/``load``, ``to_xarray``, ``to_netcdf``.
+
+    Parameters
+    ----------
+    t : ndarray, shape (m,)
+        Output times.
+    x : ndarray, shape (m, n, d) or (m, B, n, d), or None
+        The tokens (None when the run used ``observe``).
+    energy : ndarray, shape (m,) or (m, B), optional
+        E_β of the empirical measure (NaN, with the reason in ``info["energy"]``, for models
+        where E_β is not the dynamics' energy).
+    model : SA, USA, MultiHead or Hardmax
+    info : dict
+        Method, steps, evaluations, summation, engine.
+    theta : ndarray, optional
+        Unwrapped angles (m, ...) of the circle's angle form (``solve_angles``).
+    observed : ndarray, optional
+        observe(x(t_k)) (m, ...) for ``solve(..., observe=f)``.
+    last : ndarray, optional
+        The tokens at t[-1] when ``x`` is None.
+    weights : ndarray, optional
+        Token weights (n,) or (B, n) (None: 1/n).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> sol = particles.solve(mf.SA(1.0), mf.uniform_sphere(8, 3, seed=0), [0.0, 1.0], progress=False)
+    >>> points, weights = sol.measure()
+    >>> points.shape, float(weights.sum())
+    ((8, 3), 1.0)
     """
     t: np.ndarray
     x: np.ndarray
@@ -105,15 +176,43 @@ class ParticleSolution(_Saveable):
 
 @dataclass(eq=False, repr=False)
 class DensitySolution(_Saveable):
-    """Finite-volume solution: rho[k, i] is the density (against surface measure) in cell i.
+    """Finite-volume solution: ``rho[k, i]`` is the density (against surface measure) in cell i.
 
-    Fields: t (m,), points (N, d) cell centres, areas (N,) cell measures, rho (m, N),
-    mass (m,) = sum_i rho_i |cell_i|, energy (m,) the discrete E_β, model, info.
+    Returned by ``circle.solve``, ``sphere.solve`` and ``adaptive.solve``.  Methods:
+    ``measure(k)`` the cell measure, ``at(points, k)`` the interpolated density, ``sample(n, k)``
+    tokens discretising it, ``snapshot(k)``, ``plot(kind)`` ("density", "spacetime", "energy"),
+    ``save``/``load``, ``to_xarray``, ``to_netcdf``.
 
     On meshes that change over time (``meanfield.solvers.adaptive``) ``cells`` (m,) holds the
     number of cells N_k of output k, and points (m, N, d), areas (m, N), rho (m, N) hold output k in
     their first N_k rows (N = max N_k; the rest is zero padding); ``snapshot(k)`` is output k on its
     own mesh, and ``measure``, ``at`` and ``sample`` read output k's mesh.
+
+    Parameters
+    ----------
+    t : ndarray, shape (m,)
+    points : ndarray, shape (N, d)
+        Cell centres (d = 2: the circle; d = 3: the sphere).
+    areas : ndarray, shape (N,)
+        Cell measures |C_i|.
+    rho : ndarray, shape (m, N)
+    mass : ndarray, shape (m,)
+        Σ_i ρ_i |C_i|.
+    energy : ndarray, shape (m,)
+        The discrete E_β.
+    model : SA, USA or MultiHead
+    info : dict
+    cells : ndarray, shape (m,), optional
+        Cells of each output on changing meshes.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> sol = circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 1.0], cells=128, progress=False)
+    >>> points, weights = sol.measure()
+    >>> points.shape, round(float(weights.sum()), 12)
+    ((128, 2), 1.0)
     """
     t: np.ndarray
     points: np.ndarray
@@ -151,7 +250,7 @@ class DensitySolution(_Saveable):
         if self.cells is not None:
             return self.snapshot(k).at(points)
         if self.points.shape[1] == 2:
-            return periodic_linear(self.rho[k], points)
+            return periodic_linear(self.rho[k], points, None if uniform_circle_grid(self.points) else self.points)
         return SphericalTriangulation(self.points).interpolate(self.rho[k], points)
 
     def sample(self, n, k=-1, method="stratified", seed=None):
@@ -165,13 +264,36 @@ class DensitySolution(_Saveable):
 
 @dataclass(eq=False, repr=False)
 class ZonalSolution(_Saveable):
-    """Zonal finite-volume solution on S^{d-1}: masses[k, i] is the mass of the polar-angle cell i
-    (θ ∈ [edges[i], edges[i+1]], centre theta[i]) at time t[k].
+    """Zonal finite-volume solution on S^{d-1} (``zonal.solve``).
 
-    Fields: t (m,), theta (N,), edges (N+1,), areas (N,) the cell measures |C_i| on S^{d-1},
-    masses (m, N), mass (m,), energy (m,) the discrete E_β, d, model, info.  ``rho`` = masses/areas
-    is the density against surface measure (it overflows near the poles in high dimension, where
-    |C_i| underflows: use the masses there).
+    ``masses[k, i]`` is the mass of the polar-angle cell i (θ in [edges[i], edges[i+1]], centre
+    theta[i]) at time t[k].  ``rho`` = masses/areas is the density against surface measure (it
+    overflows near the poles in high dimension, where |C_i| underflows: use the masses there);
+    ``measure(k)`` the polar-angle marginal, ``mean(k)`` the component of the mean along the axis,
+    ``plot(kind)`` ("density", "spacetime", "energy").
+
+    Parameters
+    ----------
+    t : ndarray, shape (m,)
+    theta : ndarray, shape (N,)
+    edges : ndarray, shape (N + 1,)
+    areas : ndarray, shape (N,)
+        Cell measures |C_i| on S^{d-1}.
+    masses : ndarray, shape (m, N)
+    mass : ndarray, shape (m,)
+    energy : ndarray, shape (m,)
+        The discrete E_β.
+    d : int
+    model : SA or USA
+    info : dict
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> sol = zonal.solve(mf.SA(2.0), lambda s: 1 + 0.5 * s, [0.0, 1.0], d=16, cells=64, progress=False)
+    >>> sol.masses.shape, sol.mean(-1) > sol.mean(0) > 0
+    ((2, 64), True)
     """
     t: np.ndarray
     theta: np.ndarray
@@ -206,10 +328,32 @@ class ZonalSolution(_Saveable):
 
 @dataclass(eq=False, repr=False)
 class CausalDensitySolution(_Saveable):
-    """The causal mean-field density on [0, 1] × S^1 (``meanfield.solvers.causal``).
+    """The causal mean-field density on [0, 1] × S^1 (``causal.solve``).
 
-    Fields: t (m,), s (S,) slice centres, theta (N,) cell centres, rho (m, S, N) cell densities
-    (each slice a probability density in θ), mass (m, S) per slice, model, info."""
+    ``rho[k, j, i]`` is the density of slice s_j in cell θ_i at time t[k], each slice a probability
+    density in θ; ``plot()`` draws ρ(s, θ) at an output.
+
+    Parameters
+    ----------
+    t : ndarray, shape (m,)
+    s : ndarray, shape (S,)
+        Slice centres.
+    theta : ndarray, shape (N,)
+        Cell centres.
+    rho : ndarray, shape (m, S, N)
+    mass : ndarray, shape (m, S)
+        Mass per slice.
+    info : dict
+    model : SA or USA
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import causal
+    >>> sol = causal.solve(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 1], slices=8, cells=32)
+    >>> sol.rho.shape
+    (2, 8, 32)
+    """
     t: np.ndarray
     s: np.ndarray
     theta: np.ndarray

@@ -30,7 +30,7 @@ field evaluated at the renormalised stage and the step followed by x <- x/|x|: t
 ``stepping.fixed_step`` with ``project=normalise`` applied to ``rhs(x) = X(normalise(x))``.
 The state stays in the job's cache between steps.  With d >= 2n dimensions and
 V = v I every step stays in the span of the system's tokens: the caller (``particles``) may then
-advance the coordinates ``span_coordinates`` in an orthonormal basis of that span, n instead of
+advance the coordinates ``geometry.span_coordinates`` in an orthonormal basis of that span, n instead of
 d per token (d = 128, n = 32: a quarter of the work), map back and renormalise once per call.
 """
 from . import _numba_env  # noqa: F401
@@ -281,27 +281,10 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
 
 def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal):
     """Whether ``advance`` runs in the coordinates of the span of each system's tokens
-    (``span_coordinates``): V = v I (and A = a I), so that every stage X_i = P_{x_i} v G_i / z_i
+    (``geometry.span_coordinates``): V = v I (and A = a I), so that every stage X_i = P_{x_i} v G_i / z_i
     and hence every step stays in span{x_1..x_n}, and d >= 2n, so that it at least halves the
     work.  (The other arguments are those of ``advance`` after h, count, rk4.)"""
     return d >= 2 * n and not general_V and not general_A
-
-
-def span_coordinates(x):
-    """(Q, c) for systems x (B, n, d), d > n: orthonormal columns Q (B, d, n) spanning each
-    system's tokens (Householder QR of x^T = Q R, exact also for dependent tokens) and the
-    coordinates c = x Q = R^T (B, n, n), so that x = c Q^T and <c_i, c_j> = <x_i, x_j>.
-
-    Example
-    -------
-    >>> import numpy as np
-    >>> x = np.random.default_rng(0).standard_normal((2, 3, 8))
-    >>> Q, c = span_coordinates(x)
-    >>> bool(np.allclose(c @ np.swapaxes(Q, 1, 2), x))
-    True
-    """
-    Q, R = np.linalg.qr(np.swapaxes(x, 1, 2))
-    return Q, np.ascontiguousarray(np.swapaxes(R, 1, 2))
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)

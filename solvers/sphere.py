@@ -1,7 +1,10 @@
-"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
 
-    ∂_t ρ + div_S(ρ X[ρ]) = 0,   X = ±(1/β) ∇_S Φ (USA),  ±(1/β) ∇_S log Φ (SA),
-    Φ(x) = ∫ e^{β<x,y>} ρ(y) dσ(y)
+.. math::
+
+    \partial_t \rho + \operatorname{div}_S(\rho X[\rho]) = 0, \qquad
+    X = \pm \tfrac{1}{\beta} \nabla_S \Phi \ \text{(USA)}, \quad \pm \tfrac{1}{\beta} \nabla_S \log \Phi \ \text{(SA)},
+    \qquad \Phi(x) = \int e^{\beta \langle x, y\rangle} \rho(y) \, d\sigma(y)
 
 on a spherical Voronoi mesh (``meanfield.solvers.mesh``).  The cell values ρ_i carry the measure
 Σ_j m_j δ_{c_j}, m_j = ρ_j |C_j|; the cell velocities X_i and log Φ_i are the particle field of
@@ -53,7 +56,14 @@ largest speed leaving through every face; the actual outflows are far smaller (S
 bound is still accepted.  Mass is conserved to round-off (each flux leaves one cell and enters its
 neighbour).
 """
+from __future__ import annotations
+
 from . import _numba_env  # noqa: F401
+
+from collections.abc import Callable
+from os import PathLike
+
+from numpy.typing import ArrayLike
 
 import math
 from functools import lru_cache
@@ -65,6 +75,7 @@ from scipy.special import logsumexp
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
+from meanfield.models import SA, USA, MultiHead
 
 from . import harmonics, particles, reconstruction, spectral
 from .circle import isotropic_model
@@ -235,14 +246,78 @@ def _check_summation(summation):
 
 
 def cell_field(model, rho, mesh, summation="auto"):
-    """(X, log Φ) at the generators for the measure Σ_j ρ_j |C_j| δ_{c_j}: X (N, 3), log Φ (N,)."""
+    r"""The attention field and log Φ at the generators for the cell measure of ``rho``.
+
+    .. math::
+
+        \mu_h = \sum_j \rho_j |C_j| \delta_{c_j}, \qquad
+        X(c_i) = X[\mu_h](c_i), \qquad \Phi_i = \sum_j \rho_j |C_j| e^{\beta \langle c_i, c_j\rangle}.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I and V = ±I (not checked).
+    rho : ndarray, shape (N,)
+        Cell densities.
+    mesh : Mesh
+    summation : {"auto", "direct", "fast"}
+        As in ``particles.attention_field``.
+
+    Returns
+    -------
+    X : ndarray, shape (N, 3)
+    log_phi : ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> X, log_phi = sphere.cell_field(mf.SA(2.0), np.full(mesh.size, 1 / (4 * np.pi)), mesh)
+    >>> X.shape, log_phi.shape
+    ((162, 3), (162,))
+    """
     vel, log_phi = particles.attention_field(model, mesh.points[None], (rho * mesh.areas)[None],
                                              summation=summation)
     return vel[0], log_phi[0]
 
 
 def cell_potential(model, rho, mesh, log_phi):
-    """P_i with X = ∇_S P: ±Φ_i/β (USA), ±log Φ_i/β (SA), ±<c_i, Σ_j m_j c_j>/(Σ m or 1) at β = 0."""
+    r"""The potential P with X = ∇_S P at the generators.
+
+    .. math::
+
+        P_i = \pm \frac{\Phi_i}{\beta} \ \text{(USA)}, \qquad
+        P_i = \pm \frac{\log \Phi_i}{\beta} \ \text{(SA)}, \qquad
+        P_i = \pm \frac{\langle c_i, \sum_j m_j c_j\rangle}{Z} \ (\beta = 0),
+        \quad Z = \sum_j m_j \ \text{(SA)}, \ 1 \ \text{(USA)},
+
+    sign - for V = -I.
+
+    Parameters
+    ----------
+    model : SA or USA
+        With Q^T K = I and V = ±I.
+    rho : ndarray, shape (N,)
+        Cell densities.
+    mesh : Mesh
+    log_phi : ndarray, shape (N,)
+        log Φ_i from ``cell_field``.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(1)
+    >>> rho = np.full(mesh.size, 1 / (4 * np.pi))
+    >>> _, log_phi = sphere.cell_field(mf.SA(2.0), rho, mesh)
+    >>> bool(np.allclose(sphere.cell_potential(mf.SA(2.0), rho, mesh, log_phi), log_phi / 2.0))
+    True
+    """
     if model.beta == 0:
         masses = rho * mesh.areas
         pot = mesh.points @ (masses @ mesh.points)
@@ -449,7 +524,45 @@ class _Stage:
 
 
 def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
-    """dρ/dt of the semi-discrete scheme for cell densities ``rho`` (N,) on ``mesh``."""
+    r"""dρ/dt of the semi-discrete finite-volume scheme on a Voronoi mesh.
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{1}{|C_i|} \sum_{j \sim i} |f_{ij}| F_{ij}
+
+    with the fluxes F of ``flux`` through the faces f_ij (module docstring).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    rho : array_like, shape (N,)
+        Cell densities.
+    mesh : Mesh, optional
+        Default ``icosphere(4)``.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+    summation : {"auto", "fast", "direct"}
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, an unknown flux or summation, or ``rho`` of the wrong shape.
+    TypeError
+        When ``mesh`` is not a Mesh.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> rho = 1 + 0.5 * mesh.points[:, 2]
+    >>> bool(abs(sphere.time_derivative(mf.SA(2.0), rho, mesh) @ mesh.areas) < 1e-12)   # mass is conserved
+    True
+    """
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     as_choice(flux, "flux", FLUXES)
@@ -461,9 +574,35 @@ def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
 
 
 def max_step(model, mesh=None, flux=DEFAULT_FLUX):
-    """The positivity bound CFL / (speed_bound(model) · max_i perimeter_i/|C_i|) for unit mass:
+    r"""The largest fixed step of ``solve``: the positivity bound of SSP-RK3 for unit mass.
+
+    .. math::
+
+        \Delta t \le \frac{\mathrm{CFL}}{\text{speed\_bound(model)} \cdot \max_i |\partial C_i| / |C_i|},
+
     CFL = 1 for the first-order fluxes (upwind, tpfa), 1/2 for the reconstructed ones (upwind2,
-    muscl: a face value is at most twice the cell's)."""
+    muscl: a face value is at most twice the cell's).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    mesh : Mesh, optional
+        Default ``icosphere(4)``.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> sphere.max_step(mf.SA(1.0), mesh, "upwind") == 2 * sphere.max_step(mf.SA(1.0), mesh, "upwind2")
+    True
+    """
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     as_choice(flux, "flux", FLUXES)
@@ -471,9 +610,34 @@ def max_step(model, mesh=None, flux=DEFAULT_FLUX):
 
 
 def step_cap(model, mesh=None, flux=DEFAULT_FLUX):
-    """The largest controlled step: max(``max_step``, ``stepping.TIME_STEP`` / speed_bound(model)), as
-    ``circle.step_cap``; it binds only where the speeds, hence the outflows, are small (near the
-    uniform state), where it keeps λ dt ≤ 0.1 λ / speed_bound for the linear growth rates λ."""
+    r"""The largest controlled step of ``solve``.
+
+    .. math::
+
+        \Delta t_{\max} = \max\left(\texttt{max\_step},\ \frac{\texttt{TIME\_STEP}}{\text{speed\_bound(model)}}\right),
+
+    as ``circle.step_cap``: it binds only where the speeds, hence the outflows, are small (near the
+    uniform state), where it keeps λ dt <= 0.1 λ / speed_bound for the linear growth rates λ.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    mesh : Mesh, optional
+        Default ``icosphere(4)``.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> sphere.step_cap(mf.SA(1.0), sphere.icosphere(2)) >= sphere.max_step(mf.SA(1.0), sphere.icosphere(2))
+    True
+    """
     model = _check_model(model)
     return max(max_step(model, mesh, flux), float(TIME_STEP / speed_bound(model)))
 
@@ -513,55 +677,79 @@ def _energy(model, rho, mesh, summation):
     return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
-def solve(model, rho0, t_eval, mesh=None, flux=DEFAULT_FLUX, *, dt=None, cfl=STEP_CFL, summation="auto",
-          energy=True, progress=None, checkpoint=None, checkpoint_every=100, resume=False, diffusion=0.0,
-          budget=BUDGET):
-    """Solve the continuity equation on S^2 and return a DensitySolution.
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, mesh: Mesh | None = None,
+          flux: str = DEFAULT_FLUX, *, dt: float | None = None, cfl: float = STEP_CFL, summation: str = "auto",
+          energy: bool = True, progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = 100, resume: bool = False, diffusion: float = 0.0,
+          budget: float | None = BUDGET) -> DensitySolution:
+    r"""Solve the continuity equation on S^2 by finite volumes and return a DensitySolution.
 
     .. math::
 
-        ∂_t ρ + \\operatorname{div}_S(ρ X[ρ]) = D Δ_S ρ
+        \partial_t \rho + \operatorname{div}_S(\rho X[\rho]) = D \Delta_S \rho
 
-    by finite volumes on a spherical Voronoi mesh (module docstring) and SSP-RK3 in time.
+    on a spherical Voronoi mesh (module docstring), SSP-RK3 in time.
 
     Parameters
     ----------
-    model : SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (the velocity is the sum
-        of the heads'; ``.energy`` is Σ_h ±E_{β_h} when every head is USA, else NaN).
-    rho0 : callable of points (N, 3) -> densities (evaluated at the cell generators), or an array of
-        cell densities; normalised to unit mass (μ_0 is a probability measure).
-    t_eval : increasing output times.
-    mesh : Mesh, optional (default ``icosphere(4)``, 2562 cells).
-    flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (module docstring).
-    dt : float, optional.  None (default): steps controlled by the actual face speeds
-        (``stepping.integrate(positivity=True)``): each step is ``cfl`` times the largest step for which
-        every cell keeps ρ ≥ 0 given the mass that leaves it, at most ``step_cap(model, mesh, flux)``,
-        and every SSP stage is checked (``max_step`` is the bound for the largest possible speed on
-        every face).  A
-        number: that fixed step, at most ``max_step`` (larger values are refused).
-    cfl : float in (0, 1], the fraction of the positivity bound taken by a controlled step.
-    summation : "auto" | "fast" | "direct": the field from the kernel sums (``field_method``: a
-        harmonic table and BLAS, or the transforms), or by direct log-sum-exp quadrature at every cell
-        (the reference).
-    energy : bool, compute E_β of the cell measure at the output times.
-    progress : True, False or None (a bar after a few seconds on a terminal).
-    checkpoint : path, optional; saves the state every ``checkpoint_every`` steps; ``resume=True``
-        continues an existing checkpoint bit for bit.
-    diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
-        particles with noise σ = sqrt(2D)); the step bounds include it.
-    budget : seconds (default one hour; None: no limit): with a fixed ``dt``, a run whose step count
-        times the measured cost of a step exceeds it is refused before it starts; with controlled steps
-        (whose number follows the state) the run is stopped when it reaches the budget, a RuntimeError
-        that says to resume from its checkpoint (``meanfield.budget``).
+    model : SA, USA or MultiHead
+        Q^T K = I and V = ±I, or a MultiHead of such heads (the velocity is the sum of the heads';
+        ``.energy`` is Σ_h ±E_{β_h} when every head is USA, else NaN).
+    rho0 : callable or array_like
+        A callable of points (N, 3) -> densities (evaluated at the cell generators), or the cell
+        densities (N,); normalised to unit mass (μ_0 is a probability measure).
+    t_eval : array_like
+        Increasing output times; the steps end on each of them exactly.
+    mesh : Mesh, optional
+        Default ``icosphere(4)`` (2562 cells).
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+        The fluxes of the module docstring (default "upwind2").
+    dt : float, optional
+        None (default): steps controlled by the actual face speeds (``stepping.integrate`` with
+        ``positivity=True``), each ``cfl`` times the largest step for which every cell keeps ρ >= 0
+        given the mass that leaves it, at most ``step_cap(model, mesh, flux)``, every SSP stage
+        checked.  A number: that fixed step, at most ``max_step`` (larger values are refused).
+    cfl : float
+        In (0, 1]: the fraction of the positivity bound a controlled step takes.
+    summation : {"auto", "fast", "direct"}
+        The field from the kernel sums (``field_method``: a harmonic table and BLAS, or the
+        transforms), or by direct log-sum-exp quadrature at every cell (the reference).
+    energy : bool
+        Compute E_β of the cell measure at the output times.
+    progress : bool or None
+        A progress bar (None: after a few seconds on a terminal).
+    checkpoint : str or path, optional
+        Save the state every ``checkpoint_every`` steps; ``resume=True`` continues an existing
+        checkpoint bit for bit.
+    checkpoint_every : int
+    resume : bool
+    diffusion : float
+        D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
+        particles with noise σ = √(2D)); the step bounds include it.
+    budget : float or None
+        Seconds (default one hour; None: no limit).  With a fixed ``dt`` a run whose step count
+        times the measured cost of a step exceeds it is refused before it starts; controlled runs
+        stop with a RuntimeError when they reach it (resume from the checkpoint).
 
     Returns
     -------
-    DensitySolution with ``info``: flux, dt (None for controlled steps), max_dt, cfl, nsteps, nfev,
-    nrejected, hmin and hmax (the smallest and largest step taken), summation, field (the method
-    and degree of the kernel sums), mesh, cells, diffusion, energy_dips (the count and largest
-    relative decrease of E_β between outputs, ``energy_report.energy_dips``) and pinned (cells
-    holding a cluster that its particle velocity would have moved by more than a cell; a
-    ``PinnedClusterWarning`` names them).
+    DensitySolution
+        ``t``, ``points`` (N, 3), ``areas`` (N,), ``rho`` (m, N), ``mass`` (m,), ``energy`` (m,);
+        ``info`` holds flux, dt (None for controlled steps), max_dt, cfl, nsteps, nfev, nrejected,
+        hmin and hmax, summation, field (method and degree of the kernel sums), mesh, cells,
+        diffusion, energy_dips (``energy_report.energy_dips``) and pinned (cells holding a cluster
+        that its particle velocity would have moved by more than a cell; a ``PinnedClusterWarning``
+        names them).
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, a bad density, times, flux or summation, a ``dt`` above
+        ``max_step``, or a fixed-step run that does not fit in ``budget``.
+    TypeError
+        When ``mesh`` is not a Mesh.
+    RuntimeError
+        When a controlled run reaches its ``budget``.
 
     Examples
     --------

@@ -48,15 +48,21 @@ positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circ
 runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
 sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """
+from __future__ import annotations
+
 import functools
 
+from collections.abc import Callable
+from os import PathLike
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
-from meanfield.models import SA
+from meanfield.models import SA, USA
 from meanfield.theory import speed_bound
 
 from . import gegenbauer, stepping
@@ -104,19 +110,67 @@ def _check_model(model, d=None):
                            limit=f" in dimension d = {d} (its kernel tables overflow beyond)")
 
 def polar_grid(cells=DEFAULT_CELLS):
-    """(centres, edges) of N equal cells of [0, π]: θ_i = (i + 1/2) π/N, edges i π/N."""
+    r"""The uniform grid of polar angles [0, π]: cell centres and edges.
+
+    .. math::
+
+        \theta_i = \left(i + \tfrac12\right) \frac{\pi}{N}, \qquad
+        \theta_{i \pm 1/2} = \left(i + \tfrac12 \pm \tfrac12\right) \frac{\pi}{N}.
+
+    Parameters
+    ----------
+    cells : int
+        N >= 8 (default 512).
+
+    Returns
+    -------
+    centres : ndarray, shape (N,)
+    edges : ndarray, shape (N + 1,)
+
+    Examples
+    --------
+    >>> from meanfield.solvers import zonal
+    >>> centres, edges = zonal.polar_grid(8)
+    >>> centres.shape, float(edges[0]), float(edges[-1])
+    ((8,), 0.0, 3.141592653589793)
+    """
     cells = _check_cells(cells)
     edges = np.linspace(0.0, np.pi, cells + 1)
     return (np.arange(cells) + 0.5) * (np.pi / cells), edges
 
 
 def cell_measures(d, cells=DEFAULT_CELLS):
-    """|C_i| = σ({x ∈ S^{d-1}: θ(x) ∈ [θ_{i-1/2}, θ_{i+1/2}]}), summing to |S^{d-1}|.
+    r"""Surface measures of the polar-angle cells on S^{d-1}, summing to |S^{d-1}|.
 
-    F(θ) = I_{sin²(θ/2)}(a, a), a = (d-1)/2, on the northern half and 1 - I_{cos²(θ/2)}(a, a) on the
-    southern one, so that cells near either pole keep full relative accuracy (they underflow to 0
-    only where |C_i| < 1e-308, e.g. d = 128 within 0.003 rad of a pole; for d > 350 |S^{d-1}| itself
-    underflows, and so do all |C_i|: the solver works with the fractions |C_i|/|S^{d-1}|)."""
+    .. math::
+
+        |C_i| = \sigma\{x \in S^{d-1} : \theta(x) \in [\theta_{i-1/2}, \theta_{i+1/2}]\},
+        \qquad F(\theta) = I_{\sin^2(\theta/2)}(a, a), \quad a = \tfrac{d-1}{2},
+
+    F the fraction of the sphere within angle θ of the pole (a regularised incomplete beta
+    function), and 1 - I_{cos²(θ/2)}(a, a) on the southern half, so that cells near either pole
+    keep full relative accuracy.  They underflow to 0 only where |C_i| < 1e-308 (e.g. d = 128
+    within 0.003 rad of a pole); for d > 350 |S^{d-1}| itself underflows, and so do all |C_i| (the
+    solver works with the fractions |C_i|/|S^{d-1}|).
+
+    Parameters
+    ----------
+    d : int
+        Ambient dimension, d >= 2.
+    cells : int
+        N >= 8.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import zonal
+    >>> bool(np.isclose(zonal.cell_measures(3, 64).sum(), 4 * np.pi))
+    True
+    """
     d = as_count(d, "d", minimum=2)
     return sphere_area(d) * _cell_fractions(d, cells)
 
@@ -132,9 +186,35 @@ def _cell_fractions(d, cells):
 
 
 def log_ring_mean(k, a):
-    """log M_k(a), M_k(a) = Γ(k/2) (2/a)^{k/2-1} I_{k/2-1}(a) = 0F1(; k/2; a²/4), the mean of e^{a<u,v>}
-    over u uniform on the unit sphere of R^k (a >= 0; M_k(0) = 1).  Scaled Bessel functions for
-    a >= 50, the series where those underflow or a is small (relative accuracy ~1e-13)."""
+    r"""log M_k(a), the log of the mean of e^{a<u, v>} over u uniform on the unit sphere of R^k.
+
+    .. math::
+
+        M_k(a) = \Gamma(k/2) \left(\frac{2}{a}\right)^{k/2 - 1} I_{k/2 - 1}(a)
+               = {}_0F_1\!\left(; \tfrac{k}{2}; \tfrac{a^2}{4}\right), \qquad M_k(0) = 1,
+
+    by scaled Bessel functions for a >= 50 and the series where those underflow or a is small
+    (relative accuracy ~1e-13).
+
+    Parameters
+    ----------
+    k : int
+        Dimension of the ring's sphere, k >= 1.
+    a : float or array_like
+        a >= 0.
+
+    Returns
+    -------
+    ndarray
+        log M_k(a), shaped like a.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import zonal
+    >>> bool(np.isclose(zonal.log_ring_mean(3, 2.0), np.log(np.sinh(2.0) / 2.0)))   # M_3(a) = sinh(a)/a
+    True
+    """
     k = as_count(k, "k")
     a = np.asarray(as_float_array(a, "a"))
     return _log_ring_mean_and_ratio(0.5 * k - 1.0, a)[0]
@@ -277,8 +357,39 @@ class _Operator:
 
 
 def cell_masses(f0, d, cells=None):
-    """Cell masses m_i = f_i |C_i| / Σ f_j |C_j| (a probability vector) from a profile f(s), a callable of
-    s = cos θ evaluated at the cell centres (``cells``, default 512), or from cell densities f_i (array)."""
+    r"""Cell masses, a probability vector, of a zonal profile on S^{d-1}.
+
+    .. math::
+
+        m_i = \frac{f_i |C_i|}{\sum_j f_j |C_j|}.
+
+    Parameters
+    ----------
+    f0 : callable or array_like
+        A profile f(s), a callable of s = cos θ evaluated at the cell centres, or the cell
+        densities f_i against surface measure.
+    d : int
+        Ambient dimension, d >= 2.
+    cells : int, optional
+        Number of cells for a callable (default 512; an array sets it).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Raises
+    ------
+    ValueError
+        For negative or non-finite densities, a shape mismatch, or a profile without mass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import zonal
+    >>> m = zonal.cell_masses(lambda s: np.ones_like(s), 3, cells=8)   # uniform on S^2: m_i = |C_i| / 4π
+    >>> bool(np.allclose(m, zonal.cell_measures(3, 8) / (4 * np.pi)))
+    True
+    """
     d = as_count(d, "d", minimum=2)
     if callable(f0):
         cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
@@ -302,18 +413,67 @@ def cell_masses(f0, d, cells=None):
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
-    """The positivity bound CFL · h / speed_bound(model) on the SSP-RK3 step, h = π/cells, CFL = 1/2
-    (upwind2: a face value is at most twice the cell's) or 1 (upwind), as on the circle."""
+    r"""The largest fixed step of ``solve``: the positivity bound of SSP-RK3 for unit mass.
+
+    .. math::
+
+        \Delta t \le \mathrm{CFL} \cdot \frac{h}{\text{speed\_bound(model)}}, \qquad h = \frac{\pi}{N},
+
+    CFL = 1/2 (upwind2: a face value is at most twice the cell's) or 1 (upwind), as on the circle.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I.
+    cells : int
+    flux : {"upwind2", "upwind"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> bool(np.isclose(zonal.max_step(mf.SA(1.0), 512, "upwind"), np.pi / 512))
+    True
+    """
     model = _check_model(model)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (np.pi / _check_cells(cells)) / speed_bound(model))
 
 
 def resolve_summation(model, summation="auto"):
-    """The field's summation: "direct" (the O(N²) kernel tables, with log-sum-exp rows for SA where E m is
-    tiny) or "fast" (``gegenbauer``: O(N L), L the series degree); "auto" takes the series while
-    e^{-2β} >= ``SERIES_FLOOR``, where E m >= e^{-2β} M keeps SA's quotients accurate to 1e-10 relative
-    without log space (β <= 6.9)."""
+    """The field's summation of the zonal solver.
+
+    "direct": the O(N²) kernel tables, with log-sum-exp rows for SA where E m is tiny; "fast":
+    the truncated Gegenbauer series (``gegenbauer``, O(N L)).  "auto" takes the series while
+    e^{-2β} >= ``SERIES_FLOOR`` (β <= 6.9), where E m >= e^{-2β} M keeps SA's quotients accurate to
+    1e-10 relative without log space.
+
+    Parameters
+    ----------
+    model : SA or USA
+    summation : {"auto", "fast", "direct"}
+
+    Returns
+    -------
+    str
+        "fast" or "direct".
+
+    Raises
+    ------
+    ValueError
+        For "fast" beyond β = 6.9, or another summation.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> zonal.resolve_summation(mf.SA(2.0)), zonal.resolve_summation(mf.SA(20.0))
+    ('fast', 'direct')
+    """
     as_choice(summation, "summation", SUMMATIONS)
     fits = np.exp(-2.0 * model.beta) >= SERIES_FLOOR
     if summation == "fast" and not fits:
@@ -325,8 +485,31 @@ def resolve_summation(model, summation="auto"):
 
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
-    """The default largest controlled step: max(``max_step``, ``stepping.TIME_STEP`` / speed_bound(model)),
-    as ``circle.step_cap`` (it binds only where the speeds are small)."""
+    r"""The default largest controlled step of ``solve``.
+
+    .. math::
+
+        \Delta t_{\max} = \max\left(\texttt{max\_step},\ \frac{\texttt{TIME\_STEP}}{\text{speed\_bound(model)}}\right),
+
+    as ``circle.step_cap`` (it binds only where the speeds are small).
+
+    Parameters
+    ----------
+    model : SA or USA
+    cells : int
+    flux : {"upwind2", "upwind"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> zonal.step_cap(mf.SA(1.0)) >= zonal.max_step(mf.SA(1.0))
+    True
+    """
     return max(max_step(model, cells, flux), TIME_STEP / speed_bound(_check_model(model)))
 
 
@@ -337,7 +520,37 @@ def _check_masses(masses, name="masses"):
 
 
 def velocity(model, masses, d):
-    """Polar-angle velocity u_i at the cell centres of the ring measure Σ_j m_j (masses (N,), not renormalised)."""
+    r"""Polar-angle velocity at the cell centres of the ring measure Σ_j m_j.
+
+    .. math::
+
+        u_i = \langle X[\mu](x), e_\theta \rangle \ \text{at} \ \theta(x) = \theta_i,
+        \qquad \mu = \sum_j m_j \,\sigma_{\theta_j},
+
+    σ_θ the uniform probability on the ring of polar angle θ.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Q^T K = I, V = ±I.
+    masses : array_like, shape (N,)
+        Cell masses (not renormalised).
+    d : int
+        Ambient dimension.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> m = zonal.cell_measures(3, 64) / (4 * np.pi)
+    >>> u = zonal.velocity(mf.SA(2.0), m, 3)             # uniform: at rest up to the O(h²) quadrature error
+    >>> float(np.abs(u).max()) < 1e-4, float(np.abs(u + u[::-1]).max()) < 1e-15    # and odd about the equator
+    (True, True)
+    """
     d = as_count(d, "d", minimum=2)
     model = _check_model(model, d)
     m = _check_masses(masses)
@@ -345,7 +558,33 @@ def velocity(model, masses, d):
 
 
 def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
-    """dm/dt of the semi-discrete scheme for cell masses ``masses`` (N,) on S^{d-1}."""
+    r"""dm/dt of the semi-discrete scheme for the cell masses on S^{d-1}.
+
+    .. math::
+
+        \frac{dm_i}{dt} = -(F_{i+1/2} - F_{i-1/2}),
+
+    F the mass fluxes through the ring faces (module docstring).
+
+    Parameters
+    ----------
+    model : SA or USA
+    masses : array_like, shape (N,)
+    d : int
+    flux : {"upwind2", "upwind"}
+
+    Returns
+    -------
+    ndarray, shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> m = zonal.cell_masses(lambda s: 1 + 0.5 * s, 4, cells=64)
+    >>> bool(abs(zonal.time_derivative(mf.SA(2.0), m, 4).sum()) < 1e-15)    # mass is conserved
+    True
+    """
     d = as_count(d, "d", minimum=2)
     model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
@@ -354,56 +593,113 @@ def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
 
 
 def energy(masses, beta, d):
-    """E_β of the ring measure Σ_i m_i (equal to ``meanfield.energy`` of tokens spread uniformly over the
-    rings, in the limit of many tokens per ring); at β = 0 the limit (1/2)|mean|²."""
+    r"""E_β of the ring measure Σ_i m_i σ_{θ_i}.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} m_i m_j \int\!\!\int e^{\beta \langle x, y\rangle}
+        \, d\sigma_{\theta_i}(x) \, d\sigma_{\theta_j}(y),
+
+    equal to ``meanfield.energy`` of tokens spread uniformly over the rings, in the limit of many
+    tokens per ring; at β = 0 the limit (1/2)|mean|².
+
+    Parameters
+    ----------
+    masses : array_like, shape (N,)
+    beta : float
+        β >= 0.
+    d : int
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import zonal
+    >>> m = np.zeros(512); m[0] = 1.0                      # one ring next to the pole
+    >>> bool(np.isclose(zonal.energy(m, 2.0, 3), np.exp(2.0) / 4, rtol=1e-3))
+    True
+    """
     m = _check_masses(masses)
     d = as_count(d, "d", minimum=2)
     return _Operator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind").energy(m)
 
 
-def solve(model, f0, t_eval, d, cells=None, flux=DEFAULT_FLUX, *, dt=None, max_dt=None, cfl=stepping.CFL,
-          summation="auto", progress=None, checkpoint=None, checkpoint_every=100, resume=False,
-          budget=BUDGET):
-    """Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
+def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, cells: int | None = None,
+          flux: str = DEFAULT_FLUX, *, dt: float | None = None, max_dt: float | None = None,
+          cfl: float = stepping.CFL, summation: str = "auto", progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+          budget: float | None = BUDGET) -> ZonalSolution:
+    r"""Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
+
+    A density that depends on the polar angle θ = arccos <x, e> only stays so, and its cell masses
+    on a grid of θ evolve by
+
+    .. math::
+
+        \partial_t f + \frac{1}{\sin^{d-2}\theta} \partial_\theta\!\left(\sin^{d-2}\theta \, f \, u[f]\right) = 0,
+
+    u the polar-angle velocity (``velocity``), by finite volumes and SSP-RK3.
 
     Parameters
     ----------
     model : SA or USA
         With Q^T K = I and V = ±I, any β >= 0 (USA: β <= 709.78, where e^β overflows).
-    f0 : callable or array
-        The zonal profile: a callable of s = cos θ = <x, e> (evaluated at the cell centres) or the cell
-        densities f_i against surface measure; normalised to unit mass.
-    t_eval : array
+    f0 : callable or array_like
+        The zonal profile: a callable of s = cos θ = <x, e> (evaluated at the cell centres) or the
+        cell densities f_i against surface measure; normalised to unit mass.
+    t_eval : array_like
         Output times, increasing.
     d : int
         Ambient dimension (the sphere is S^{d-1}), d >= 2.
     cells : int, optional
         Number of polar-angle cells (default 512 for a callable; an array sets it).
     flux : {"upwind2", "upwind"}
-        The circle solver's fluxes (see the module docstring): second-order "upwind2" (default) or the
-        first-order cell-centred donor cell "upwind".
+        The circle solver's fluxes: second-order "upwind2" (default) or the first-order
+        cell-centred donor cell "upwind".
     dt : float, optional
-        None (default): SSP-RK3 steps from the actual speeds, h_k = min(max_dt, cfl / rate(m_k)), rate the
-        forward-Euler positivity rate max_i out_i/(h m_i) of the current state, as in ``circle.solve``.  A
+        None (default): SSP-RK3 steps from the actual speeds, h_k = min(max_dt, cfl / rate(m_k)),
+        rate the forward-Euler positivity rate of the current state, as in ``circle.solve``.  A
         number: fixed steps of at most dt, refused above ``max_step(model, cells, flux)``.
-    max_dt, cfl : float, optional
-        Largest controlled step (default ``step_cap(model, cells, flux)``) and the fraction of the positivity
-        bound 1/rate a controlled step takes.
+    max_dt : float, optional
+        Largest controlled step (default ``step_cap(model, cells, flux)``).
+    cfl : float
+        The fraction of the positivity bound 1/rate a controlled step takes.
     summation : {"auto", "fast", "direct"}
-        The field: the truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
-        reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).  info["summation"]
-        and info["degree"] say which ran.
-    progress, checkpoint, checkpoint_every, resume, budget
-        As for ``circle.solve``: a progress bar, periodic checkpoints that a rerun with ``resume=True``
-        continues bit for bit, and the work budget in seconds (None: no limit).
+        The truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
+        reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).
+    progress : bool or None
+    checkpoint : str or path, optional
+    checkpoint_every : int
+    resume : bool
+        As for ``circle.solve``: periodic checkpoints that a rerun with ``resume=True`` continues
+        bit for bit.
+    budget : float or None
+        The work budget in seconds (None: no limit).
 
     Returns
     -------
     ZonalSolution
-        .t, .theta (N,) cell centres, .edges (N+1,), .areas (N,) cell measures |C_i|, .masses (m, N),
-        .rho (m, N) = masses/areas, .mass (m,), .energy (m,) the discrete E_β, .d, .model, .info
-        (flux, dt (None for controlled steps), max_dt, cells, nsteps, nfev, nrejected, hmin, hmax,
-        summation, degree, log_space_cells).
+        ``t``, ``theta`` (N,) cell centres, ``edges`` (N+1,), ``areas`` (N,) cell measures
+        |C_i|, ``masses`` (m, N), ``rho`` (m, N) = masses/areas, ``mass`` (m,), ``energy`` (m,)
+        the discrete E_β, ``d``, ``model``, ``info`` (flux, dt, max_dt, cells, nsteps, nfev,
+        nrejected, hmin, hmax, summation, degree, log_space_cells).
+
+    Raises
+    ------
+    ValueError
+        For a non-isotropic model, β beyond what the tables of dimension d represent, a bad
+        profile, times or option, or a fixed-step run that does not fit in ``budget``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> sol = zonal.solve(mf.SA(2.0), lambda s: 1 + 0.5 * s, [0.0, 1.0], d=16, cells=64, progress=False)
+    >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.masses.min() >= 0 and sol.energy[-1] >= sol.energy[0])
+    True
     """
     t_eval = as_time_grid(t_eval)
     d = as_count(d, "d", minimum=2)

@@ -190,3 +190,40 @@ def test_circle_reports_dips_and_warns_when_muscl_pins():
         sol = circle.solve(mf.USA(2.0), perturbed_uniform(2), t, cells=256)
     assert sol.info["pinned"] == [] and abs(sol.energy[-1] - 1.8471) < 2e-3
     assert set(sol.info["energy_dips"]) == {"count", "largest"}
+
+
+def test_checkpoint_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
+    """The checkpoint holds the state at the last check before T; resuming from it recomputes
+    the rest and gives the outputs of the uninterrupted run exactly, meshes included."""
+    args = (mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5, 1.0, 1.5])
+    kw = dict(base=2, finest=4, threshold=0.8, every=2, energy=False)
+    path = tmp_path / "run.npz"
+    full = adaptive.solve(*args, checkpoint=path, **kw)
+    assert full.info["checks"] >= 3 and path.exists()
+    again = adaptive.solve(*args, checkpoint=path, resume=True, **kw)
+    assert np.array_equal(again.cells, full.cells) and np.array_equal(again.rho, full.rho)
+    assert np.array_equal(again.points, full.points)
+    for key in ("nsteps", "nfev", "checks", "remeshes", "meshes"):
+        assert again.info[key] == full.info[key], key
+    with pytest.raises(ValueError, match="different run"):
+        adaptive.solve(*args, checkpoint=path, resume=True, **dict(kw, threshold=0.9))
+    with pytest.raises(ValueError, match="another initial state"):
+        adaptive.solve(args[0], perturbed_uniform(3, degree=2, seed=1), args[2], checkpoint=path, resume=True, **kw)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="corrupt"):
+        adaptive.solve(*args, checkpoint=path, resume=True, **kw)
+    with pytest.raises(ValueError, match="needs checkpoint"):
+        adaptive.solve(*args, resume=True, **kw)
+
+
+def test_bulk_level_resolves_the_smooth_phase_and_lazy_checks_skip_remeshes():
+    """bulk = 3 puts every cell of at least a tenth of the mean density on level 3 at t = 0 (the
+    smooth degree-2 start is dense everywhere); checks that find nothing to refine keep the mesh."""
+    model, rho0 = mf.SA(3.0), perturbed_uniform(3, degree=2)
+    amesh, rho, _ = adaptive.initial_mesh(rho0, base=2, finest=4, bulk=3)
+    assert amesh.size == level_size(3) and amesh.levels.min() == 3
+    sol = adaptive.solve(model, rho0, [0.0, 2.0], base=2, finest=4, bulk=3, every=2)
+    assert sol.info["bulk"] == 3 and sol.info["remeshes"] < sol.info["checks"]
+    assert sol.rho.min() >= 0 and np.abs(sol.mass - 1).max() < 1e-13
+    with pytest.raises(ValueError, match="bulk"):
+        adaptive.solve(model, rho0, [0.0, 1.0], base=2, finest=3, bulk=4)

@@ -187,17 +187,6 @@ def test_sphere_stratified_and_weighted_moments_converge_at_order_three_halves(m
     assert order > 1.3 and np.all(rms * ns ** 1.5 < 4.0), (order, rms * ns ** 1.5)
 
 
-def test_doctests_of_the_command_line_and_comparison_modules(tmp_path, monkeypatch):
-    """The Examples of the modules issue 28 documented run (fast: no solve)."""
-    import doctest
-
-    from meanfield import cli, transport
-    monkeypatch.chdir(tmp_path)
-    for module in (cli, compare, compare_cli, convergence, convergence_cli, transport):
-        result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-        assert result.failed == 0 and result.attempted > 0, module.__name__
-
-
 def test_comparison_plot_draws_the_common_views(quiet_report):
     import matplotlib.pyplot as plt
     cmp = compare.Comparison.load(quiet_report[0])

@@ -10,7 +10,8 @@ from meanfield import cli, exact, figures
 
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
                "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
-               "mean_field_limit", "causal", "hardmax", "long_context"]
+               "mean_field_limit", "causal", "hardmax", "long_context", "phase_diagram_paper", "finite_dimension",
+               "phase_diagram_random"]
 
 
 @pytest.fixture(scope="module")

@@ -92,46 +92,49 @@ def main(argv=None):
 
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
+    from meanfield.plotting.ticks import log_ticks
     fig, axes = plt.subplots(2, 3, figsize=(19, 11), constrained_layout=True)
     ax = axes[0, 0]
     angles = np.unwrap(mf.circle_angles(fig2.x), axis=0)
     ax.plot(t_fig, angles[:, others], color="0.6", lw=0.6)
     ax.plot(t_fig, angles[:, centres], color="C3", lw=2.5)
-    ax.plot([], [], color="C3", lw=2.5, label=f"{len(centres)} greedy Rényi centres (δ = 4β^(-1/2))")
+    ax.plot([], [], color="C3", lw=2.5, label=rf"{len(centres)} greedy Rényi centres ($\delta = 4\beta^{{-1/2}}$)")
     ax.plot([], [], color="0.6", label="other tokens")
-    ax.set(xlabel="t", ylabel="angle θ_i(t) (unwrapped)", title=f"causal SA, n = {n_fig}, d = 2, β = 64 (their Fig. 2)")
+    ax.set(xlabel="$t$", ylabel=r"angle $\theta_i(t)$ (unwrapped)",
+           title=rf"causal SA, $n = {n_fig}$, $d = 2$, $\beta = 64$ (their Fig. 2)")
     ax.legend(fontsize=10, loc="upper right")
     ax = axes[0, 1]
     ax.semilogy(others + 1, np.maximum(drift[others], 1e-16), ".", color="0.5", label="other tokens")
     ax.semilogy(centres + 1, np.maximum(drift[centres], 1e-16), "o", color="C3", ms=8, label="centres")
-    ax.set(xlabel="token index i", ylabel=f"drift |θ_i(T) − θ_i(0)|, T = {T_fig:g}",
+    ax.set(xlabel="token index $i$", ylabel=rf"drift $|\theta_i(T) - \theta_i(0)|$, $T = {T_fig:g}$",
            title=f"centres barely move: median ratio {ratio:.1e}")
     ax.legend(fontsize=10)
     ax = axes[0, 2]
     for k, c in enumerate(counts):
         ax.semilogy(t_small, c, "-", lw=2, label=f"seed {k}")
-    ax.set(xlabel="t", ylabel="clusters (distance 1e-3)",
-           title=f"random Q, K, V = I, S², n = {n_small}, β = 1: one cluster")
+    ax.set(xlabel="$t$", ylabel=r"clusters (distance $10^{-3}$)",
+           title=rf"random $Q, K$, $V = I$, $S^2$, $n = {n_small}$, $\beta = 1$: one cluster")
     ax.legend(fontsize=10)
     ax = axes[1, 0]
     last = pdes[-1]
     image = ax.pcolormesh(last.theta, last.s, last.rho[-1], shading="nearest",
                           norm=LogNorm(vmin=max(last.rho[-1].min(), 1e-4), vmax=last.rho[-1].max()))
-    fig.colorbar(image, ax=ax, label="density ρ(T, s, θ)")
-    ax.set(xlabel="θ", ylabel="position in the sequence s",
-           title=f"causal PDE, SA β = 3, T = {T:g}, {grids[-1][0]} × {grids[-1][1]} cells")
+    fig.colorbar(image, ax=ax, label=r"density $\rho(T, s, \theta)$")
+    ax.set(xlabel=r"$\theta$", ylabel="position in the sequence $s$",
+           title=rf"causal PDE, SA $\beta = 3$, $T = {T:g}$, {grids[-1][0]} × {grids[-1][1]} cells")
     ax = axes[1, 1]
     for b, (S, N) in enumerate(grids):
         ax.loglog(sizes, w1[:, b], "o-", lw=2, ms=8, label=f"PDE {S} × {N}")
-    ax.loglog(sizes, w1[0, -1] * sizes[0] / np.array(sizes), "k:", label="1/n")
-    ax.set(xlabel="tokens n", ylabel="mean over 4 s-bins of W_1 (rad)", title="particles vs the causal PDE")
+    ax.loglog(sizes, w1[0, -1] * sizes[0] / np.array(sizes), "k:", label=r"$\propto 1/n$")
+    ax.set(xlabel="tokens $n$", ylabel=r"mean over 4 $s$-bins of $W_1$ (rad)", title="particles vs the causal PDE")
+    log_ticks(ax.xaxis, sizes)
     ax.legend(fontsize=10)
     ax = axes[1, 2]
     x = particles.solve(model, mf.circle_points(causal_tokens(start_density, sizes[-1])), [0, T]).x[-1]
     s_tokens = (np.arange(sizes[-1]) + 0.5) / sizes[-1]
     ax.scatter(mf.circle_angles(x), s_tokens, s=3, color="k")
-    ax.set(xlabel="θ_i(T)", ylabel="s_i = (i − 1/2)/n", xlim=(0, 2 * np.pi), ylim=(0, 1),
-           title=f"the tokens at T = {T:g}, n = {sizes[-1]}")
+    ax.set(xlabel=r"$\theta_i(T)$", ylabel="$s_i = (i - 1/2)/n$", xlim=(0, 2 * np.pi), ylim=(0, 1),
+           title=f"the tokens at $T = {T:g}$, $n = {sizes[-1]}$")
     for a in axes.ravel():
         a.title.set_fontsize(13)
     exp.finish(fig, dict(token_one_drift=drift_one, clusters=dict(t=t_small, counts=counts, n=n_small),

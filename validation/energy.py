@@ -108,6 +108,7 @@ def main(argv=None):
                                         mismatch=mismatches, observed_order=-order)
 
     import matplotlib.pyplot as plt
+    from meanfield.plotting.ticks import log_ticks
     fig, axes = plt.subplots(2, 2, figsize=(15, 11), constrained_layout=True)
     axes = axes.ravel()
     for c, (label, (t, energy, rate, diss)) in enumerate(particle_runs.items()):
@@ -132,9 +133,10 @@ def main(argv=None):
         axes[3].loglog(r["cells"], r["mismatch"], "o-", lw=2,
                        label=f"{label.replace(' beta=', ', β = ')} (order {r['observed_order']:.2f})")
     axes[3].loglog(grids, results["fv"][f"SA beta={BETAS[0]:g}"]["mismatch"][0] * grids[0] / np.array(grids), "k:",
-                   label="h")
+                   label=r"$\propto h$")
     axes[3].set(xlabel="cells", ylabel=r"max $|dE_\beta/dt$ - dissipation$|$ / max dissipation",
-                title="FV (upwind) on S¹: consistency of the energy identity")
+                title="FV (upwind) on $S^1$: consistency of the energy identity")
+    log_ticks(axes[3].xaxis, grids)
     for a in axes:
         a.legend(fontsize=10)
         a.title.set_fontsize(13)

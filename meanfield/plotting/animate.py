@@ -9,6 +9,7 @@ their clusters as rings and the last stretch of each trajectory as a line.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from ..checks import as_count, as_positive
 from ..geometry import circle_angles
 from .sphere import _draw, _lonlat, draw_tokens
 from .tokens import cluster_markers
+
+if TYPE_CHECKING:
+    from ..solvers.results import DensitySolution, ParticleSolution
 
 __all__ = ["animate"]
 
@@ -32,14 +36,21 @@ def _tokens(particles):
     return np.asarray(particles.t, dtype=float), x
 
 
-def animate(path, density=None, particles=None, *, frames: int = 60, fps: float = 8.0,
-            size: tuple = (8.0, 4.5), dpi: int = 100, tail: int = 8, decades: float = 4.0,
-            title: str | None = None) -> Path:
-    """Write an animated GIF of a density and/or tokens on S^1 or S^2; returns its path.
+def animate(path: str | Path, density: DensitySolution | None = None, particles: ParticleSolution | None = None,
+            *, frames: int = 60, fps: float = 8.0, size: tuple = (8.0, 4.5), dpi: int = 100, tail: int = 8,
+            decades: float = 4.0, title: str | None = None) -> Path:
+    r"""Write an animated GIF of a density and/or tokens on S^1 or S^2; returns its path.
+
+    Frames are spread evenly over the output times; the density is coloured on a logarithmic scale
+    ``decades`` decades deep below the film's maximum:
+
+    .. math::
+
+        \rho \mapsto \log_{10} \max\big(\rho, 10^{-\text{decades}} \max_{t, i} \rho\big).
 
     Parameters
     ----------
-    path : str or Path
+    path : str or pathlib.Path
         Output file (``.gif``).
     density : DensitySolution, optional
         Finite-volume solution on S^1 or S^2; its output times are the film's clock.
@@ -50,9 +61,10 @@ def animate(path, density=None, particles=None, *, frames: int = 60, fps: float 
         Number of frames, spread evenly over the output times (fewer if there are fewer).
     fps : float
         Frames per second.
-    size, dpi
-        Figure size in inches and resolution: the GIF is ``size[0] · dpi`` pixels wide, which
-        must be at least 600.
+    size : tuple of float
+        Figure size in inches.
+    dpi : int
+        Resolution: the GIF is ``size[0] · dpi`` pixels wide, which must be at least 600.
     tail : int
         On S^2, each token's trajectory over the last ``tail`` frames is drawn as a line.
     decades : float
@@ -64,6 +76,24 @@ def animate(path, density=None, particles=None, *, frames: int = 60, fps: float 
     -------
     pathlib.Path
         The GIF written.
+
+    Raises
+    ------
+    ValueError
+        If neither a density nor particles is given, the GIF would be narrower than 600 px, the
+        solutions do not live on one sphere S^1 or S^2, or a setting is out of range.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import meanfield as mf
+    >>> from meanfield.plotting import animate
+    >>> from meanfield.solvers import circle
+    >>> sol = circle.solve(mf.SA(beta=4.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0, 2.0], cells=64)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = animate(os.path.join(folder, "film.gif"), density=sol, frames=3, size=(6.0, 3.0))
+    ...     print(path.name, path.stat().st_size > 0)
+    film.gif True
     """
     if density is None and particles is None:
         raise ValueError("animate needs a density (DensitySolution), particles (ParticleSolution) or both")

@@ -5,9 +5,18 @@
 - ``density_overlay``: ρ at one output time as a step function of θ against the histogram
   of particle angles at the nearest particle time (both densities against arc length).
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..geometry import circle_angles
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from ..solvers.results import DensitySolution, ParticleSolution
 
 __all__ = ["spacetime", "density_overlay"]
 
@@ -59,12 +68,53 @@ def _edges(theta):
     return np.concatenate([[right[-1] - 2 * np.pi], right])
 
 
-def spacetime(sol, ax=None, particles=None, *, log=False, cmap="viridis", colorbar=True):
-    """Heat map of ρ(t, θ) of a DensitySolution on S^1: t across, θ up; returns the Axes.
+def spacetime(sol: DensitySolution, ax: Axes | None = None, particles: ParticleSolution | None = None, *,
+              log: bool = False, cmap: str = "viridis", colorbar: bool = True) -> Axes:
+    r"""Heat map of ρ(t, θ) of a DensitySolution on S^1: t across, θ up; returns the Axes.
 
-    particles: an optional ParticleSolution on S^1 whose trajectories θ_i(t) are drawn as
-    white lines through its own output times (broken where they wrap around 2π).  log=True
-    colours log10 ρ (clipped 8 decades below the maximum), which shows the tails between clusters.
+    .. math::
+
+        (t, \theta) \mapsto \rho(t, \theta) \quad \text{or, with } \texttt{log}, \quad
+        \log_{10} \max(\rho, 10^{-8} \max \rho).
+
+    Parameters
+    ----------
+    sol : DensitySolution
+        A solution on S^1.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    particles : ParticleSolution, optional
+        Tokens on S^1 whose trajectories θ_i(t) are drawn as white lines through their own output
+        times (broken where they wrap around 2π).
+    log : bool
+        Colour log10 ρ (clipped 8 decades below the maximum), which shows the tails between clusters.
+    cmap : str
+        Colour map.
+    colorbar : bool
+        Draw a colour bar.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the solution or the particles do not live on S^1.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import circle, particles
+    >>> rho0 = mf.perturbed_uniform(2, seed=0)
+    >>> sol = circle.solve(mf.SA(beta=4.0), rho0, [0.0, 1.0, 2.0], cells=64)
+    >>> tokens = particles.solve(mf.SA(beta=4.0), mf.sample_density(rho0, 40, 2, seed=0), [0.0, 1.0, 2.0])
+    >>> from meanfield.plotting.circle import spacetime
+    >>> ax = spacetime(sol, particles=tokens, log=True)
+    >>> ax.get_xlabel(), ax.get_ylabel()
+    ('t', 'θ')
+    >>> plt.close(ax.figure)
     """
     ax = _axes(ax)
     theta, rho = _circle_solution(sol)
@@ -86,10 +136,53 @@ def spacetime(sol, ax=None, particles=None, *, log=False, cmap="viridis", colorb
     return ax
 
 
-def density_overlay(sol, k=-1, particles=None, ax=None, *, bins=None):
-    """ρ at output k of a DensitySolution on S^1 against a histogram of particle angles at the
-    particle output time nearest to sol.t[k] (density=True: both integrate to 1 over [0, 2π));
-    bins defaults to min(cells, sqrt(2 n)) equal arcs.  Returns the Axes."""
+def density_overlay(sol: DensitySolution, k: int = -1, particles: ParticleSolution | None = None,
+                    ax: Axes | None = None, *, bins: int | None = None) -> Axes:
+    r"""ρ at output k of a DensitySolution on S^1 against a histogram of particle angles at the particle
+    output time nearest to sol.t[k]; both integrate to 1 over [0, 2π):
+
+    .. math::
+
+        \int_0^{2\pi} \rho_k \, d\theta = 1 = \int_0^{2\pi} \text{histogram}.
+
+    Parameters
+    ----------
+    sol : DensitySolution
+        A solution on S^1.
+    k : int
+        Output index.
+    particles : ParticleSolution, optional
+        Tokens on S^1.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    bins : int, optional
+        Histogram bins (default min(cells, √(2n)), at least 8, equal arcs).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    IndexError
+        If k is out of range.
+    ValueError
+        If the solution or the particles do not live on S^1.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import circle, particles
+    >>> rho0 = mf.perturbed_uniform(2, seed=0)
+    >>> sol = circle.solve(mf.SA(beta=4.0), rho0, [0.0, 1.0, 2.0], cells=64)
+    >>> tokens = particles.solve(mf.SA(beta=4.0), mf.sample_density(rho0, 40, 2, seed=0), [0.0, 1.0, 2.0])
+    >>> from meanfield.plotting.circle import density_overlay
+    >>> ax = density_overlay(sol, -1, tokens)
+    >>> ax.get_title()
+    't = 2'
+    >>> plt.close(ax.figure)
+    """
     if not -sol.t.size <= k < sol.t.size:
         raise IndexError(f"k = {k} is out of range for a solution with {sol.t.size} output times")
     ax = _axes(ax)

@@ -7,9 +7,17 @@
   n^{-1/2} e^{λ* t} with its horizon t_n = log(n)/(2λ*);
 - ``energy_figure``: E_β of both measures against t, and their relative gap.
 """
+from __future__ import annotations
+
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..compare import Comparison
 
 __all__ = ["solution_figure", "wasserstein_figure", "energy_figure", "report_figures"]
 
@@ -28,10 +36,37 @@ def _one_draw(particles, pick=slice(None)):
     return ParticleSolution(t=particles.t, x=x[:, pick], energy=None, model=particles.model, info=particles.info)
 
 
-def solution_figure(comparison):
-    """S^1: the space-time density (log colours) with the trajectories of up to 60 tokens of the
-    first draw; S^2: Mollweide density maps (log colours, one scale per panel) at the first,
-    middle and last output with that draw's tokens and their clusters (rings, area ∝ mass)."""
+def solution_figure(comparison: Comparison) -> Figure:
+    r"""The solution panel of a comparison report.
+
+    S^1: the space-time density (log colours) with the trajectories of up to 60 tokens of the first
+    draw; S^2: Mollweide density maps (log colours, one scale per panel) at the first, middle and last
+    output with that draw's tokens and their clusters (rings, area ∝ mass):
+
+    .. math::
+
+        (t, \theta) \mapsto \log_{10} \rho(t, \theta) \ (S^1), \qquad x \mapsto \log_{10} \rho(t_k, x) \ (S^2).
+
+    Parameters
+    ----------
+    comparison : Comparison
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.plotting.report import solution_figure
+    >>> fig = solution_figure(c)
+    >>> fig.axes[0].get_xlabel()
+    't'
+    >>> plt.close(fig)
+    """
     plt = _pyplot()
     name = comparison.info.get("model_name", "")
     if comparison.density.points.shape[1] == 2:
@@ -54,12 +89,39 @@ def solution_figure(comparison):
     return fig
 
 
-def wasserstein_figure(comparison):
-    """W_1 and W_2 (radians) against t: the mean over draws and the band from min to max; the
-    grid error estimate W_2(ρ_h, ρ_{2h}) (dashed), the i.i.d. prediction n^{-1/2} e^{λ* t}
-    (dotted) and the i.i.d. horizon t_n (vertical). The vertical range is the measured data's (with
-    the reference lines where they come near it): the i.i.d. prediction leaves through the top once it
-    exceeds everything measured. The legend sits below the axes."""
+def wasserstein_figure(comparison: Comparison) -> Figure:
+    r"""W_1 and W_2 (radians) against t: the mean over draws and the band from min to max; the grid error
+    estimate W_2(ρ_h, ρ_{2h}) (dashed), the i.i.d. prediction (dotted) and the i.i.d. horizon t_n
+    (vertical), the quantum level (dash-dotted):
+
+    .. math::
+
+        n^{-1/2} e^{\lambda_* t}, \qquad t_n = \frac{\log n}{2\lambda_*}, \qquad \pi (2n)^{-1/2}.
+
+    The vertical range is the measured data's (with the reference lines where they come near it):
+    the i.i.d. prediction leaves through the top once it exceeds everything measured. The legend
+    sits below the axes.
+
+    Parameters
+    ----------
+    comparison : Comparison
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.plotting.report import wasserstein_figure
+    >>> fig = wasserstein_figure(c)
+    >>> fig.axes[0].get_yscale()
+    'log'
+    >>> plt.close(fig)
+    """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5.5), constrained_layout=True)
     t = comparison.t
@@ -99,8 +161,33 @@ def _data_range(comparison):
     return values.min() / 1.5, values.max() * 1.5
 
 
-def energy_figure(comparison):
-    """E_β of the density and of each draw of particles against t (top), their relative gap (bottom)."""
+def energy_figure(comparison: Comparison) -> Figure:
+    r"""E_β of the density and of each draw of particles against t (top), their relative gap (bottom):
+
+    .. math::
+
+        \frac{\overline{E_\beta(\mu^n_t)} - E_\beta(\rho_t)}{E_\beta(\rho_t)} \ (\%).
+
+    Parameters
+    ----------
+    comparison : Comparison
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.plotting.report import energy_figure
+    >>> fig = energy_figure(c)
+    >>> len(fig.axes)
+    2
+    >>> plt.close(fig)
+    """
     plt = _pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 5.5), sharex=True, constrained_layout=True,
                                       gridspec_kw=dict(height_ratios=(2, 1)))
@@ -120,8 +207,33 @@ def energy_figure(comparison):
     return fig
 
 
-def report_figures(comparison, folder):
-    """Write solution.png, wasserstein.png and energy.png to ``folder``; return their paths."""
+def report_figures(comparison: Comparison, folder: str | os.PathLike) -> list[str]:
+    """Write solution.png, wasserstein.png and energy.png of a comparison to ``folder`` (130 dpi, each
+    figure closed after it is saved).
+
+    Parameters
+    ----------
+    comparison : Comparison
+    folder : str or os.PathLike
+        An existing folder.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.plotting.report import report_figures
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     print([os.path.basename(p) for p in report_figures(c, folder)])
+    ['solution.png', 'wasserstein.png', 'energy.png']
+    """
     plt = _pyplot()
     paths = []
     for name, make in (("solution", solution_figure), ("wasserstein", wasserstein_figure),

@@ -9,12 +9,22 @@ densities, at most ``DECADES`` decades below its maximum, each panel with its ow
 colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters
 (``meanfield.clusters``) as rings whose area is proportional to the cluster's mass.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
 
 from ..checks import as_choice, as_float_array, as_points
 from ..geometry import normalise
 from .tokens import cluster_markers
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from ..solvers.results import DensitySolution, ParticleSolution
 
 __all__ = ["density_map", "particles_on_density"]
 
@@ -80,9 +90,18 @@ def _center(sol, k, center):
     return c
 
 
-def density_map(sol, k=-1, projection="mollweide", ax=None, *, center=None, resolution=400, cmap="viridis",
-                colorbar=True, vmin=None, vmax=None, log=True):
-    """Draw the density ρ at output ``k`` of a sphere DensitySolution; returns the Axes.
+def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide", ax: Axes | None = None, *,
+                center: ArrayLike | None = None, resolution: int = 400, cmap: str = "viridis",
+                colorbar: bool = True, vmin: float | None = None, vmax: float | None = None,
+                log: bool = True) -> Axes:
+    r"""Draw the density ρ at output ``k`` of a sphere DensitySolution; returns the Axes.
+
+    Each pixel shows the density of its nearest generator (its cell); with ``log`` the colours are
+    logarithmic over ``DECADES`` decades below the maximum:
+
+    .. math::
+
+        \text{pixel } y \mapsto \rho_{i(y)}, \qquad i(y) = \operatorname{argmin}_i |y - c_i|.
 
     Parameters
     ----------
@@ -91,19 +110,48 @@ def density_map(sol, k=-1, projection="mollweide", ax=None, *, center=None, reso
     k : int
         Output index.
     projection : {"mollweide", "ortho"}
-        Equal-area world map, or the hemisphere around ``center`` (default: the cell of largest
-        density). ``ax`` must match (Mollweide axes for "mollweide").
+        Equal-area world map, or the hemisphere around ``center``. ``ax`` must match (Mollweide
+        axes for "mollweide").
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (default: a new figure).
+    center : array_like, shape (3,), optional
+        Direction the "ortho" hemisphere faces (default: the cell of largest density).
     resolution : int
-        Pixels across the map; each pixel shows the density of its nearest generator (its cell).
-    log : bool
-        Logarithmic colours over ``DECADES`` decades below the maximum (values below are shown
-        in the lowest colour), or linear colours.
+        Pixels across the map.
+    cmap : str
+        Colour map.
+    colorbar : bool
+        Draw a colour bar.
     vmin, vmax : float, optional
         Colour range (default: this panel's own).
+    log : bool
+        Logarithmic colours (values below the range are shown in the lowest colour), or linear.
 
     Returns
     -------
     matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the solution is not on S^2, the projection is unknown or does not match ``ax``, or
+        ``center`` is not a nonzero vector of R^3.
+    IndexError
+        If k is out of range.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> sol = sphere.solve(mf.SA(beta=2.0), mf.perturbed_uniform(3, seed=0), [0.0, 0.5], mesh=sphere.icosphere(2))
+    >>> from meanfield.plotting.sphere import density_map
+    >>> ax = density_map(sol, resolution=60)
+    >>> ax.name, ax.get_title()
+    ('mollweide', 't = 0.5')
+    >>> plt.close(ax.figure)
+    >>> ax = density_map(sol, projection="ortho", resolution=60, colorbar=False)
+    >>> plt.close(ax.figure)
     """
     return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)[0]
 
@@ -160,15 +208,61 @@ def _particle_points(particles, t):
     return as_points(particles, "particles", d=3)
 
 
-def particles_on_density(sol, k, particles, ax=None, *, projection="mollweide", center=None, s=6,
-                         color="w", resolution=400, cmap="viridis", colorbar=True, vmin=None, vmax=None, log=True,
-                         clusters=True):
-    """``density_map`` of output ``k`` (same keywords) with the tokens drawn on top; returns the Axes.
+def particles_on_density(sol: DensitySolution, k: int, particles: ArrayLike | ParticleSolution,
+                         ax: Axes | None = None, *, projection: str = "mollweide",
+                         center: ArrayLike | None = None, s: float = 6, color: str = "w", resolution: int = 400,
+                         cmap: str = "viridis", colorbar: bool = True, vmin: float | None = None,
+                         vmax: float | None = None, log: bool = True, clusters: bool = True) -> Axes:
+    r"""``density_map`` of output ``k`` (same keywords) with the tokens drawn on top; returns the Axes.
 
-    particles: points (n, 3), or a ParticleSolution (its output nearest to time sol.t[k]).
-    Tokens are dots of area ``s``; with ``clusters`` each cluster (``meanfield.clusters``) is
-    also ringed, the ring's area proportional to the cluster's mass. With projection="ortho"
-    only the tokens on the visible hemisphere are drawn.
+    Tokens are dots of area ``s``; with ``clusters`` each cluster (``meanfield.clusters``) is also
+    ringed, the ring's area proportional to the cluster's mass (``cluster_markers``):
+
+    .. math::
+
+        \text{area} = 25 + 900\, m_C \ \text{points}^2.
+
+    With projection="ortho" only the tokens on the visible hemisphere are drawn.
+
+    Parameters
+    ----------
+    sol : DensitySolution
+        A solution on S^2.
+    k : int
+        Output index.
+    particles : array_like (n, 3) or ParticleSolution
+        Points, or a run (its output nearest to time sol.t[k]).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw.
+    projection, center, resolution, cmap, colorbar, vmin, vmax, log
+        As in ``density_map``.
+    s : float
+        Area of the token dots (points²).
+    color : str
+        Colour of the dots and rings.
+    clusters : bool
+        Ring the clusters.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        As ``density_map``; also for points that are not unit vectors of R^3, or a batch of runs.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> sol = sphere.solve(mf.SA(beta=2.0), mf.perturbed_uniform(3, seed=0), [0.0, 0.5], mesh=sphere.icosphere(2))
+    >>> from meanfield.plotting.sphere import particles_on_density
+    >>> ax = particles_on_density(sol, -1, mf.uniform_sphere(50, 3, seed=0), resolution=60)
+    >>> len(ax.collections) >= 2                      # the map and the tokens
+    True
+    >>> plt.close(ax.figure)
     """
     x = _particle_points(particles, sol.t[k])
     ax, frame = _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)
