@@ -13,6 +13,9 @@ Targets are cut into tiles of R rows and sources into blocks of C (``tiles``), b
     online log-sum-exp over the block   (element-wise along the R targets: vectorises)
     G  <- G e^{M_old - M_new} + E Y_k   (R × d, BLAS dgemm with E = the block's w_j e^{s - M})
 
+For d < ``BLAS_MIN_D`` both products are the vectorised in-order loops ``small._times`` instead:
+a dgemm call with an inner dimension of a few costs more than the product.
+
 With the causal mask (targets and sources the same tokens) a target tile runs only through the
 blocks with j0 <= its last target (about half the work) and drops the sources j > i of the block
 it straddles; USA then divides by the prefix weight W_i = sum_{j<=i} w_j.
@@ -30,9 +33,10 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels import _FAST, exp_nonpositive
-from .small import BLAS_MAX_WORK, NO_MASK, first_target, weighted_exponentials
+from .small import BLAS_MAX_WORK, NO_MASK, _times, first_target, weighted_exponentials
 
 MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
+BLAS_MIN_D = 16  # below, a dgemm call costs more than the product: vectorised loops (small._times)
 ROWS = 32        # largest target tile
 COLUMNS = 128    # largest source block
 
@@ -60,20 +64,25 @@ def _padded(a, size, dtype=np.float64):
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
-def _tiled_sums(U, Y, W, normalised, causal, G, log_phi):
-    """U (B, T, R, d) target tiles, Y (B, K, C, d) source blocks with weights W (B, K, C):
-    writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R) = M_i + log z_i;
-    ``causal``: sums over sources j <= target i only.
-    U and Y may be float32 (single-precision products); the sums are float64 in any case."""
+def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
+    """U (B, T, R, d) target tiles, Y (B, K, C, d) source blocks (YT: each transposed, (B, K, d, C))
+    with weights W (B, K, C): writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R)
+    = M_i + log z_i; ``causal``: sums over sources j <= target i only.
+    U and Y may be float32 (single-precision products); the sums are float64 in any case.
+    Below ``BLAS_MIN_D`` the products are ``small._times`` loops instead of dgemm calls."""
     B, T, R, d = U.shape
     K, C = Y.shape[1], Y.shape[2]
+    loops = d < BLAS_MIN_D
     for job in prange(B * T):
         b = job // T
         i0 = (job - b * T) * R
         u = U[b, job - b * T]
         g = G[b, job - b * T]
+        uT = np.ascontiguousarray(u.T)
+        spare = np.empty(R, U.dtype)
         ST = np.empty((C, R), U.dtype)
         E = np.empty((R, d), U.dtype)
+        ET = np.empty((d, R), U.dtype)
         mx = np.full(R, -np.inf)
         top = np.empty(R)
         scale = np.empty(R)
@@ -86,19 +95,28 @@ def _tiled_sums(U, Y, W, normalised, causal, G, log_phi):
             y = Y[b, k]
             w = W[b, k]
             shift = k * C - i0 if causal else NO_MASK
-            np.dot(y, u.T, ST)                       # S^T[j, t] = <y_j, u_t>
+            if loops:
+                _times(y, uT, ST, False, spare)       # S^T[j, t] = <y_j, u_t>
+            else:
+                np.dot(y, u.T, ST)
             for t in range(R):
                 top[t] = mx[t]
             for j in range(C):
                 if w[j] > 0.0:
-                    for t in range(first_target(j, shift, R), R):
+                    for t in range(np.uint64(first_target(j, shift, R)), np.uint64(R)):
                         top[t] = max(top[t], ST[j, t])
             for t in range(R):
                 scale[t] = exp_nonpositive(mx[t] - top[t]) if top[t] > mx[t] else 1.0
                 z[t] *= scale[t]
                 mx[t] = top[t]
             weighted_exponentials(ST, w, mx, z, shift)
-            np.dot(ST.T, y, E)                       # E[t, c] = sum_j e_jt y_jc
+            if loops:
+                _times(YT[b, k], ST, ET, False, spare)  # E^T[c, t] = sum_j y_jc e_jt
+                for c in range(d):
+                    for t in range(R):
+                        E[t, c] = ET[c, t]
+            else:
+                np.dot(ST.T, y, E)                   # E[t, c] = sum_j e_jt y_jc
             for t in range(R):
                 s = scale[t]
                 for c in range(d):
@@ -121,7 +139,8 @@ def softmax_sums(U, y, w, normalised, dtype=np.float64, causal=False):
     Up = _padded(U, R, dtype)
     G = np.empty(Up.shape)
     log_phi = np.empty(Up.shape[:3])
-    _tiled_sums(Up, _padded(y, C, dtype), _padded(w, C), normalised, causal, G, log_phi)
+    Yp = _padded(y, C, dtype)
+    _tiled_sums(Up, Yp, np.ascontiguousarray(np.swapaxes(Yp, 2, 3)), _padded(w, C), normalised, causal, G, log_phi)
     G = G.reshape(B, -1, d)[:, :n]
     if causal and not normalised:
         G = G / np.cumsum(w, axis=1)[:, :, None]

@@ -39,7 +39,7 @@ from scipy.special import logsumexp
 from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
-from meanfield.geometry import circle_points, normalise
+from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, MultiHead, as_model
 
 from . import gemm, kernels, small, spectral, stepping
@@ -670,11 +670,15 @@ def _small_advance(model, w, scheme, shape):
     evaluations = 4 if scheme == "rk4" else 1
     seconds = evaluations * kernels.direct_seconds(B, n, n, d)
 
+    in_span = small.stays_in_span(n, d, *args)
+
     def advance(y, h, count):
+        y, basis = span_coordinates(y) if in_span else (y, None)
+        y = np.ascontiguousarray(y)
         out = np.empty(y.shape)
         with kernels.threads_for(count * seconds):
             small.advance(y, w, h, count, scheme == "rk4", *args, out)
-        return out, evaluations * count
+        return (out if basis is None else normalise(out @ np.swapaxes(basis, 1, 2))), evaluations * count
     return advance
 
 

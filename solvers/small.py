@@ -12,18 +12,26 @@ With the causal mask (``causal``) every sum over j runs over j <= i only (e_ij =
 USA divides by the prefix weight W_i = sum_{j<=i} w_j (1/i for w_j = 1/n).
 
 computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system is held
-transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory:
-scores S^T = x U^T with U = β x A, the shifts, exponentials and sums z elementwise over targets,
-values G^T = x^T E^T, each product updating a row with four terms at a time.  None of these
-loops is a reduction along the vectorised index, so they vectorise without reassociation
-(kernels.py explains why reassociation is off: bit-exact resume across processes).
+transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory
+(``_times``: two rows of the product at a time, four terms of the inner dimension per load and
+store, each entry one FMA chain in the order of the inner index, so the loops vectorise without
+reassociation; kernels.py explains why reassociation is off: bit-exact resume across processes).
+
+Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
+K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
+only the upper part of the Gram matrix is computed (rows from ``aligned(j)``), and
+[G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
+β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
 One parallel job per system; its scratch (a few d × n and n × n arrays) is allocated once per
 job and reused by every stage of every step.
 
 ``advance`` takes ``count`` fixed steps of forward Euler or RK4 of every system, each stage's
 field evaluated at the renormalised stage and the step followed by x <- x/|x|: the scheme of
 ``stepping.fixed_step`` with ``project=normalise`` applied to ``rhs(x) = X(normalise(x))``.
-The state stays in the job's cache between steps.
+The state stays in the job's cache between steps.  With d >= 2n dimensions and
+V = v I every step stays in the span of the system's tokens: the caller (``particles``) may then
+advance the coordinates ``geometry.span_coordinates`` in an orthonormal basis of that span, n instead of
+d per token (d = 128, n = 32: a quarter of the work), map back and renormalise once per call.
 """
 from . import _numba_env  # noqa: F401
 
@@ -35,44 +43,54 @@ from numba import njit, prange
 from .kernels import _FAST, exp_nonpositive
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
-BLAS_MIN_K = 16           # products with a shorter inner dimension: our loops beat a dgemm call
-BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread
+BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
-def _rows_times(P, C, out):
-    """out[r, :] = sum_k P[r, k] C[k, :]  (P (R, K), C (K, n)), four terms k per update."""
-    R, K = P.shape
-    n = C.shape[1]
-    for r in range(R):
-        for i in range(n):
-            out[r, i] = 0.0
+@njit(cache=True, fastmath=_FAST)
+def _row_pair(p, q, C, o, u, lo):
+    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i] for i >= lo, each summed over k
+    in order (one FMA chain per element), four terms k per load and store of o and u."""
+    K, n = C.shape
     K4 = K - K % 4
+    lo, n = np.uint64(lo), np.uint64(n)    # unsigned column indices: no wrap-around test, so the loops vectorise
+    for i in range(lo, n):
+        o[i] = 0.0
+        u[i] = 0.0
     for k in range(0, K4, 4):
-        for r in range(R):
-            p0 = P[r, k]
-            p1 = P[r, k + 1]
-            p2 = P[r, k + 2]
-            p3 = P[r, k + 3]
-            for i in range(n):
-                out[r, i] += (p0 * C[k, i] + p1 * C[k + 1, i]) + (p2 * C[k + 2, i] + p3 * C[k + 3, i])
+        a0, a1, a2, a3 = p[k], p[k + 1], p[k + 2], p[k + 3]
+        b0, b1, b2, b3 = q[k], q[k + 1], q[k + 2], q[k + 3]
+        for i in range(lo, n):
+            c0, c1, c2, c3 = C[k, i], C[k + 1, i], C[k + 2, i], C[k + 3, i]
+            o[i] = o[i] + a0 * c0 + a1 * c1 + a2 * c2 + a3 * c3
+            u[i] = u[i] + b0 * c0 + b1 * c1 + b2 * c2 + b3 * c3
     for k in range(K4, K):
-        for r in range(R):
-            p0 = P[r, k]
-            for i in range(n):
-                out[r, i] += p0 * C[k, i]
+        a0, b0 = p[k], q[k]
+        for i in range(lo, n):
+            o[i] = o[i] + a0 * C[k, i]
+            u[i] = u[i] + b0 * C[k, i]
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
-def _product(P, C, out):
-    """out = P C: BLAS dgemm where it is faster than the loops (inner dimension >= BLAS_MIN_K) and
-    small enough (R K n <= BLAS_MAX_WORK) that OpenBLAS runs it on the calling thread, so that it
-    never starts threads of its own inside a parallel job; ``_rows_times`` otherwise."""
-    R, K = P.shape
-    if K >= BLAS_MIN_K and R * K * C.shape[1] <= BLAS_MAX_WORK:
-        np.dot(P, C, out)
-    else:
-        _rows_times(P, C, out)
+@njit(cache=True, fastmath=_FAST)
+def _times(P, C, out, upper, spare):
+    """out = P C (P (R, K), C (K, n)), vectorised along the n columns, two rows at a time (an odd
+    last row is paired with itself, its twin written to ``spare`` (n,)); ``upper`` (R = n and
+    P C symmetric): only the entries i >= ``aligned(r)`` of each row r."""
+    R = P.shape[0]
+    for r in range(0, R - 1, 2):
+        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1], aligned(r) if upper else 0)
+    if R % 2:
+        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare, aligned(R - 1) if upper else 0)
+
+
+ALIGN = 16   # the upper parts of symmetric matrices start at multiples of this: no short loops, which
+             # LLVM runs scalar (below its vector width × unroll)
+
+
+@njit(cache=True, inline="always")
+def aligned(j):
+    """The first column of row j kept in the upper part of a symmetric matrix: j rounded down
+    to a multiple of ALIGN (so that, with even ALIGN, row pairs 2k, 2k+1 share it)."""
+    return j - j % ALIGN
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
@@ -118,30 +136,66 @@ def weighted_exponentials(ST, w, m, z, shift):
         lo = first_target(j, shift, n)
         for i in range(lo):
             ST[j, i] = 0.0
-        for i in range(lo, n):
+        for i in range(np.uint64(lo), np.uint64(n)):     # unsigned: vectorises (see _row_pair)
             e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
             ST[j, i] = e
             z[i] += e
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
-def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, z,
-           outT, log_phi):
-    """X^T (into outT (d, n)) and log Φ of one system given as xT (d, n) and x = xT^T (n, d).
+SYMMETRIC_MAX_EXP = 700.0   # 2 β|a| up to this: unit tokens' e^{β a <x_i, x_j> - β|a|} >= e^{-700} is normal
 
-    A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
-    ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (d, n), ST (n, n), m, z (n,)."""
+
+@njit(cache=True)
+def symmetric(beta, a, general_A, causal):
+    """Whether ``_field`` takes the symmetric kernel K_ij = e^{β a <x_i, x_j> - M} (one shift M for
+    all targets): scores β a <x_i, x_j> (A = a I), no mask, and 2 β|a| <= ``SYMMETRIC_MAX_EXP``
+    (no term underflows).
+
+    Example
+    -------
+    >>> bool(symmetric(4.0, 1.0, False, False)), bool(symmetric(400.0, 1.0, False, False))
+    (True, False)
+    """
+    return not general_A and not causal and 2.0 * beta * abs(a) <= SYMMETRIC_MAX_EXP
+
+
+@njit(cache=True, fastmath=_FAST)
+def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
+    """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
+
+        K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
+            (scores: the upper part, rows from ``aligned(j)``, mirrored),
+        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
+    d, n = xT.shape
+    _times(x, xT, ST, True, spare)         # <x_j, x_i> for i >= aligned(j)
+    shift = 0.0
+    for j in range(n):
+        shift = max(shift, abs(scale) * ST[j, j])
+        for i in range(aligned(j)):
+            ST[j, i] = ST[i, j]
+    flat = ST.reshape(n * n)               # one contiguous loop vectorises better than short rows
+    for k in range(n * n):
+        flat[k] = exp_nonpositive(min(scale * flat[k] - shift, 0.0))
+    for j in range(n):
+        for c in range(d):
+            WT[c, j] = w[j] * xT[c, j]
+        WT[d, j] = w[j]
+        m[j] = shift
+    _times(WT, ST, GT, False, spare)
+
+
+@njit(cache=True, fastmath=_FAST)
+def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m):
+    """G^T (d, n) and z (row d of GT) with the shifts M_i = max_{j: w_j > 0} s_ij (any A, mask)."""
     d, n = xT.shape
     if general_A:
-        _product(A_T, xT, UT)              # U^T = A^T x^T
-        scale = beta
+        _times(A_T, xT, UT[:d], False, spare)    # U^T = A^T x^T
     else:
         for c in range(d):
             for i in range(n):
                 UT[c, i] = xT[c, i]
-        scale = beta * a
-    _product(x, UT, ST)                    # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    _times(x, UT[:d], ST, False, spare)          # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    z = GT[d]
     for i in range(n):
         m[i] = -np.inf
         z[i] = 0.0
@@ -150,20 +204,38 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         for i in range(n):
             ST[j, i] *= scale
         if w[j] > 0.0:
-            for i in range(first_target(j, shift, n), n):
+            for i in range(np.uint64(first_target(j, shift, n)), np.uint64(n)):
                 m[i] = max(m[i], ST[j, i])
     weighted_exponentials(ST, w, m, z, shift)
-    _product(xT, ST, GT)                   # G^T = x^T E^T
+    _times(xT, ST, GT[:d], False, spare)        # G^T = x^T E^T
+
+
+@njit(cache=True, fastmath=_FAST)
+def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, spare,
+           outT, log_phi):
+    """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
+    xT (d, n) and x = xT^T (n, d).
+
+    A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
+    ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
+    Scratch: UT, GT (d + 1, n), ST (n, n), m, spare (n,)."""
+    d, n = xT.shape
+    if symmetric(beta, a, general_A, causal):
+        _symmetric_sums(xT, x, w, beta * a, UT, GT, ST, spare, m)
+    else:
+        _shifted_sums(xT, x, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, spare, m)
+    z = GT[d]
     prefix = 0.0
     for i in range(n):
-        log_phi[i] = m[i] + math.log(z[i])
+        if log_phi.size:
+            log_phi[i] = m[i] + math.log(z[i])
         prefix += w[i]
         if normalised:
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
     if general_V:
-        _product(V, GT, outT)
+        _times(V, GT[:d], outT, False, spare)
         for c in range(d):
             for i in range(n):
                 outT[c, i] *= z[i]
@@ -187,8 +259,8 @@ def _transpose(src, dst):
 
 @njit(cache=True, inline="always")
 def _scratch(n, d):
-    """A job's work arrays for ``_field``: U^T, G^T (d, n), S^T (n, n), m, z (n,)."""
-    return np.empty((d, n)), np.empty((d, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+    """A job's work arrays for ``_field``: U^T, G^T (d + 1, n), S^T (n, n), m, spare (n,)."""
+    return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n), np.empty(n)
 
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
@@ -205,6 +277,14 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
         _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
                z, oT, log_phi[b])
         _transpose(oT, out[b])
+
+
+def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal):
+    """Whether ``advance`` runs in the coordinates of the span of each system's tokens
+    (``geometry.span_coordinates``): V = v I (and A = a I), so that every stage X_i = P_{x_i} v G_i / z_i
+    and hence every step stays in span{x_1..x_n}, and d >= 2n, so that it at least halves the
+    work.  (The other arguments are those of ``advance`` after h, count, rk4.)"""
+    return d >= 2 * n and not general_V and not general_A
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
@@ -230,7 +310,7 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
         work = np.empty((5, d, n))
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         xs = np.empty((n, d))
-        lp = np.empty(n)
+        lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
         for _ in range(count):

@@ -81,6 +81,37 @@ def test_trajectories_match_reference(model, method):
     assert relative(sol.x, reference_trajectory(model, x0, t, method, 0.01, w)) < 1e-12
 
 
+@pytest.mark.parametrize("method", ["euler", "rk4"])
+@pytest.mark.parametrize("model", MODELS[:4], ids=IDS[:4])
+def test_trajectories_in_the_span_of_the_tokens_match_reference(model, method):
+    """d >= 2n with V = v I: ``advance`` runs in the coordinates of span{x_1..x_n}, also when
+    tokens coincide (rank < n)."""
+    x0 = mf.uniform_sphere(5, 12, seed=6, batch=2)
+    x0[1, 3] = x0[1, 0]
+    assert small.stays_in_span(5, 12, *particles._small_arguments(model, 12))
+    t = np.array([0.0, 0.5])
+    sol = particles.solve(model, x0, t, method=method, dt=0.01)
+    assert relative(sol.x, reference_trajectory(model, x0, t, method, 0.01)) < 1e-12
+    assert not small.stays_in_span(2, D, *particles._small_arguments(MODELS[4], D))     # general A, V
+
+
+@pytest.mark.parametrize("beta", [0.49 * small.SYMMETRIC_MAX_EXP, 0.51 * small.SYMMETRIC_MAX_EXP])
+def test_symmetric_and_shifted_kernels_agree_with_reference(beta):
+    """Below 2 β |a| = SYMMETRIC_MAX_EXP one symmetric kernel e^{β <x_i, x_j> - β} (half the scores),
+    above it the per-target shifts: both give the reference's field and log Φ."""
+    model = mf.SA(beta)
+    assert small.symmetric(beta, 1.0, False, False) == (beta < small.SYMMETRIC_MAX_EXP / 2)
+    x = mf.uniform_sphere(40, 3, seed=1, batch=2)
+    x[:, 1] = x[:, 0] * np.cos(0.01) + np.cross(x[:, 0], x[:, 2]) / np.linalg.norm(np.cross(x[:, 0], x[:, 2]), axis=1,
+                                                                                 keepdims=True) * np.sin(0.01)
+    x = normalise(x)
+    w = np.full((2, 40), 1 / 40)
+    out, log_phi = particles._direct(model, x, x, w)
+    for b in range(2):
+        assert relative(out[b], reference.attention_field(model, x[b], x[b], w[b])) < 1e-12
+        assert relative(log_phi[b], reference.log_potential(model, x[b], x[b], w[b])) < 1e-12
+
+
 def test_engines_agree_and_auto_choice():
     x0 = mf.uniform_sphere(20, 4, seed=5, batch=6)
     t = np.linspace(0.0, 2.0, 5)
