@@ -22,23 +22,21 @@ L times, L = log2(``finest``/``cells``).
   Where SA's Φ~ = M + βQ falls below the sums' accuracy the cell's Φ~ and u are recomputed by direct
   log-sum-exp over the point masses (``dyadic_kernels.log_space``), as in ``circle``.
 - **Fluxes and reconstruction** on cells of different widths: ``dyadic_kernels.flux_pass``.
-- **Criterion.**  Cell i wants the level
-
-  * mass: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
-    (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
-    cells (the error past clustering is about m_c h/2 per cluster in W1);
-  * watersheds: while a watershed (a face where the velocity changes sign from - to +, u_i ≤ 0 <
-    u_{i+1}: the flow divides there) carries density ≥ ``watershed`` · ρ̄, every cell wants at least
-    the level of ``watershed_cells``.  The cluster masses are decided then, before the collapse: a
-    cluster ends with the mass between the two separatrices around it, and the scheme misplaces a
-    separatrix by the error of the velocity field there, which is the O(h²) error of the density
-    within the kernel's reach (about 1.2 rad at β = 4: refining only 0.4 / 0.8 / 1.2 rad around the
-    watersheds, a local variant, left 2.9e-5 / 1.1e-5 / 1.3e-6 of cluster mass error, refining all
-    5.8e-7, no watershed refinement 3.1e-5; docs/adaptive.md).  So the smooth phase runs on
-    ``watershed_cells`` cells, and the cluster-mass error δm falls like (2π/watershed_cells)² while the
-    finest level decides the positions.  Once no watershed carries mass the cells coarsen.
-
-  Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
+- **Criterion.**  Cell i wants the higher of the levels of two criteria, mass and watersheds:
+- *mass*: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
+  (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
+  cells (the error past clustering is about m_c h/2 per cluster in W1);
+- *watersheds*: while a watershed (a face where the velocity changes sign from - to +, u_i ≤ 0 <
+  u_{i+1}: the flow divides there) carries density ≥ ``watershed`` · ρ̄, every cell wants at least
+  the level of ``watershed_cells``.  The cluster masses are decided then, before the collapse: a
+  cluster ends with the mass between the two separatrices around it, and the scheme misplaces a
+  separatrix by the error of the velocity field there, which is the O(h²) error of the density
+  within the kernel's reach (about 1.2 rad at β = 4: refining only 0.4 / 0.8 / 1.2 rad around the
+  watersheds, a local variant, left 2.9e-5 / 1.1e-5 / 1.3e-6 of cluster mass error, refining all
+  5.8e-7, no watershed refinement 3.1e-5; docs/adaptive.md).  So the smooth phase runs on
+  ``watershed_cells`` cells, and the cluster-mass error δm falls like (2π/watershed_cells)² while the
+  finest level decides the positions.  Once no watershed carries mass the cells coarsen.
+- **Hysteresis and grading.**  Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
   ``watershed``/4 (hysteresis); ``buffer`` cells of every level surround the finer ones (``dyadic.select``);
   θ is raised fourfold while the mesh would exceed ``max_cells``.
 - **Initial data**: a callable ρ_0 is averaged over each cell (Gauss–Legendre); values at the centres
