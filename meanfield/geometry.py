@@ -58,25 +58,35 @@ def uniform_sphere(n: int, d: int, seed: int | np.random.Generator | None = None
 
 
 def span_coordinates(x):
-    """Coordinates of tokens in an orthonormal basis of their span: x = c Bᵀ, so c cᵀ = x xᵀ.
+    r"""Coordinates of tokens in an orthonormal basis of their span: x = c Bᵀ, so c cᵀ = x xᵀ.
 
     With xᵀ = B R (reduced QR, diag R >= 0), c = Rᵀ is lower triangular: row i holds the
     coordinates of x_i in the Gram–Schmidt basis of x_1, ..., x_i.  The coordinates live in
     R^r, r = min(n, d): for d > n an n-dimensional, exactly equivalent copy of the tokens.
 
+    .. math::
+
+        x^\top = B R, \qquad c = R^\top, \qquad x = c B^\top, \qquad c c^\top = x x^\top.
+
     Parameters
     ----------
-    x : ndarray (n, d) or (B, n, d)
+    x : ndarray, shape (n, d) or (B, n, d)
+        Unit vectors (one cloud, or a batch of B clouds).
 
     Returns
     -------
-    c : ndarray (n, r) or (B, n, r)
+    c : ndarray, shape (n, r) or (B, n, r)
         Coordinates, rows renormalised (they are unit vectors to round-off).
-    basis : ndarray (d, r) or (B, d, r)
+    basis : ndarray, shape (d, r) or (B, d, r)
         Orthonormal columns; x = c @ basisᵀ to round-off.
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        If x is not a finite array of shape (n, d) or (B, n, d).
+
+    Examples
+    --------
     >>> x = uniform_sphere(4, 100, seed=0)
     >>> c, basis = span_coordinates(x)
     >>> c.shape, bool(np.allclose(c @ c.T, x @ x.T)), bool(np.allclose(c @ basis.T, x))
@@ -91,13 +101,15 @@ def span_coordinates(x):
 
 
 def uniform_span_coordinates(n: int, d: int, seed=None, batch: int | None = None) -> np.ndarray:
-    """``span_coordinates`` of n i.i.d. uniform points on S^{d-1}, drawn in O(n²) for any d.
+    r"""``span_coordinates`` of n i.i.d. uniform points on S^{d-1}, drawn in O(n²) for any d.
 
     For d <= n the points themselves (``uniform_sphere``).  For d > n, Bartlett's decomposition:
     for g_1, ..., g_n i.i.d. N(0, I_d), the coordinates L of g_i in the Gram–Schmidt basis of
     g_1, ..., g_i form a lower-triangular matrix with independent entries
 
-        L_ii = sqrt(χ²_{d-i+1}),   L_ij ~ N(0, 1)  (j < i),   (i, j = 1, ..., n)
+    .. math::
+
+        L_{ii} = \sqrt{\chi^2_{d-i+1}}, \qquad L_{ij} \sim N(0, 1) \quad (j < i), \qquad i, j = 1, \dots, n
 
     (the component of g_i along an orthonormal direction fixed by g_1, ..., g_{i-1} is N(0, 1),
     and its squared norm orthogonal to their span χ² with d - i + 1 degrees of freedom).  The rows
@@ -110,15 +122,22 @@ def uniform_span_coordinates(n: int, d: int, seed=None, batch: int | None = None
     n, d : int
         Number of points and ambient dimension (d >= 2).
     seed : int, numpy.random.Generator or None
+        Source of randomness (None: fresh entropy).
     batch : int, optional
         Number of independent clouds.
 
     Returns
     -------
-    ndarray (n, min(n, d)) or (batch, n, min(n, d))
+    ndarray, shape (n, min(n, d)) or (batch, n, min(n, d))
+        Unit rows; lower triangular when d > n.
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        If n, d or batch is not a positive integer, d < 2, or the draw would exceed the memory limit.
+
+    Examples
+    --------
     >>> c = uniform_span_coordinates(3, 10**6, seed=0)
     >>> c.shape, bool(np.allclose(np.linalg.norm(c, axis=1), 1.0)), bool(np.all(np.triu(c, 1) == 0))
     ((3, 3), True, True)

@@ -22,23 +22,21 @@ L times, L = log2(``finest``/``cells``).
   Where SA's Φ~ = M + βQ falls below the sums' accuracy the cell's Φ~ and u are recomputed by direct
   log-sum-exp over the point masses (``dyadic_kernels.log_space``), as in ``circle``.
 - **Fluxes and reconstruction** on cells of different widths: ``dyadic_kernels.flux_pass``.
-- **Criterion.**  Cell i wants the level
-
-  * mass: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
-    (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
-    cells (the error past clustering is about m_c h/2 per cluster in W1);
-  * watersheds: while a watershed (a face where the velocity changes sign from - to +, u_i ≤ 0 <
-    u_{i+1}: the flow divides there) carries density ≥ ``watershed`` · ρ̄, every cell wants at least
-    the level of ``watershed_cells``.  The cluster masses are decided then, before the collapse: a
-    cluster ends with the mass between the two separatrices around it, and the scheme misplaces a
-    separatrix by the error of the velocity field there, which is the O(h²) error of the density
-    within the kernel's reach (about 1.2 rad at β = 4: refining only 0.4 / 0.8 / 1.2 rad around the
-    watersheds, a local variant, left 2.9e-5 / 1.1e-5 / 1.3e-6 of cluster mass error, refining all
-    5.8e-7, no watershed refinement 3.1e-5; docs/adaptive.md).  So the smooth phase runs on
-    ``watershed_cells`` cells, and the cluster-mass error δm falls like (2π/watershed_cells)² while the
-    finest level decides the positions.  Once no watershed carries mass the cells coarsen.
-
-  Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
+- **Criterion.**  Cell i wants the higher of the levels of two criteria, mass and watersheds:
+- *mass*: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
+  (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
+  cells (the error past clustering is about m_c h/2 per cluster in W1);
+- *watersheds*: while a watershed (a face where the velocity changes sign from - to +, u_i ≤ 0 <
+  u_{i+1}: the flow divides there) carries density ≥ ``watershed`` · ρ̄, every cell wants at least
+  the level of ``watershed_cells``.  The cluster masses are decided then, before the collapse: a
+  cluster ends with the mass between the two separatrices around it, and the scheme misplaces a
+  separatrix by the error of the velocity field there, which is the O(h²) error of the density
+  within the kernel's reach (about 1.2 rad at β = 4: refining only 0.4 / 0.8 / 1.2 rad around the
+  watersheds, a local variant, left 2.9e-5 / 1.1e-5 / 1.3e-6 of cluster mass error, refining all
+  5.8e-7, no watershed refinement 3.1e-5; docs/adaptive.md).  So the smooth phase runs on
+  ``watershed_cells`` cells, and the cluster-mass error δm falls like (2π/watershed_cells)² while the
+  finest level decides the positions.  Once no watershed carries mass the cells coarsen.
+- **Hysteresis and grading.**  Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
   ``watershed``/4 (hysteresis); ``buffer`` cells of every level surround the finer ones (``dyadic.select``);
   θ is raised fourfold while the mesh would exceed ``max_cells``.
 - **Initial data**: a callable ρ_0 is averaged over each cell (Gauss–Legendre); values at the centres
@@ -195,7 +193,49 @@ class _Stage:
 
 
 def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
-    """dρ/dt of the scheme on a DyadicMesh for cell densities ``rho`` (one per cell)."""
+    r"""dρ/dt of the scheme on a DyadicMesh for cell densities ``rho`` (one per cell).
+
+    The semi-discrete continuity equation on cells C_i of widths w_i (``dyadic_kernels.flux_pass``,
+    the field from the exact Fourier coefficients of the piecewise-constant density):
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{w_i}, \qquad
+        \sum_i w_i \frac{d\rho_i}{dt} = 0.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Q^T K = I, V = ±I heads (as ``circle.solve``).
+    rho : array_like, shape (mesh.size,)
+        Cell densities (>= 0).
+    mesh : DyadicMesh
+        The cells.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+        The flux (``circle``'s).
+
+    Returns
+    -------
+    ndarray, shape (mesh.size,)
+        dρ_i/dt.
+
+    Raises
+    ------
+    ValueError
+        If the model is not isotropic, the flux unknown, or rho not one non-negative finite density per cell.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.solvers.dyadic import select, uniform_mesh
+    >>> mesh = select(uniform_mesh(16, 2), [2] + [0] * 15, buffer=1)      # cells of three widths
+    >>> rate = time_derivative(mf.SA(2.0), 1 + 0.5 * np.cos(mesh.angles), mesh)
+    >>> bool(abs(rate @ mesh.widths) < 1e-14)                             # mass is conserved
+    True
+    >>> rest = time_derivative(mf.SA(2.0), np.full(mesh.size, 1 / (2 * np.pi)), mesh)
+    >>> bool(np.abs(rest).max() < 1e-14)                                  # the uniform density is at rest
+    True
+    """
     model = circle.isotropic_model(model, "adaptive circle", multihead=True)
     as_choice(flux, "flux", circle.FLUXES)
     rho = as_density(rho, "rho")
@@ -205,8 +245,47 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
 
 
 def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
-    """The level each cell wants (module docstring): the mass criterion, raised to
-    ``watershed_level`` everywhere while a watershed carries density ≥ ``watershed`` ρ̄."""
+    r"""The level each cell wants (module docstring): the mass criterion, raised to
+    ``watershed_level`` everywhere while a watershed carries density ≥ ``watershed`` ρ̄.
+
+    .. math::
+
+        \ell_i = \operatorname{clip}\Big(\Big\lceil \log_2 \frac{\rho_i}{\theta \bar\rho} \Big\rceil, 0, L\Big),
+        \qquad \bar\rho = \frac{1}{2\pi} \sum_j \rho_j w_j,
+
+    and ℓ_i ← max(ℓ_i, ``watershed_level``) for every i when some face has u_i ≤ 0 < u_{i+1} and
+    max(ρ_i, ρ_{i+1}) ≥ ``watershed`` ρ̄.
+
+    Parameters
+    ----------
+    rho : ndarray, shape (mesh.size,)
+        Cell densities.
+    velocity : ndarray, shape (mesh.size,)
+        u at the cell centres.
+    mesh : DyadicMesh
+        The cells (widths w_j, finest level L).
+    threshold : float
+        θ > 0, the most mass a cell may hold in units of a base cell at the mean density.
+    watershed : float
+        The density, in units of ρ̄, above which a watershed asks for ``watershed_level`` (0: off).
+    watershed_level : int
+        The level of the smooth phase.
+
+    Returns
+    -------
+    ndarray of int64, shape (mesh.size,)
+        The wanted levels, in [0, L] (or ``watershed_level``).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.dyadic import uniform_mesh
+    >>> mesh = uniform_mesh(8, 2)
+    >>> rho = np.array([8.0, 1, 1, 1, 1, 1, 1, 1])
+    >>> wanted_levels(rho, np.zeros(8), mesh, 2.0, 0.01, 1).tolist()             # no watershed
+    [2, 0, 0, 0, 0, 0, 0, 0]
+    >>> wanted_levels(rho, -np.sin(mesh.angles), mesh, 2.0, 0.01, 1).tolist()    # one at θ = π
+    [2, 1, 1, 1, 1, 1, 1, 1]
+    """
     mean = float(rho @ mesh.widths) / (2 * np.pi)
     with np.errstate(divide="ignore"):
         mass = np.ceil(np.log2(rho / (threshold * mean)))
@@ -255,7 +334,51 @@ def _initial(rho0, mesh, cells):
 
 def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
     """(mesh, rho, threshold) the criterion asks for at t = 0: refined from the base grid with rho0
-    evaluated on each new mesh until the mesh no longer changes."""
+    evaluated on each new mesh until the mesh no longer changes.
+
+    The densities on a mesh are the cell averages of a callable rho0 (Gauss–Legendre), or an array of
+    base-cell densities moved by ``dyadic.transfer``, normalised to Σ_i ρ_i w_i = 1; the levels are
+    ``wanted_levels`` with hysteresis, graded by ``dyadic.select``.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Validated isotropic model (as ``solve`` passes it).
+    rho0 : callable or ndarray
+        Points (N, 2) -> densities, or the densities on the ``cells`` base cells.
+    cells : int
+        N_0, the number of base cells.
+    depth : int
+        L, the finest level.
+    flux : str
+        The flux (the criterion's velocity is computed with it).
+    settings : dict
+        ``watershed``, ``watershed_level``, ``buffer`` and ``max_cells`` (``solve``'s settings).
+    threshold : float
+        θ, raised fourfold while the mesh would exceed ``max_cells``.
+
+    Returns
+    -------
+    mesh : DyadicMesh
+    rho : ndarray, shape (mesh.size,)
+        Unit-mass cell densities of rho0 on it.
+    threshold : float
+        The θ used.
+
+    Raises
+    ------
+    ValueError
+        If rho0 gives negative or non-finite densities, or an array rho0 is not one density per base cell.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> settings = dict(watershed=0.0, watershed_level=0, buffer=2, max_cells=8192)
+    >>> bump = lambda x: np.exp(8 * x[:, 0])                   # concentrated around θ = 0
+    >>> mesh, rho, theta = initial_mesh(mf.SA(4.0), bump, 16, 3, "upwind2", settings, 2.0)
+    >>> mesh.size, int(mesh.levels[0]), int(mesh.levels[16]), round(float(rho @ mesh.widths), 12), theta
+    (34, 2, 0, 1.0, 2.0)
+    """
     mesh = uniform_mesh(cells, depth)
     for _ in range(depth + 2):
         rho = _initial(rho0, mesh, cells)
@@ -279,41 +402,77 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
           buffer=DEFAULTS["buffer"], every=DEFAULTS["every"], interval=DEFAULTS["interval"],
           max_cells=DEFAULTS["max_cells"], energy=True, progress=False, checkpoint=None, checkpoint_every=10,
           resume=False, budget=BUDGET):
-    """Solve the continuity equation on S^1 on adaptive cells; return a DensitySolution whose
+    r"""Solve the continuity equation on S^1 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells.
+
+    .. math::
+
+        \partial_t \rho + \partial_\theta(\rho \, u) = 0, \qquad
+        F_\kappa(\theta) = \sum_{|k| \le K} \hat\kappa_k \hat\rho_k e^{ik\theta}, \qquad
+        \hat\rho_k = \sum_j m_j \operatorname{sinc}(k w_j / 2) e^{-ik c_j},
+
+    the velocity u built from the fields F_κ of the kernels κ (module docstring), by finite volumes
+    on a dyadic mesh that refines where the mass concentrates and around the watersheds, stepped by
+    positivity-controlled SSP-RK3.
 
     Parameters
     ----------
-    model : SA, USA or MultiHead of such heads (Q^T K = I, V = ±I), as ``circle.solve``.
-    rho0 : callable of points (N, 2) -> densities (at the cell centres), or an array of densities on
-        the ``cells`` base cells; normalised to unit mass.
-    t_eval : increasing output times (the steps end on each).
-    cells : N_0, the number of base cells (coarsest level).
-    finest : the number of cells of the finest level, N_0 2^L (``finest == cells``: ``circle.solve``).
-    flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``circle``'s fluxes).
-    threshold : θ, the most mass a cell may hold in units of a base cell at the mean density.
-    watershed : while a watershed (a - to + sign change of the velocity) carries a density of at least
+    model : SA, USA or MultiHead
+        Heads with Q^T K = I, V = ±I, as ``circle.solve``.
+    rho0 : callable or array_like
+        Points (N, 2) -> densities (averaged over each cell), or an array of densities on the
+        ``cells`` base cells; normalised to unit mass.
+    t_eval : array_like
+        Increasing output times (the steps end on each).
+    cells : int
+        N_0, the number of base cells (coarsest level).
+    finest : int
+        The number of cells of the finest level, N_0 2^L (``finest == cells``: ``circle.solve``).
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+        ``circle``'s fluxes (default "upwind2").
+    threshold : float
+        θ, the most mass a cell may hold in units of a base cell at the mean density.
+    watershed : float
+        While a watershed (a - to + sign change of the velocity) carries a density of at least
         this times the mean, every cell is refined to ``watershed_cells`` (module docstring); 0 turns the
         watershed criterion off.
-    watershed_cells : the cells of that smooth phase, cells 2^k (clipped to [cells, finest]).
-    buffer : cells of each level around the finer ones.
-    every, interval : the criterion is checked every ``every`` steps and at least every ``interval``.
-    max_cells : the most cells a mesh may have (θ is raised until it fits).
-    energy : compute E_β at the outputs and across the remeshes.
-    progress : passed to ``stepping.integrate``.
-    checkpoint, checkpoint_every, resume : a path where the run's state is saved after every
-        ``checkpoint_every`` criterion checks; ``resume=True`` continues it bit for bit.
-    budget : seconds after which the run stops with an error (None: no limit).
+    watershed_cells : int
+        The cells of that smooth phase, cells 2^k (clipped to [cells, finest]).
+    buffer : int
+        Cells of each level around the finer ones.
+    every, interval : int, float
+        The criterion is checked every ``every`` steps and at least every ``interval``.
+    max_cells : int
+        The most cells a mesh may have (θ is raised until it fits).
+    energy : bool
+        Compute E_β at the outputs and across the remeshes.
+    progress : bool or None
+        Passed to ``stepping.integrate``.
+    checkpoint, checkpoint_every, resume : path, int, bool
+        A path where the run's state is saved after every ``checkpoint_every`` criterion checks;
+        ``resume=True`` continues it bit for bit.
+    budget : float or None
+        Seconds after which the run stops with an error (None: no limit).
 
     Returns
     -------
-    DensitySolution with rho, points, areas padded to the largest mesh and ``cells`` (m,); info holds
-    the settings, remeshes, checks, remesh_seconds, meshes (t, cells, finest level of each mesh),
-    energy_dips, remesh_energy, log_space_cells and the step counters (nfev, nsteps, nrejected, hmin,
-    hmax).
+    DensitySolution
+        rho, points, areas padded to the largest mesh and ``cells`` (m,); info holds the settings,
+        remeshes, checks, remesh_seconds, meshes (t, cells, finest level of each mesh), energy_dips,
+        remesh_energy, log_space_cells and the step counters (nfev, nsteps, nrejected, hmin, hmax).
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        On invalid input: a model other than Q^T K = I, V = ±I heads, an unknown flux, bad output times
+        or densities, ``finest`` not ``cells`` times a power of two, a non-finite or negative
+        ``watershed``, ``watershed_cells`` above ``max_cells``, ``resume`` without ``checkpoint``, or a
+        checkpoint written by another run.
+    RuntimeError
+        When the run passes its ``budget``.
+
+    Examples
+    --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
     >>> sol = solve(mf.SA(4.0), perturbed_uniform(2), [0.0, 2.0], cells=64, finest=512)

@@ -156,9 +156,54 @@ def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumul
 
 @njit(cache=True, inline="always")
 def face_fluxes(flux, rho, u, east, west, coarse, pot, inv_gaps, fluxes, outflow):
-    """fluxes[i] = F_{i+1/2}, the net flux from cell i to cell i + 1 (cyclic), with the part leaving
+    r"""fluxes[i] = F_{i+1/2}, the net flux from cell i to cell i + 1 (cyclic), with the part leaving
     each cell added to ``outflow`` (``flux_pass``'s formulas; muscl and tpfa take the face velocity
-    (P_{i+1} - P_i) · inv_gaps[i])."""
+    (P_{i+1} - P_i) · inv_gaps[i]).
+
+    .. math::
+
+        F_{i+1/2} = F^{+}_{i} + F^{-}_{i+1}, \qquad
+        \text{out}_i \mathrel{+}= F^{+}_i, \qquad \text{out}_{i+1} \mathrel{-}= F^{-}_{i+1},
+
+    F^+ ≥ 0 the part leaving cell i eastward and F^- ≤ 0 the part leaving cell i + 1 westward: for
+    upwind (and upwind2 at unresolved cells) F^+_i = ρ_i max(u_i, 0), F^-_{i+1} = ρ_{i+1} min(u_{i+1}, 0);
+    for upwind2 the reconstructed ``east[i]``, ``west[i + 1]``; for muscl and tpfa, with
+    u_f = (P_{i+1} - P_i) · inv_gaps[i], F^+_i = max(u_f, 0) ρ^E_i and F^-_{i+1} = min(u_f, 0) ρ^W_{i+1}
+    (ρ^E = ``east``, ρ^W = ``west`` for muscl, ρ itself for tpfa).
+
+    Parameters
+    ----------
+    flux : int
+        ``FLUX_CODES``: 0 upwind2, 1 upwind, 2 muscl, 3 tpfa.
+    rho, u : ndarray, shape (N,)
+        Cell densities and centre velocities.
+    east, west : ndarray, shape (N,)
+        upwind2: the reconstructed outgoing fluxes through the east and west faces; muscl: the face
+        states ρ_i ± σ_i/2; unused otherwise.
+    coarse : ndarray, shape (N,)
+        Non-zero at unresolved cells (upwind2 takes the first-order flux at their faces).
+    pot : ndarray, shape (N,)
+        The potential P at the centres (muscl, tpfa).
+    inv_gaps : ndarray, shape (N,)
+        1/g_i, the inverse distance between centres i and i + 1.
+    fluxes : ndarray, shape (N,)
+        Output: F_{i+1/2}.
+    outflow : ndarray, shape (N,)
+        Accumulator: the flux leaving each cell is added (zero it first).
+
+    Returns
+    -------
+    None
+        ``fluxes`` and ``outflow`` are written in place.
+
+    Examples
+    --------
+    >>> rho, u, zero = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, -1.0, 1.0, -1.0]), np.zeros(4)
+    >>> fluxes, outflow = np.empty(4), np.zeros(4)
+    >>> face_fluxes(1, rho, u, zero, zero, zero, zero, np.ones(4), fluxes, outflow)     # upwind
+    >>> fluxes.tolist(), outflow.tolist()          # every cell sends all of ρ_i |u_i| out
+    ([-1.0, 0.0, -1.0, 0.0], [1.0, 2.0, 3.0, 4.0])
+    """
     n = rho.shape[0]
     for i in range(n):
         j = i + 1 if i + 1 < n else 0

@@ -37,8 +37,35 @@ __all__ = ["DyadicMesh", "uniform_mesh", "select", "transfer", "minmod_slopes"]
 
 @dataclass(frozen=True, eq=False)
 class DyadicMesh:
-    """Cells [e_i, e_i + s_i) in units of the finest width 2π/(base 2^depth), ``edges`` increasing
-    from 0, ``sizes`` powers of two dividing the edges, Σ sizes = base 2^depth."""
+    r"""Cells [e_i, e_i + s_i) in units of the finest width 2π/(base 2^depth), ``edges`` increasing
+    from 0, ``sizes`` powers of two dividing the edges, Σ sizes = base 2^depth.
+
+    Cell i is the arc of angles
+
+    .. math::
+
+        C_i = \Big[\frac{2\pi e_i}{N_0 2^L}, \frac{2\pi (e_i + s_i)}{N_0 2^L}\Big), \qquad
+        s_i = 2^{L - \ell_i}, \qquad \sum_i s_i = N_0 2^L,
+
+    with N_0 = ``base``, L = ``depth`` and ℓ_i the cell's level (``levels``).
+
+    Parameters
+    ----------
+    base : int
+        N_0, the number of base (level-0) cells.
+    depth : int
+        L, the finest level: the finest width is 2π/(N_0 2^L).
+    edges : ndarray of int64, shape (N,)
+        Left edges e_i in finest units, increasing from 0.
+    sizes : ndarray of int64, shape (N,)
+        Cell sizes s_i in finest units, powers of two dividing the edges.
+
+    Examples
+    --------
+    >>> mesh = DyadicMesh(2, 1, np.array([0, 2, 3]), np.array([2, 1, 1]))
+    >>> mesh.size, mesh.units, mesh.levels.tolist(), round(float(mesh.widths.sum()), 6)
+    (3, 4, [0, 1, 1], 6.283185)
+    """
     base: int
     depth: int
     edges: np.ndarray
@@ -80,7 +107,39 @@ class DyadicMesh:
 
 
 def uniform_mesh(base, depth, level=0):
-    """Every cell at ``level``: base 2^level equal cells."""
+    r"""Every cell at ``level``: base 2^level equal cells.
+
+    .. math::
+
+        e_i = i \, 2^{L - \ell}, \qquad s_i = 2^{L - \ell}, \qquad i = 0, \dots, N_0 2^\ell - 1.
+
+    Parameters
+    ----------
+    base : int
+        N_0, the number of base cells (>= 1).
+    depth : int
+        L >= 0, the finest level of the mesh's finest grid.
+    level : int
+        ℓ in [0, L], the level of every cell.
+
+    Returns
+    -------
+    DyadicMesh
+        N_0 2^ℓ cells of width 2π/(N_0 2^ℓ).
+
+    Raises
+    ------
+    ValueError
+        If base is not a positive integer or depth not an integer >= 0.
+
+    Examples
+    --------
+    >>> mesh = uniform_mesh(4, 2)
+    >>> mesh.size, mesh.units, mesh.levels.tolist()
+    (4, 16, [0, 0, 0, 0])
+    >>> uniform_mesh(4, 2, level=1).size
+    8
+    """
     base, depth = as_count(base, "cells"), as_count(depth, "depth", minimum=0)
     size = 1 << (depth - level)
     edges = np.arange(0, base << depth, size, dtype=np.int64)
@@ -99,8 +158,41 @@ def _dilate(mask, radius):
 
 
 def select(mesh, wanted, buffer):
-    """The graded DyadicMesh whose cells have at least the levels ``wanted`` (one per cell of
-    ``mesh``) with ``buffer`` cells of each level around the finer ones (module docstring)."""
+    r"""The graded DyadicMesh whose cells have at least the levels ``wanted`` (one per cell of
+    ``mesh``) with ``buffer`` cells of each level around the finer ones (module docstring).
+
+    Every finest unit x gets the target level
+
+    .. math::
+
+        \tau(x) = \max\{\ell_i : \operatorname{dist}(x, C_i) \le b \, h_{\ell_i}\},
+
+    b = ``buffer``, h_ℓ the level-ℓ width; it is then graded (τ ≥ ℓ widened by b level-(ℓ-1) widths
+    gets τ ≥ ℓ - 1) and every cell whose span has max τ above its level is split.
+
+    Parameters
+    ----------
+    mesh : DyadicMesh
+        The current mesh.
+    wanted : array_like of int, shape (mesh.size,)
+        The level each cell of ``mesh`` wants (clipped to [0, depth]).
+    buffer : int
+        b >= 0, cells of each level around the finer ones (neighbours differ by one level at most
+        when b >= 1).
+
+    Returns
+    -------
+    DyadicMesh
+        The new mesh, on the same finest grid.
+
+    Examples
+    --------
+    >>> coarse = uniform_mesh(4, 2)
+    >>> select(coarse, [2, 0, 0, 0], buffer=0).levels.tolist()
+    [2, 2, 2, 2, 0, 0, 0]
+    >>> select(coarse, [2, 0, 0, 0], buffer=1).levels.tolist()
+    [2, 2, 2, 2, 2, 2, 1, 0, 1, 2, 2]
+    """
     depth, n = mesh.depth, mesh.units
     wanted = np.clip(np.asarray(wanted, dtype=np.int64), 0, depth)
     target = np.zeros(n, dtype=np.int64)
@@ -121,14 +213,78 @@ def select(mesh, wanted, buffer):
 
 
 def minmod_slopes(rho, mesh):
-    """σ_i = minmod((ρ_{i+1} - ρ_i)/g_i, (ρ_i - ρ_{i-1})/g_{i-1}), g the centre gaps (cyclic)."""
+    r"""The minmod slopes σ_i of cell densities on a DyadicMesh, per unit angle, g the centre gaps (cyclic).
+
+    .. math::
+
+        \sigma_i = \operatorname{minmod}\Big(\frac{\rho_{i+1} - \rho_i}{g_i},
+        \frac{\rho_i - \rho_{i-1}}{g_{i-1}}\Big), \qquad
+        \operatorname{minmod}(a, b) = \begin{cases} a & ab > 0, \ |a| < |b| \\
+        b & ab > 0, \ |a| \ge |b| \\ 0 & ab \le 0. \end{cases}
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell densities.
+    mesh : DyadicMesh
+        The mesh of ``rho`` (its ``gaps`` g_i between consecutive centres).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+        σ_i: the linear reconstruction ρ_i + σ_i (θ - c_i) stays between the neighbours' values.
+
+    Examples
+    --------
+    >>> mesh = uniform_mesh(4, 2)
+    >>> sigma = minmod_slopes(np.array([1.0, 2.0, 4.0, 3.0]), mesh)
+    >>> (sigma * mesh.gaps).tolist()         # in units of the cell width: 0 at the extrema
+    [0.0, 1.0, 0.0, -1.0]
+    """
     right = (np.roll(rho, -1) - rho) / mesh.gaps
     left = np.roll(right, 1)
     return np.where(left * right > 0, np.where(np.abs(left) < np.abs(right), left, right), 0.0)
 
 
 def transfer(old, new, rho):
-    """Cell densities on ``new`` from those on ``old`` (module docstring): conservative, ≥ 0, local."""
+    r"""Cell densities on ``new`` from those on ``old`` (module docstring): conservative, ≥ 0, local.
+
+    An old cell i split into new cells D_j gives D_j
+
+    .. math::
+
+        M_{ij} = m_i \frac{I_{ij}}{\sum_k I_{ik}}, \qquad
+        I_{ij} = \max\big(0, |D_j| (\rho_i + \sigma_i (c_j - c_i))\big),
+
+    m_i = ρ_i |C_i| and σ_i the ``minmod_slopes``; a new cell that is a union of old cells gets the
+    sum of their masses.
+
+    Parameters
+    ----------
+    old, new : DyadicMesh
+        Meshes on the same finest grid (equal ``units``).
+    rho : ndarray, shape (old.size,)
+        Cell densities on ``old``.
+
+    Returns
+    -------
+    ndarray, shape (new.size,)
+        Cell densities on ``new``, with the same total mass to round-off, ≥ 0.
+
+    Raises
+    ------
+    ValueError
+        If the meshes have different finest grids.
+
+    Examples
+    --------
+    >>> old = uniform_mesh(4, 2)
+    >>> new = select(old, [2, 0, 0, 0], buffer=1)
+    >>> rho = np.array([1.0, 2.0, 4.0, 3.0])
+    >>> moved = transfer(old, new, rho)
+    >>> bool(np.isclose(moved @ new.widths, rho @ old.widths)), transfer(new, old, moved).tolist()
+    (True, [1.0, 2.0, 4.0, 3.0])
+    """
     if old.units != new.units:
         raise ValueError(f"meshes of different finest grids ({old.units} and {new.units} units)")
     masses = rho * old.widths

@@ -27,8 +27,48 @@ from .circle_kernels import UNRESOLVED, face_fluxes
 
 @njit(cache=True)
 def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
-    """out_i = -(F_{i+1/2} - F_{i-1/2})/w_i; returns the positivity rate (module docstring).
-    ``flux`` as ``circle_kernels.FLUX_CODES``; work: (5, N) scratch."""
+    r"""out_i = -(F_{i+1/2} - F_{i-1/2})/w_i; returns the positivity rate (module docstring).
+    ``flux`` as ``circle_kernels.FLUX_CODES``; work: (5, N) scratch.
+
+    .. math::
+
+        \text{out}_i = -\frac{F_{i+1/2} - F_{i-1/2}}{w_i}, \qquad
+        \text{rate} = \max_i \frac{\text{outflow}_i}{w_i \rho_i},
+
+    outflow_i the flux leaving cell i through its two faces (the rate is infinite when an empty cell
+    would lose mass).
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell densities.
+    widths, gaps : ndarray, shape (N,)
+        w_i and g_i = (w_i + w_{i+1})/2 (cyclic).
+    u, slope, pot : ndarray, shape (N,)
+        u, u' and P at the centres (upwind2 and upwind read u, u'; muscl and tpfa read P).
+    bound : float
+        Speed bound the upwind2 face velocities are clipped to.
+    flux : int
+        ``circle_kernels.FLUX_CODES``.
+    work : ndarray, shape (5, N)
+        Scratch.
+    out : ndarray, shape (N,)
+        Output: dρ_i/dt.
+
+    Returns
+    -------
+    float
+        The forward-Euler positivity rate: a stage of step dt keeps ρ ≥ 0 when dt · rate ≤ 1.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.dyadic import select, uniform_mesh
+    >>> mesh = select(uniform_mesh(4, 1), [1, 0, 0, 0], buffer=0)       # widths π/4, π/4, π/2, π/2, π/2
+    >>> rho, ones, zero, out = 1 + 0.5 * np.cos(mesh.angles), np.ones(5), np.zeros(5), np.empty(5)
+    >>> rate = flux_pass(rho, mesh.widths, mesh.gaps, ones, zero, zero, 1.0, 1, np.empty((5, 5)), out)
+    >>> round(rate, 6) == round(4 / np.pi, 6), bool(abs(out @ mesh.widths) < 1e-15)   # u/w_min; mass kept
+    (True, True)
+    """
     n = rho.shape[0]
     east, west, coarse, fluxes, outflow = work[0], work[1], work[2], work[3], work[4]
     for i in range(n):
@@ -62,8 +102,42 @@ def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
 
 @njit(cache=True)
 def log_space(masses, angles, beta, targets, log_phi, vel):
-    """log Φ~_i = log Σ_j m_j e^{β(cos(c_i - c_j) - 1)} and Σ_j w_ij sin(c_j - c_i), w_ij ∝ m_j
-    e^{β cos(c_i - c_j)}, at the cells ``targets``, by a direct log-sum-exp over all sources."""
+    r"""log Φ~_i = log Σ_j m_j e^{β(cos(c_i - c_j) - 1)} and Σ_j w_ij sin(c_j - c_i), w_ij ∝ m_j
+    e^{β cos(c_i - c_j)}, at the cells ``targets``, by a direct log-sum-exp over all sources.
+
+    .. math::
+
+        \log \tilde\Phi_i = \log \sum_j m_j e^{\beta(\cos(c_i - c_j) - 1)}, \qquad
+        v_i = \frac{\sum_j m_j e^{\beta \cos(c_i - c_j)} \sin(c_j - c_i)}{\sum_j m_j e^{\beta \cos(c_i - c_j)}},
+
+    each sum shifted by its largest exponent, so it holds where Φ~ itself underflows.
+
+    Parameters
+    ----------
+    masses : ndarray, shape (N,)
+        m_j >= 0, the cell masses (empty cells are skipped).
+    angles : ndarray, shape (N,)
+        c_j, the cell centres.
+    beta : float
+        β >= 0.
+    targets : ndarray of int, shape (T,)
+        The cells i where the sums are wanted.
+    log_phi, vel : ndarray, shape (T,)
+        Outputs: log Φ~_i and v_i.
+
+    Returns
+    -------
+    None
+        ``log_phi`` and ``vel`` are written in place.
+
+    Examples
+    --------
+    >>> masses, angles = np.array([1.0, 1e-300]), np.array([0.0, np.pi])
+    >>> log_phi, vel = np.empty(1), np.empty(1)
+    >>> log_space(masses, angles, 1000.0, np.array([1]), log_phi, vel)     # Φ~ = e^{-2000} + 1e-300
+    >>> round(float(log_phi[0]), 4), round(float(vel[0]), 12)
+    (-690.7755, 0.0)
+    """
     n = masses.shape[0]
     for k in range(targets.shape[0]):
         i = targets[k]

@@ -214,15 +214,19 @@ def _direct_gemm(model, x, y, w, A, V, dtype=np.float64, tangent=True):
 
 
 def unprojected_drift(model, x, weights=None, dtype=np.float64):
-    """The drift D_i of the authors' Euler step x_i <- (x_i + h D_i)/|x_i + h D_i| (paper.md §4):
+    r"""The drift D_i of the authors' Euler step x_i <- (x_i + h D_i)/|x_i + h D_i| (paper.md §4):
 
-        D_i = Σ_j w_j e^{β<Q x_i, K x_j>} V x_j / Z_i,   Z_i = Σ_j w_j e^{β<Q x_i, K x_j>}  (SA),
+    .. math::
+
+        D_i = \frac{1}{Z_i} \sum_j w_j e^{\beta \langle Q x_i, K x_j \rangle} V x_j, \qquad
+        Z_i = \sum_j w_j e^{\beta \langle Q x_i, K x_j \rangle} \quad \text{(SA)},
 
     without the division by Z_i for USA; the velocity field is its tangential part P_{x_i} D_i.
 
     Parameters
     ----------
-    model : SA or USA (one head, constant weights; causal allowed)
+    model : SA or USA
+        One head with constant weights (causal allowed).
     x : ndarray (n, d) or (B, n, d)
         Unit vectors, d <= 1024 (``gemm``: the tiled summation that can skip the projection).
     weights : ndarray (n,) or (B, n), optional
@@ -232,10 +236,17 @@ def unprojected_drift(model, x, weights=None, dtype=np.float64):
 
     Returns
     -------
-    ndarray shaped like x
+    ndarray
+        D, shaped like x.
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        If the model has several heads or time-dependent weights, d > ``gemm.MAX_D``, USA's weights
+        would overflow (β |Q^T K| > 709.78), x is not an array of unit vectors, or the weights are invalid.
+
+    Examples
+    --------
     >>> import numpy as np, meanfield as mf
     >>> x = mf.uniform_sphere(5, 3, seed=0)
     >>> D = unprojected_drift(mf.SA(1.0), x)
@@ -266,8 +277,36 @@ def _check_unprojected(model, d):
 
 
 def radial_bound(model, d):
-    """A bound on |<x_i, D_i>| <= |D_i| for the unprojected drift: |V| (SA, a convex combination of
-    the V x_j) or |V| e^{β|Q^T K|} (USA).  The step x + h D stays away from 0 when h times it is < 1."""
+    r"""A bound on |<x_i, D_i>| <= |D_i| for the unprojected drift: |V| (SA, a convex combination of
+    the V x_j) or |V| e^{β|Q^T K|} (USA).  The step x + h D stays away from 0 when h times it is < 1.
+
+    .. math::
+
+        |\langle x_i, D_i \rangle| \le |D_i| \le \|V\|_2 \ \text{(SA)}, \qquad
+        |D_i| \le \|V\|_2 \, e^{\beta \|Q^\top K\|_2} \ \text{(USA, unit total weight)},
+
+    so |x_i + h D_i| ≥ 1 - h · bound > 0 when h · bound < 1.
+
+    Parameters
+    ----------
+    model : SA or USA
+        One head (validated by the caller).
+    d : int
+        Dimension of the tokens.
+
+    Returns
+    -------
+    float
+        The bound (spectral norms).
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> radial_bound(mf.SA(1.0), 3), round(radial_bound(mf.USA(2.0), 3), 6)        # 1 and e^2
+    (1.0, 7.389056)
+    >>> radial_bound(mf.SA(1.0, V=np.diag([1.0, -3.0, 2.0])), 3)
+    3.0
+    """
     A, V = _operators(model, d)
     bound = np.linalg.norm(V, 2)
     if not model.normalised:

@@ -21,18 +21,51 @@ from . import particles
 
 
 def supports(model):
-    """Whether the dynamics of ``model`` keeps tokens in the span of x(0): one head with constant
-    weights Q^T K = a I and V = v I (SA or USA, causal or not)."""
+    r"""Whether the dynamics of ``model`` keeps tokens in the span of x(0): one head with constant
+    weights Q^T K = a I and V = v I (SA or USA, causal or not).
+
+    Then every drift is a combination of the tokens,
+
+    .. math::
+
+        \dot x_i = P_{x_i} \sum_j A_{ij}(x x^\top) \, v \, x_j \in \operatorname{span}(x_1, \dots, x_n).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        A model object (as ``meanfield.models``).
+
+    Returns
+    -------
+    bool
+        True for one head with constant Q^T K = a I and V = v I.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> supports(mf.SA(2.0)), supports(mf.USA(1.0, causal=True))
+    (True, True)
+    >>> supports(mf.SA(1.0, V=np.diag([1.0, 2.0, 3.0])))
+    False
+    """
     return (not getattr(model, "heads", None) and not model.is_time_dependent
             and model.attention_scalar is not None and model.value_scalar is not None)
 
 
 def solve_in_span(model, x0, t_eval, *, lift=True, **options):
-    """``particles.solve`` of tokens x0 (n, d) or (B, n, d) run in the span of x0.
+    r"""``particles.solve`` of tokens x0 (n, d) or (B, n, d) run in the span of x0.
+
+    With x0 = c0 Bᵀ (``span_coordinates``, B of r = min(n, d) orthonormal columns) the run solves
+    the same equation for the coordinates c in R^r and maps back:
+
+    .. math::
+
+        x(t) = c(t) B^\top, \qquad \dot c_i = P_{c_i} \sum_j A_{ij}(c c^\top) \, v \, c_j, \qquad c(0) = c_0.
 
     Parameters
     ----------
-    model : SA or USA with Q^T K = a I and V = v I (``supports``)
+    model : SA or USA
+        One head with Q^T K = a I and V = v I (``supports``).
     x0 : ndarray (n, d) or (B, n, d)
         Unit vectors; for d <= n nothing is gained (the basis is then a rotation of R^d).
     t_eval : array_like
@@ -49,8 +82,15 @@ def solve_in_span(model, x0, t_eval, *, lift=True, **options):
     ParticleSolution
         As ``particles.solve``; ``info["span_dimension"]`` = r.
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        If the model moves tokens out of their span (general Q^T K or V, several heads, time-dependent
+        weights), x0 is not an array of unit vectors of shape (n, d) or (B, n, d), or ``particles.solve``
+        refuses the options.
+
+    Examples
+    --------
     >>> import numpy as np, meanfield as mf
     >>> x0 = mf.uniform_sphere(4, 500, seed=0)
     >>> full = particles.solve(mf.SA(2.0), x0, [0.0, 1.0], dt=0.05, energy=False)
