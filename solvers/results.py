@@ -100,6 +100,8 @@ class _Saveable:
         >>> sol = circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 1.0], cells=128, progress=False)
         >>> sol.plot("spacetime").get_xlabel()
         't'
+        >>> import matplotlib.pyplot as plt
+        >>> plt.close("all")
         """
         return importlib.import_module(PLOT_BACKEND).plot(self, kind, ax=ax, **kwargs)
 

@@ -249,6 +249,8 @@ def plot(obj, kind=None, ax=None, **kwargs):
     >>> sol = ParticleSolution(t=np.arange(3.0), x=x, energy=np.array([1.0, 1.1, 1.2]))
     >>> sol.plot("energy").get_ylabel()
     '$E_\\\\beta$'
+    >>> import matplotlib.pyplot as plt
+    >>> plt.close("all")
     """
     name = type(obj).__name__
     views = VIEWS.get(name)
