@@ -45,7 +45,8 @@ __all__ = ["solve", "initial_mesh"]
 
 BULK_DENSITY = 0.1      # cells at least this dense (relative to the mean) keep level ``bulk``
 COARSEN = 0.25         # lazy remeshing: coarsen once a quarter of the cells could be two levels coarser
-DEFAULTS = dict(base=3, finest=6, bulk=None, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
+BULK_LEVELS = 2         # default bulk level: base + BULK_LEVELS (at most finest)
+DEFAULTS = dict(base=3, finest=9, bulk=None, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
 def _wanted(rho, areas, settings, threshold):
@@ -56,6 +57,11 @@ def _wanted(rho, areas, settings, threshold):
         dense = rho * (4 * np.pi) >= BULK_DENSITY * float(rho @ areas)
         want[dense] = np.maximum(want[dense], settings["bulk"])
     return want
+
+
+def _bulk(bulk, base, finest):
+    """The bulk level: ``bulk``, or by default min(base + BULK_LEVELS, finest)."""
+    return min(base + BULK_LEVELS, finest) if bulk is None else as_count(bulk, "bulk", minimum=0)
 
 
 def _refined(amesh, rho, settings, threshold, lazy=False):
@@ -116,7 +122,7 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     max_cells : int
     bulk : int, optional
         Cells at least ``BULK_DENSITY`` times as dense as the mean are kept on this level or finer
-        (default: base).
+        (default: min(base + BULK_LEVELS, finest); ``bulk=base`` turns this off).
 
     Returns
     -------
@@ -133,7 +139,7 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     >>> amesh.size >= 162
     True
     """
-    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells, bulk=base if bulk is None else bulk)
+    settings = dict(base=base, finest=finest, buffer=buffer, max_cells=max_cells, bulk=_bulk(bulk, base, finest))
     amesh = adaptive_mesh(np.arange(level_size(base)), finest)
     for _ in range(finest - base + 2):
         rho = _initial(rho0, amesh, base)
@@ -191,8 +197,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
         uninterrupted run (the outputs are equal bit for bit).
     bulk : every cell at least ``BULK_DENSITY`` times as dense as the mean keeps level ``bulk``
-        (default ``base``: no such floor): the cluster masses are decided at the watersheds while
-        the density is still smooth, and this resolves that phase (docs/adaptive.md).
+        (default min(base + BULK_LEVELS, finest); ``bulk=base``: no such floor): the cluster
+        masses are decided at the watersheds while the density is still smooth, and this resolves
+        that phase (docs/adaptive.md).
 
     Returns
     -------
@@ -221,7 +228,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
     threshold = as_positive(threshold, "threshold")
-    bulk = base if bulk is None else as_count(bulk, "bulk", minimum=0)
+    bulk = _bulk(bulk, base, finest)
     if not base <= bulk <= finest:
         raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
     settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"), bulk=bulk)

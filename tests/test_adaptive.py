@@ -104,7 +104,7 @@ def test_adaptive_run_agrees_with_the_uniform_fine_level():
     """Concentrating SA(3) flow from a degree-2 start, T = 3: refined to level 3 where the mass
     is, the adaptive run (base 2) is closer to uniform level 3 than uniform level 2 is."""
     model, rho0, t = mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 3.0]
-    sol = adaptive.solve(model, rho0, t, base=2, finest=3, threshold=1.0)
+    sol = adaptive.solve(model, rho0, t, base=2, finest=3, bulk=2, threshold=1.0)
     fine = sphere.solve(model, rho0, t, mesh=sphere.icosphere(3), energy=False)
     coarse = sphere.solve(model, rho0, t, mesh=sphere.icosphere(2), energy=False)
     assert 162 < sol.cells[-1] < 642
@@ -115,7 +115,7 @@ def test_adaptive_run_agrees_with_the_uniform_fine_level():
 
 
 def test_solution_on_changing_meshes_measures_samples_saves(tmp_path):
-    sol = adaptive.solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 1.0, 2.0], base=2, finest=4,
+    sol = adaptive.solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 1.0, 2.0], base=2, finest=4, bulk=2,
                          threshold=0.8, every=2)
     assert sol.info["remeshes"] >= 1 and sol.cells[0] != sol.cells[-1]
     points, weights = sol.measure(0)
@@ -196,7 +196,7 @@ def test_checkpoint_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
     """The checkpoint holds the state at the last check before T; resuming from it recomputes
     the rest and gives the outputs of the uninterrupted run exactly, meshes included."""
     args = (mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5, 1.0, 1.5])
-    kw = dict(base=2, finest=4, threshold=0.8, every=2, energy=False)
+    kw = dict(base=2, finest=4, bulk=3, threshold=0.8, every=2, energy=False)
     path = tmp_path / "run.npz"
     full = adaptive.solve(*args, checkpoint=path, **kw)
     assert full.info["checks"] >= 3 and path.exists()
@@ -227,3 +227,4 @@ def test_bulk_level_resolves_the_smooth_phase_and_lazy_checks_skip_remeshes():
     assert sol.rho.min() >= 0 and np.abs(sol.mass - 1).max() < 1e-13
     with pytest.raises(ValueError, match="bulk"):
         adaptive.solve(model, rho0, [0.0, 1.0], base=2, finest=3, bulk=4)
+    assert adaptive.initial_mesh(rho0, base=2, finest=3)[0].size == level_size(3)   # default bulk: base + 2, at most finest
