@@ -60,7 +60,7 @@ def supports(d):
 
 
 def tiles(d, n=ROWS, m=COLUMNS):
-    """(R, C): target tile and source block for n targets, m sources in R^d, multiples of 8 with
+    r"""(R, C): target tile and source block for n targets, m sources in R^d, multiples of 8 with
     R C d <= BLAS_MAX_WORK, no larger than n, m rounded up (small systems are not padded to 128).
 
     .. math::

@@ -45,7 +45,7 @@ PARALLEL_SECONDS = 5e-4   # kernels estimated to take less run on the calling th
 
 
 def direct_seconds(B, n, m, d):
-    """Estimated one-core time of ``attention_field`` for B batches of n targets, m sources.
+    r"""Estimated one-core time of ``attention_field`` for B batches of n targets, m sources.
 
     .. math::
 
