@@ -168,7 +168,7 @@ def table_weights(beta):
     --------
     >>> from meanfield.solvers import spectral
     >>> w = spectral.table_weights(1.0)
-    >>> w.size == (spectral.degree(1.0, 3) + 1) * (spectral.degree(1.0, 3) + 2) // 2
+    >>> w.size == (spectral.degree(1.0, 3) + 1) ** 2
     True
     """
     kappa = kernel_coefficients(beta, 3)
