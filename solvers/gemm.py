@@ -149,7 +149,7 @@ def _tiled_sums(U, Y, W, normalised, causal, G, log_phi):
 
 
 def softmax_sums(U, y, w, normalised, dtype=np.float64, causal=False):
-    """(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
+    r"""(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
     G_i = sum_j w_j e^{<u_i, y_j>} y_j / Φ_i (``normalised``) or without the division, and
     log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above; the
     products in ``dtype`` (float64 or float32), the sums and the results in float64.

@@ -87,7 +87,7 @@ def _circle_analysis(y, W, bounds, parts):
 
 
 def circle_analysis(y, W, K):
-    """The analysis of weighted sources on the circle: A (K+1, 2C) with A[k, 2c] + i A[k, 2c+1] = sum_j W_jc e_j^k.
+    r"""The analysis of weighted sources on the circle: A (K+1, 2C) with A[k, 2c] + i A[k, 2c+1] = sum_j W_jc e_j^k.
 
     .. math::
 

@@ -321,7 +321,7 @@ def _finish(x, i0, G, z, mx, V, normalised, general_V, out, log_phi):
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, causal, out, log_phi):
-    """Batched field: x (B, n, d) targets, sources y (B, m, d) and yT = y transposed (B, d, m),
+    r"""Batched field: x (B, n, d) targets, sources y (B, m, d) and yT = y transposed (B, d, m),
     weights w (B, m) >= 0.  Writes X into ``out`` (B, n, d) and log Φ into ``log_phi`` (B, n).
     ``causal`` (n = m): target i sums over the sources j <= i only (USA: not yet divided by W_i).
 

@@ -84,7 +84,7 @@ def supports(model, d):
 
 @lru_cache(maxsize=64)
 def kernel_coefficients(beta, d):
-    """κ_0..κ_K of e^{β(<x,y>-1)} (d = 2: e^{-β} I_k(β); d = 3: e^{-β} i_l(β)), truncated at the
+    r"""κ_0..κ_K of e^{β(<x,y>-1)} (d = 2: e^{-β} I_k(β); d = 3: e^{-β} i_l(β)), truncated at the
     smallest degree whose tail sum_{k>K} (2κ_k resp. (2l+1)κ_l) is <= TRUNCATION.
 
     Miller's algorithm: the three-term recurrences I_{k-1} = I_{k+1} + (2k/β) I_k and
@@ -146,7 +146,7 @@ def kernel_coefficients(beta, d):
 
 @lru_cache(maxsize=64)
 def table_weights(beta):
-    """ε_m κ_l for the columns of ``harmonics.sphere_basis`` at the truncation degree L of β on S^2,
+    r"""ε_m κ_l for the columns of ``harmonics.sphere_basis`` at the truncation degree L of β on S^2,
     so that Σ_j W_jc e^{β(<x_i, y_j> - 1)} = (T_x diag(ε_m κ_l) T_y^T W)_ic.
 
     .. math::
@@ -200,7 +200,7 @@ def degree(beta, d):
 
 
 def kernel_sum(beta, x, y, W):
-    """S (n, C) with S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)} for targets x (n, d), sources
+    r"""S (n, C) with S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)} for targets x (n, d), sources
     y (m, d), d in {2, 3}, and weights W (m, C) of any sign.
 
     .. math::
@@ -259,7 +259,7 @@ def kernel_sum(beta, x, y, W):
 
 
 def roundoff(beta, d):
-    """δ: the absolute error of kernel_sum per unit of sum_j |W_jc|.
+    r"""δ: the absolute error of kernel_sum per unit of sum_j |W_jc|.
 
     .. math::
 
@@ -284,7 +284,7 @@ def roundoff(beta, d):
 
 
 def attention_field(model, x, y, w, rtol=RTOL):
-    """(X, log Φ, trusted) for targets x (B, n, d), sources y (B, m, d), weights w (B, m).
+    r"""(X, log Φ, trusted) for targets x (B, n, d), sources y (B, m, d), weights w (B, m).
 
     ``trusted`` (B, n) is False where the error bound ε_i exceeds ``rtol``: the caller must
     recompute those targets directly (their X and log Φ here are placeholders).  The sums are
