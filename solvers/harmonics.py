@@ -209,7 +209,7 @@ def legendre_tables(L):
     >>> import numpy as np
     >>> from meanfield.solvers.harmonics import legendre_tables
     >>> diag, a, b = legendre_tables(2)
-    >>> np.round(diag, 4), round(a[0, 1] ** 2, 12)
+    >>> np.round(diag, 4), round(float(a[0, 1]) ** 2, 12)
     (array([1.    , 1.2247, 1.118 ]), 3.0)
     """
     diag = np.ones(L + 1)
