@@ -34,7 +34,7 @@ def distance_figure(comparison):
     >>> from meanfield.causal_compare import compare_causal
     >>> from meanfield.plotting.causal import distance_figure
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
-    ...                    seeds=2, slices=4, cells=16, bins=2)
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
     >>> fig = distance_figure(c)
     >>> fig.axes[0].get_yscale()
     'log'
@@ -80,7 +80,7 @@ def solution_figure(comparison):
     >>> from meanfield.causal_compare import compare_causal
     >>> from meanfield.plotting.causal import solution_figure
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
-    ...                    seeds=2, slices=4, cells=16, bins=2)
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
     >>> fig = solution_figure(c)
     >>> len(fig.axes)     # two panels and their colour bars
     4
@@ -130,7 +130,7 @@ def report_figures(comparison, folder):
     >>> from meanfield.causal_compare import compare_causal
     >>> from meanfield.plotting.causal import report_figures
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
-    ...                    seeds=2, slices=4, cells=16, bins=2)
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
     >>> [os.path.basename(p) for p in report_figures(c, ".")]
     ['solution.png', 'wasserstein.png']
     """
