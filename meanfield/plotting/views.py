@@ -247,8 +247,11 @@ def plot(obj, kind=None, ax=None, **kwargs):
     >>> from meanfield.solvers.results import ParticleSolution
     >>> x = np.tile([[[1.0, 0.0], [0.0, 1.0]]], (3, 1, 1))
     >>> sol = ParticleSolution(t=np.arange(3.0), x=x, energy=np.array([1.0, 1.1, 1.2]))
-    >>> sol.plot("energy").get_ylabel()
+    >>> import matplotlib.pyplot as plt
+    >>> ax = sol.plot("energy")
+    >>> ax.get_ylabel()
     '$E_\\\\beta$'
+    >>> plt.close(ax.figure)
     """
     name = type(obj).__name__
     views = VIEWS.get(name)
