@@ -98,8 +98,11 @@ class _Saveable:
         >>> import numpy as np, meanfield as mf
         >>> from meanfield.solvers import circle
         >>> sol = circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 1.0], cells=128, progress=False)
-        >>> sol.plot("spacetime").get_xlabel()
+        >>> import matplotlib.pyplot as plt
+        >>> ax = sol.plot("spacetime")
+        >>> ax.get_xlabel()
         't'
+        >>> plt.close(ax.figure)
         """
         return importlib.import_module(PLOT_BACKEND).plot(self, kind, ax=ax, **kwargs)
 
