@@ -53,12 +53,43 @@ ENERGY_NOTE = ("omitted: causal attention is not a gradient flow (arXiv:2411.049
 
 @dataclass(eq=False, repr=False)
 class CausalComparison(_Saveable):
-    """Causal particles vs the causal density at the output times t (m,), over S draws of tokens.
+    r"""Causal particles vs the causal density at the output times t (m,), over S draws of tokens.
 
     Fields: t (m,); w1 (m, S) the binned distance D (radians, module docstring) of each draw;
     particles (ParticleSolution, x (m, S, n, 2)); density (CausalDensitySolution);
     clusters_particles (m, S) and clusters_density (m,) of the θ-marginals; info (settings, timings,
-    the energy note); grid_error (m,) D(ρ_h, ρ_{2h}) (None when not computed).
+    the energy note); grid_error (m,) D(ρ_h, ρ_{2h}) (None when not computed).  Made by
+    ``compare_causal``; ``save`` / ``load`` write and read it (``load`` also reads a report folder).
+
+    .. math::
+
+        D(t) = \frac1B \sum_{b=1}^{B} W_1\big(\mu^n_b(t), \bar\rho_b(t)\big),
+
+    μ^n_b the tokens of bin b of s and ρ̄_b the bin's average density, W_1 on the circle.
+
+    Parameters
+    ----------
+    t : ndarray, shape (m,)
+        Output times.
+    w1 : ndarray, shape (m, S)
+        D for each draw.
+    particles : ParticleSolution
+    density : CausalDensitySolution
+    clusters_particles : ndarray, shape (m, S)
+    clusters_density : ndarray, shape (m,)
+    info : dict
+        Settings (n, bins, grid, sampling, model), timings and the energy note.
+    grid_error : ndarray, shape (m,), optional
+        D(ρ_h, ρ_{2h}).
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.causal_compare import compare_causal
+    >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
+    >>> type(c).__name__, c.w1.shape, round(c.floor, 4)
+    ('CausalComparison', (2, 1), 0.0982)
     """
     t: np.ndarray
     w1: np.ndarray
@@ -162,8 +193,25 @@ def slice_density(rho0):
     two required arguments is taken as it is; a callable of points (N, 2) -> densities (as for
     ``compare`` on the circle) is the same start at every position s.
 
+    Parameters
+    ----------
+    rho0 : callable
+        f(s, θ), or f(points (N, 2)).
+
+    Returns
+    -------
+    callable
+        f(s (S, 1), θ (1, N)) -> (S, N).
+
+    Raises
+    ------
+    TypeError
+        When ``rho0`` is not callable.
+
     Examples
     --------
+    >>> import numpy as np
+    >>> from meanfield.causal_compare import slice_density
     >>> f = slice_density(lambda x: 1 + 0.5 * x[:, 0])
     >>> f(np.array([[0.25], [0.75]]), np.array([[0.0, np.pi]]))
     array([[1.5, 0.5],
@@ -183,13 +231,36 @@ def slice_density(rho0):
 
 
 def twisted(rho0, turns=1.0):
-    """f(s, θ) = ρ_0(θ - 2π k s), k = ``turns``: a density on the circle turned by 2π k s along the sequence, the start
+    r"""f(s, θ) = ρ_0(θ - 2π k s), k = ``turns``: a density on the circle turned by 2π k s along the sequence, the start
     of ``meanfield compare --causal``.  Every position starts from a different phase, so the slices
     move differently (from a start that does not depend on s, all prefix averages equal the slice
     itself and the causal PDE is the circle PDE on every slice).
 
+    .. math::
+
+        f(s, \theta) = \rho_0(\theta - 2\pi k s).
+
+    Parameters
+    ----------
+    rho0 : callable
+        A density of points (N, 2) on the circle.
+    turns : float
+        k, the number of turns over the sequence s ∈ [0, 1].
+
+    Returns
+    -------
+    callable
+        f(s, θ), broadcasting its arguments; its ``spec`` attribute describes it.
+
+    Raises
+    ------
+    TypeError
+        When ``rho0`` is not callable.
+
     Examples
     --------
+    >>> import numpy as np
+    >>> from meanfield.causal_compare import twisted
     >>> f = twisted(lambda x: 1 + 0.5 * x[:, 0])
     >>> np.round(f(np.array([[0.0], [0.5]]), np.array([[0.0]])), 12)
     array([[1.5],
@@ -211,10 +282,36 @@ def check_causal_settings(model, n, slices=SLICES, cells=CELLS, bins=BINS, sampl
     Q = K = I, V = ±I; made causal), the grid, the bins (n and the slices must be multiples of B)
     and the sampling ("stratified" or "iid").  Returns the causal model.
 
+    Parameters
+    ----------
+    model : SA or USA
+        Q = K = I, V = ±I (``causal`` or not).
+    n : int
+        Tokens per draw.
+    slices, cells, bins : int
+        The PDE grid S × N and the B bins of s (n and S multiples of B).
+    sampling : {"stratified", "iid"}
+
+    Returns
+    -------
+    model
+        The model with ``causal=True``.
+
     Raises
     ------
     ValueError or TypeError
         Naming the offending argument.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.causal_compare import check_causal_settings
+    >>> check_causal_settings(mf.SA(1.0), 64, slices=8, cells=32, bins=4).causal
+    True
+    >>> check_causal_settings(mf.SA(1.0), 30, slices=8, cells=32, bins=4)
+    Traceback (most recent call last):
+    ...
+    ValueError: n = 30 must be a multiple of bins = 4 (the distance is a mean over 4 equal bins of s)
     """
     from meanfield.solvers import causal
     model = as_model(model, causal=True)

@@ -37,8 +37,23 @@ ASPECT = 4                 # a grid given as N cells in θ has N/ASPECT slices i
 def grid_shape(grid):
     """(S, N) from a grid given as N (θ cells; S = N/``ASPECT`` slices) or as a pair (S, N).
 
+    Parameters
+    ----------
+    grid : int or (int, int)
+        N, or (S, N).
+
+    Returns
+    -------
+    slices, cells : int
+
+    Raises
+    ------
+    ValueError
+        When a count is not a positive integer.
+
     Examples
     --------
+    >>> from meanfield.causal_convergence import grid_shape
     >>> grid_shape(128), grid_shape((16, 64))
     ((32, 128), (16, 64))
     """

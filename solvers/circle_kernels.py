@@ -40,7 +40,7 @@ _FAST = {"contract", "nsz"}    # FMA only: no reassociation, so cached and fresh
 
 
 def degree(beta, cells, tolerance=TRUNCATION):
-    """Smallest K with 4 Σ_{k>K} (k²/β) e^{-β} I_k(β) <= tolerance, capped at N/2 (then the sum is the DFT).
+    r"""Smallest K with 4 Σ_{k>K} (k²/β) e^{-β} I_k(β) <= tolerance, capped at N/2 (then the sum is the DFT).
 
     The field kernels expm1(β(cos δ - 1))/β, e^{β(cos δ - 1)} sin δ and its δ-derivative have Fourier
     coefficients of modulus e^{-β} I_k(β) times 1/β, k/β and k²/β (up to the sign and the USA scale e^β,
@@ -48,8 +48,27 @@ def degree(beta, cells, tolerance=TRUNCATION):
     one (aliasing from |k| >= N/2), and ±k count twice, so the absolute error of every field is at most
     ``tolerance`` times the mass.  At β = 0 the kernels are cos δ - 1, -sin δ, -cos δ: K = 1.
 
+    .. math::
+
+        K = \min\Big\{K' : 4 \sum_{k > K'} \frac{k^2}{\beta} e^{-\beta} I_k(\beta) \le \mathrm{tolerance}\Big\}
+        \wedge \frac{N}{2}.
+
+    Parameters
+    ----------
+    beta : float
+        β >= 0.
+    cells : int
+        N, the number of cells.
+    tolerance : float
+        The absolute error allowed per unit mass.
+
+    Returns
+    -------
+    int
+
     Examples
     --------
+    >>> from meanfield.solvers.circle_kernels import degree
     >>> degree(3.0, 4096), degree(50.0, 4096), degree(3.0, 16)
     (22, 66, 8)
     """
@@ -64,8 +83,32 @@ def degree(beta, cells, tolerance=TRUNCATION):
 
 
 def fourier_tables(cells, K):
-    """cos kφ_i and sin kφ_i for k = 0..K (rows) and i = 0..N/2 (columns), φ_i = 2πi/N, from the exact
-    residues ki mod N."""
+    r"""cos kφ_i and sin kφ_i for k = 0..K (rows) and i = 0..N/2 (columns), φ_i = 2πi/N, from the exact
+    residues ki mod N.
+
+    .. math::
+
+        \cos k\varphi_i = \cos\big(2\pi\, (k i \bmod N) / N\big), \quad \text{likewise } \sin k\varphi_i.
+
+    Parameters
+    ----------
+    cells : int
+        N.
+    K : int
+        The largest mode.
+
+    Returns
+    -------
+    cos_t, sin_t : ndarray, shape (K + 1, N // 2 + 1)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.circle_kernels import fourier_tables
+    >>> cos_t, sin_t = fourier_tables(8, 2)
+    >>> cos_t.shape, np.round(sin_t[2], 12) + 0.0
+    ((3, 5), array([ 0.,  1.,  0., -1.,  0.]))
+    """
     phase = (np.outer(np.arange(K + 1), np.arange(cells // 2 + 1)) % cells) * (2 * np.pi / cells)
     return np.cos(phase), np.sin(phase)
 
@@ -109,21 +152,98 @@ def _synthesise(ab, spectra, cos_t, sin_t, coef, fold, out):
 
 @njit(cache=True)
 def fourier_fields(rho, spectra, cos_t, sin_t, fold, small, out):
-    """out[f] = (κ_f * ρ)_i, i = 0..N-1, for the kernels whose first K + 1 DFT coefficients are
+    r"""out[f] = (κ_f * ρ)_i, i = 0..N-1, for the kernels whose first K + 1 DFT coefficients are
     spectra[f] (F, K+1, 2) (the truncated sum of the module docstring).  Scratch: fold (2, >= N/2 + 1),
-    small (4, K + 1)."""
+    small (4, K + 1).
+
+    .. math::
+
+        (\kappa_f * \rho)_i = \frac1N \sum_{|k| \le K} \hat\kappa_{f,k}\, \hat\rho_k\, e^{ik\varphi_i}.
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell values.
+    spectra : ndarray, shape (F, K + 1, 2)
+        Real and imaginary parts of the kernels' DFT coefficients κ̂_0..κ̂_K.
+    cos_t, sin_t : ndarray, shape (K + 1, N // 2 + 1)
+        ``fourier_tables(N, K)``.
+    fold, small : ndarray
+        Scratch, shapes (2, >= N/2 + 1) and (4, K + 1).
+    out : ndarray, shape (F, N)
+        Receives the convolutions.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    With K = N/2 the sum is the exact circular convolution:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.circle_kernels import fourier_fields, fourier_tables
+    >>> N = 8
+    >>> rho, k_hat = np.arange(1.0, N + 1), np.fft.rfft(np.cos(2 * np.pi * np.arange(N) / N))
+    >>> spectra = np.ascontiguousarray(np.stack([k_hat.real, k_hat.imag], axis=-1)[None])
+    >>> out = np.empty((1, N))
+    >>> fourier_fields(rho, spectra, *fourier_tables(N, N // 2), np.empty((2, N)), np.empty((4, N // 2 + 1)), out)
+    >>> bool(np.allclose(out[0], np.fft.irfft(np.fft.rfft(rho) * k_hat, N)))
+    True
+    """
     _analyse(rho, cos_t, sin_t, fold, small[:2])
     _synthesise(small[:2], spectra, cos_t, sin_t, small[2:], fold, out)
 
 
 @njit(cache=True)
 def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumulate, u, slope, pot):
-    """Add (``accumulate``) or write one head's centre quantities from its convolved fields.
+    r"""Add (``accumulate``) or write one head's centre quantities from its convolved fields.
 
     upwind2: u, u' (fields G, [Q,] G'); upwind: u (fields G[, Q]); muscl, tpfa: the potential P
     (field Q).  SA: Φ~ = M + β Q, u = G/Φ~, u' = G'/Φ~ - ±β u², P = ±log1p(βQ/M)/β (±Q/M at β = 0);
     USA: the fields are already u, u' and P (their spectra carry the scale ±e^β).  Cells with
-    Φ~ < floor get 0 (the caller recomputes them in log space); returns how many there are."""
+    Φ~ < floor get 0 (the caller recomputes them in log space); returns how many there are.
+
+    .. math::
+
+        \tilde\Phi = M + \beta Q, \qquad u = \frac{G}{\tilde\Phi}, \qquad
+        u' = \frac{G'}{\tilde\Phi} \mp \beta u^2, \qquad P = \pm \frac{\log(1 + \beta Q / M)}{\beta}.
+
+    Parameters
+    ----------
+    fields : ndarray, shape (F, N)
+        The head's convolved fields, in the order the flux reads them.
+    mass : float
+        M, the total mass.
+    beta, sign : float
+        β and ±1.
+    normalised : bool
+        SA (else USA).
+    flux : int
+        A code of ``FLUX_CODES``.
+    floor : float
+        Φ~ below it counts as lost to round-off.
+    accumulate : bool
+        Add to u, slope, pot (else overwrite).
+    u, slope, pot : ndarray, shape (N,)
+        Receive u, u' and P (only those the flux uses).
+
+    Returns
+    -------
+    int
+        The number of cells with Φ~ < floor.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, centre_velocities
+    >>> fields = np.array([[0.2, -0.2], [0.0, 1.0]])     # G and Q for the upwind flux, SA
+    >>> u, slope, pot = np.zeros(2), np.zeros(2), np.zeros(2)
+    >>> centre_velocities(fields, 1.0, 1.0, 1.0, True, FLUX_CODES["upwind"], 0.0, False, u, slope, pot)
+    0
+    >>> u
+    array([ 0.2, -0.1])
+    """
     n = fields.shape[1]
     tiny = 0
     target = pot if flux >= 2 else u
@@ -222,7 +342,7 @@ def face_fluxes(flux, rho, u, east, west, coarse, pot, inv_gaps, fluxes, outflow
 
 @njit(cache=True)
 def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
-    """out_i = -(F_{i+1/2} - F_{i-1/2})/h (+ D (ρ_{i+1} - 2ρ_i + ρ_{i-1})/h²) on the periodic grid, and
+    r"""out_i = -(F_{i+1/2} - F_{i-1/2})/h (+ D (ρ_{i+1} - 2ρ_i + ρ_{i-1})/h²) on the periodic grid, and
     the positivity rate max_i out_i/(h ρ_i) (+ 2D/h²) (module docstring).  ``flux`` (``FLUX_CODES``):
 
     0 upwind2  F = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-, minmod states ρ^{E,W}_i = ρ_i ± σ_i/2, face
@@ -232,7 +352,48 @@ def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
     1 upwind   F = ρ_i u_i^+ + ρ_{i+1} u_{i+1}^-;
     2 muscl    F = u^+ (ρ_i + σ_i/2) + u^- (ρ_{i+1} - σ_{i+1}/2), u = (P_{i+1} - P_i)/h;
     3 tpfa     the same with σ = 0.
-    work: (5, N) scratch."""
+    work: (5, N) scratch.
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{h} + D\,\frac{\rho_{i+1} - 2\rho_i + \rho_{i-1}}{h^2}.
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell densities.
+    u, slope, pot : ndarray, shape (N,)
+        Centre velocities u, their derivatives u' and the potential P (as the flux needs).
+    bound : float
+        The speed bound face velocities are clipped to (upwind2).
+    h : float
+        The cell width.
+    flux : int
+        A code of ``FLUX_CODES``.
+    diffusion : float
+        D >= 0.
+    work : ndarray, shape (5, N)
+        Scratch.
+    out : ndarray, shape (N,)
+        Receives dρ/dt.
+
+    Returns
+    -------
+    float
+        The forward-Euler positivity rate.
+
+    Examples
+    --------
+    First-order upwind fluxes for a constant velocity 1: mass is conserved and the rate is 1/h.
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, flux_pass
+    >>> rho, u, out = np.array([1.0, 2.0, 3.0, 4.0]), np.ones(4), np.empty(4)
+    >>> flux_pass(rho, u, np.zeros(4), np.zeros(4), 1.0, 0.5, FLUX_CODES["upwind"], 0.0, np.empty((5, 4)), out)
+    2.0
+    >>> out
+    array([ 6., -2., -2., -2.])
+    """
     n = rho.shape[0]
     inv_h = 1.0 / h
     east = work[0]       # reconstructed outgoing flux density through the east face (upwind2), or ρ^E
@@ -275,11 +436,62 @@ def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
 
 @njit(cache=True)
 def fused_stage(rho, heads, spectra, cos_t, sin_t, h, flux, diffusion, fields, centre, fold, small, work, out):
-    """One right-hand side: the truncated Fourier fields of every head, their centre velocities summed,
+    r"""One right-hand side: the truncated Fourier fields of every head, their centre velocities summed,
     and ``flux_pass``.  heads[h] = (β, sign, normalised, floor factor, speed bound, number of fields);
     spectra (H, F, K+1, 2); fields (F, N); centre (3, N) = u, u', P; scratch fold (2, N), small
     (4, K+1), work (3, N).  Returns (rate, tiny): tiny > 0 when some SA cell has Φ~ below its floor
-    (the caller then evaluates in log space; out and rate are not written)."""
+    (the caller then evaluates in log space; out and rate are not written).
+
+    .. math::
+
+        u = \sum_{\text{heads}} u_{\text{head}}, \qquad
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2}(\rho, u) - F_{i-1/2}(\rho, u)}{h}.
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell densities.
+    heads : ndarray, shape (H, 6)
+        Per head: β, sign, normalised (0 or 1), floor factor, speed bound, number of fields.
+    spectra : ndarray, shape (H, F, K + 1, 2)
+        The heads' kernel spectra (see ``fourier_fields``).
+    cos_t, sin_t : ndarray
+        ``fourier_tables(N, K)``.
+    h : float
+        The cell width 2π/N.
+    flux : int
+        A code of ``FLUX_CODES``.
+    diffusion : float
+    fields, centre, fold, small, work : ndarray
+        Scratch, shapes (F, N), (3, N), (2, N), (4, K + 1), (5, N).
+    out : ndarray, shape (N,)
+        Receives dρ/dt.
+
+    Returns
+    -------
+    rate : float
+    tiny : int
+
+    Examples
+    --------
+    One USA head (β = 1, upwind): the G kernel -e^{β(cos δ - 1)} sin δ scaled by e^β h; mass is conserved.
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, fourier_tables, fused_stage
+    >>> N, beta = 8, 1.0
+    >>> h = 2 * np.pi / N
+    >>> delta = np.where(np.arange(N) <= N // 2, np.arange(N), np.arange(N) - N) * h
+    >>> g_hat = np.exp(beta) * h * np.fft.rfft(-np.exp(beta * (np.cos(delta) - 1)) * np.sin(delta))
+    >>> spectra = np.ascontiguousarray(np.stack([g_hat.real, g_hat.imag], axis=-1)[None, None])
+    >>> heads = np.array([[beta, 1.0, 0.0, 0.0, np.e, 1.0]])
+    >>> rho = (1 + 0.5 * np.cos(np.arange(N) * h)) / (2 * np.pi)
+    >>> out = np.empty(N)
+    >>> rate, tiny = fused_stage(rho, heads, spectra, *fourier_tables(N, N // 2), h, FLUX_CODES["upwind"], 0.0,
+    ...                          np.empty((1, N)), np.empty((3, N)), np.empty((2, N)), np.empty((4, N // 2 + 1)),
+    ...                          np.empty((5, N)), out)
+    >>> tiny, rate > 0, bool(abs(out.sum() * h) < 1e-14)
+    (0, True, True)
+    """
     n = rho.shape[0]
     mass = 0.0
     for i in range(n):

@@ -43,13 +43,51 @@ COLUMNS = 128    # largest source block
 
 def supports(d):
     """Whether this engine handles dimension d (d <= MAX_D; measured 4-6× faster than ``kernels``
-    at d = 3 to 64, one thread, so it replaces them there)."""
+    at d = 3 to 64, one thread, so it replaces them there).
+
+    Parameters
+    ----------
+    d : int
+        The dimension.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.solvers import gemm
+    >>> gemm.supports(3), gemm.supports(2048)
+    (True, False)
+    """
     return d <= MAX_D
 
 
 def tiles(d, n=ROWS, m=COLUMNS):
-    """(R, C): target tile and source block for n targets, m sources in R^d, multiples of 8 with
-    R C d <= BLAS_MAX_WORK, no larger than n, m rounded up (small systems are not padded to 128)."""
+    r"""(R, C): target tile and source block for n targets, m sources in R^d, multiples of 8 with
+    R C d <= BLAS_MAX_WORK, no larger than n, m rounded up (small systems are not padded to 128).
+
+    .. math::
+
+        R\, C\, d \le \mathtt{BLAS\_MAX\_WORK}, \qquad R \le 32, \quad C \le 128.
+
+    Parameters
+    ----------
+    d : int
+        The dimension.
+    n, m : int
+        Numbers of targets and sources (default: the largest tile and block).
+
+    Returns
+    -------
+    R, C : int
+
+    Examples
+    --------
+    >>> from meanfield.solvers import gemm
+    >>> gemm.tiles(3), gemm.tiles(3, 5, 20), gemm.tiles(1024)
+    ((32, 128), (8, 24), (8, 32))
+    """
     R = min(ROWS, -(-n // 8) * 8, max(8, BLAS_MAX_WORK // (COLUMNS * d) // 8 * 8))
     return R, min(COLUMNS, -(-m // 8) * 8, BLAS_MAX_WORK // (R * d) // 8 * 8)
 
@@ -129,11 +167,46 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
 
 
 def softmax_sums(U, y, w, normalised, dtype=np.float64, causal=False):
-    """(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
+    r"""(G, log Φ) for queries U (B, n, d), sources y (B, m, d), weights w (B, m) >= 0:
     G_i = sum_j w_j e^{<u_i, y_j>} y_j / Φ_i (``normalised``) or without the division, and
     log Φ_i = log sum_j w_j e^{<u_i, y_j>}, by the tiled products described above; the
     products in ``dtype`` (float64 or float32), the sums and the results in float64.
-    ``causal`` (n = m): the sums over j <= i only, and G_i / W_i, W_i = sum_{j<=i} w_j, unnormalised."""
+    ``causal`` (n = m): the sums over j <= i only, and G_i / W_i, W_i = sum_{j<=i} w_j, unnormalised.
+
+    .. math::
+
+        G_i = \frac{\sum_j w_j e^{\langle u_i, y_j \rangle} y_j}{\Phi_i}, \qquad
+        \log \Phi_i = \log \sum_j w_j e^{\langle u_i, y_j \rangle}.
+
+    Parameters
+    ----------
+    U : ndarray, shape (B, n, d)
+        Queries u_i = β A^T x_i.
+    y : ndarray, shape (B, m, d)
+        Sources.
+    w : ndarray, shape (B, m)
+        Weights >= 0.
+    normalised : bool
+        Divide by Φ_i (SA) or not (USA).
+    dtype : {numpy.float64, numpy.float32}
+        The precision of the products.
+    causal : bool
+
+    Returns
+    -------
+    G : ndarray, shape (B, n, d)
+    log_phi : ndarray, shape (B, n)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.gemm import softmax_sums
+    >>> y = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> G, log_phi = softmax_sums(y, y, np.full((1, 2), 0.5), True)
+    >>> np.round(G[0], 4)
+    array([[0.7311, 0.2689],
+           [0.2689, 0.7311]])
+    """
     B, n, d = U.shape
     R, C = tiles(d, n, y.shape[1])
     Up = _padded(U, R, dtype)

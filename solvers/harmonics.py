@@ -87,7 +87,34 @@ def _circle_analysis(y, W, bounds, parts):
 
 
 def circle_analysis(y, W, K):
-    """A (K+1, 2C): A[k, 2c] + i A[k, 2c+1] = sum_j W_jc (y_j0 + i y_j1)^k."""
+    r"""The analysis of weighted sources on the circle: A (K+1, 2C) with A[k, 2c] + i A[k, 2c+1] = sum_j W_jc e_j^k.
+
+    .. math::
+
+        A_{k, 2c} + i A_{k, 2c+1} = \sum_j W_{jc}\, (y_{j0} + i y_{j1})^k, \qquad k = 0, \dots, K.
+
+    Parameters
+    ----------
+    y : ndarray, shape (m, 2)
+        Sources (unit vectors), C-contiguous float64.
+    W : ndarray, shape (m, C)
+        Weights, C-contiguous float64.
+    K : int
+        The largest frequency.
+
+    Returns
+    -------
+    ndarray, shape (K + 1, 2C)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.harmonics import circle_analysis
+    >>> circle_analysis(np.array([[0.0, 1.0]]), np.ones((1, 1)), 2)
+    array([[ 1.,  0.],
+           [ 0.,  1.],
+           [-1.,  0.]])
+    """
     bounds = _chunks(y.shape[0])
     parts = np.zeros((bounds.size - 1, K + 1, 2 * W.shape[1]))
     _circle_analysis(y, W, bounds, parts)
@@ -96,7 +123,38 @@ def circle_analysis(y, W, K):
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def circle_synthesis(x, A, S):
-    """S[i, c] = sum_k Re(e_i^k) A[k, 2c] + Im(e_i^k) A[k, 2c+1], e_i = x_i0 + i x_i1."""
+    r"""The synthesis at targets on the circle: S[i, c] = sum_k Re(e_i^k) A[k, 2c] + Im(e_i^k) A[k, 2c+1].
+
+    .. math::
+
+        S_{ic} = \sum_{k=0}^{K} \operatorname{Re}(e_i^k) A_{k, 2c} + \operatorname{Im}(e_i^k) A_{k, 2c+1},
+        \qquad e_i = x_{i0} + i x_{i1}.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n, 2)
+        Targets (unit vectors).
+    A : ndarray, shape (K + 1, 2C)
+        Coefficients (``circle_analysis``, scaled).
+    S : ndarray, shape (n, C)
+        Receives the sums.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    sum_{k<=2} cos(k(θ - φ)) for a source and a target a quarter turn apart:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.harmonics import circle_analysis, circle_synthesis
+    >>> A = circle_analysis(np.array([[0.0, 1.0]]), np.ones((1, 1)), 2)
+    >>> S = np.empty((2, 1))
+    >>> circle_synthesis(np.array([[1.0, 0.0], [0.0, 1.0]]), A, S)
+    >>> S[:, 0] + 0.0
+    array([0., 3.])
+    """
     n = x.shape[0]
     K = A.shape[0] - 1
     C = S.shape[1]
@@ -126,7 +184,34 @@ def circle_synthesis(x, A, S):
 
 @njit(cache=True)
 def legendre_tables(L):
-    """Recurrence coefficients: diag[m] = sqrt((2m+1)/(2m)), a[m, l] = a_lm, b[m, l] = b_lm."""
+    r"""Recurrence coefficients of the normalised polynomials q_lm: diag[m], a[m, l] = a_lm, b[m, l] = b_lm.
+
+    .. math::
+
+        \mathrm{diag}_m = \sqrt{\frac{2m+1}{2m}}, \qquad
+        a_{lm} = \sqrt{\frac{4l^2 - 1}{l^2 - m^2}}, \qquad
+        b_{lm} = \sqrt{\frac{(l-1)^2 - m^2}{4(l-1)^2 - 1}}
+
+    (a[m, m+1] = sqrt(2m + 3); see the module docstring).
+
+    Parameters
+    ----------
+    L : int
+        The largest degree.
+
+    Returns
+    -------
+    diag : ndarray, shape (L + 1,)
+    a, b : ndarray, shape (L + 1, L + 1)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.harmonics import legendre_tables
+    >>> diag, a, b = legendre_tables(2)
+    >>> np.round(diag, 4), round(float(a[0, 1]) ** 2, 12)
+    (array([1.    , 1.2247, 1.118 ]), 3.0)
+    """
     diag = np.ones(L + 1)
     a = np.zeros((L + 1, L + 1))
     b = np.zeros((L + 1, L + 1))
@@ -211,7 +296,35 @@ def _sphere_analysis(y, W, bounds, diag, a, b, parts):
 
 
 def sphere_analysis(y, W, L):
-    """A (L+1, L+1, 2C): A[m, l, 2c] + i A[m, l, 2c+1] = sum_j W_jc q_lm(y_j2) (y_j0 + i y_j1)^m."""
+    r"""The analysis of weighted sources on the sphere: A (L+1, L+1, 2C), A[m, l] for m <= l.
+
+    .. math::
+
+        A_{m, l, 2c} + i A_{m, l, 2c+1} = \sum_j W_{jc}\, q_{lm}(y_{j2})\, (y_{j0} + i y_{j1})^m.
+
+    Parameters
+    ----------
+    y : ndarray, shape (m, 3)
+        Sources (unit vectors), C-contiguous float64.
+    W : ndarray, shape (m, C)
+        Weights, C-contiguous float64.
+    L : int
+        The largest degree.
+
+    Returns
+    -------
+    ndarray, shape (L + 1, L + 1, 2C)
+
+    Examples
+    --------
+    At the north pole only the order m = 0 is seen, q_00 = 1 and q_10 = sqrt(3):
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.harmonics import sphere_analysis
+    >>> A = sphere_analysis(np.array([[0.0, 0.0, 1.0]]), np.ones((1, 1)), 1)
+    >>> np.round(A[0, :, 0], 4), float(abs(A[1]).max())
+    (array([1.    , 1.7321]), 0.0)
+    """
     diag, a, b = legendre_tables(L)
     bounds = _chunks(y.shape[0])
     parts = np.zeros((bounds.size - 1, L + 1, L + 1, 2 * W.shape[1]))
@@ -257,7 +370,39 @@ def _sphere_synthesis(x, A, diag, a, b, S):
 
 
 def sphere_synthesis(x, A, S):
-    """S[i, c] = sum_{m <= l} q_lm(x_i2) (Re(e_i^m) A[m, l, 2c] + Im(e_i^m) A[m, l, 2c+1])."""
+    r"""The synthesis at targets on the sphere, into S (n, C).
+
+    .. math::
+
+        S_{ic} = \sum_{m \le l} q_{lm}(x_{i2}) \big(\operatorname{Re}(e_i^m) A_{m, l, 2c}
+        + \operatorname{Im}(e_i^m) A_{m, l, 2c+1}\big), \qquad e_i = x_{i0} + i x_{i1}.
+
+    Parameters
+    ----------
+    x : ndarray, shape (n, 3)
+        Targets (unit vectors).
+    A : ndarray, shape (L + 1, L + 1, 2C)
+        Coefficients (``sphere_analysis``, scaled by ε_m κ_l for a kernel sum).
+    S : ndarray, shape (n, C)
+        Receives the sums.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    Unscaled, the transforms give sum_l (2l+1) P_l(<x, y>) (addition theorem), 1 + 3 = 4 at <x, y> = 1:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.harmonics import sphere_analysis, sphere_synthesis
+    >>> pole = np.array([[0.0, 0.0, 1.0]])
+    >>> A = sphere_analysis(pole, np.ones((1, 1)), 1)
+    >>> S = np.empty((1, 1))
+    >>> sphere_synthesis(pole, A, S)
+    >>> round(float(S[0, 0]), 12)
+    4.0
+    """
     diag, a, b = legendre_tables(A.shape[0] - 1)
     _sphere_synthesis(x, A, diag, a, b, S)
 
@@ -334,7 +479,23 @@ def sphere_basis(x, L):
 
 
 def basis_indices(L):
-    """(degrees, orders): l and m of each column of ``sphere_basis(x, L)``, ((L+1)^2,) each."""
+    """(degrees, orders): l and m of each column of ``sphere_basis(x, L)``, ((L+1)^2,) each.
+
+    Parameters
+    ----------
+    L : int
+        The largest degree.
+
+    Returns
+    -------
+    degrees, orders : ndarray of int, shape ((L + 1)^2,)
+
+    Examples
+    --------
+    >>> from meanfield.solvers.harmonics import basis_indices
+    >>> basis_indices(1)
+    (array([0, 1, 1, 1]), array([0, 0, 1, 1]))
+    """
     degrees = np.concatenate([np.arange(L + 1)] + [np.repeat(np.arange(m, L + 1), 2) for m in range(1, L + 1)])
     orders = np.concatenate([np.zeros(L + 1, dtype=np.int64)] + [np.full(2 * (L + 1 - m), m) for m in range(1, L + 1)])
     return degrees, orders

@@ -33,7 +33,7 @@ UNRESOLVED = 0.5
 
 @lru_cache(maxsize=16)
 def geometry(mesh):
-    """The reconstruction geometry of a mesh (cached per Mesh object).
+    r"""The reconstruction geometry of a mesh (cached per Mesh object).
 
     Parameters
     ----------
@@ -45,6 +45,21 @@ def geometry(mesh):
         g_i = Σ_k weights[k] (ρ_j - ρ_i) over cell i's slots k.
     offsets : (K, 3) the face-midpoint offsets r_k = (d_k/2) t_k.
     slots : (E, 2) edge e = (i, j) is slot slots[e, 0] of cell i and slots[e, 1] of cell j.
+
+    .. math::
+
+        g_i = \sum_k \mathrm{weights}_k\, (\rho_j - \rho_i), \qquad
+        \mathrm{weights}_k = A_i^{-1} \delta_k, \qquad r_k = \tfrac12 \delta_k.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.reconstruction import geometry
+    >>> mesh = icosphere(1)
+    >>> weights, offsets, slots = geometry(mesh)
+    >>> weights.shape, offsets.shape, slots.shape
+    ((240, 3), (240, 3), (120, 2))
     """
     n = mesh.size
     e = mesh.cell_edges
@@ -68,7 +83,43 @@ def geometry(mesh):
 
 @njit(cache=True)
 def face_values(rho, cell_ptr, neighbours, weights, offsets, out, unresolved):
-    """Limited face values out[k] = ρ_i + α_i <g_i, r_k> and the unresolved flags (see the module)."""
+    r"""Limited face values out[k] = ρ_i + α_i <g_i, r_k> and the unresolved flags (see the module).
+
+    .. math::
+
+        \rho_{ik} = \rho_i + \alpha_i \langle g_i, r_k \rangle, \qquad \alpha_i \in [0, 1].
+
+    Parameters
+    ----------
+    rho : ndarray, shape (N,)
+        Cell densities.
+    cell_ptr, neighbours : ndarray of int
+        The mesh's neighbour lists in CSR form (``Mesh.cell_ptr``, ``Mesh.cell_neighbours``).
+    weights, offsets : ndarray, shape (K, 3)
+        From ``geometry``.
+    out : ndarray, shape (K,)
+        Receives the face values.
+    unresolved : ndarray of bool, shape (N,)
+        Receives the unresolved flags.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    A constant density has every face value equal to it:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.reconstruction import face_values, geometry
+    >>> mesh = icosphere(1)
+    >>> weights, offsets, _ = geometry(mesh)
+    >>> out, unresolved = np.empty(weights.shape[0]), np.empty(mesh.size, dtype=bool)
+    >>> face_values(np.full(mesh.size, 0.5), mesh.cell_ptr, mesh.cell_neighbours, weights, offsets, out, unresolved)
+    >>> bool(np.all(out == 0.5)), bool(unresolved.any())
+    (True, False)
+    """
     for i in range(rho.shape[0]):
         g0 = 0.0
         g1 = 0.0

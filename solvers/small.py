@@ -121,15 +121,70 @@ NO_MASK = -(1 << 62)   # the ``shift`` of unmasked attention: every source reach
 
 @njit(cache=True, inline="always")
 def first_target(j, shift, n):
-    """The first target i that source row j reaches, i >= j + shift (clipped to [0, n]): the causal
-    mask j_global <= i_global with shift = j0 - i0 (block offsets), nothing masked for NO_MASK."""
+    """The first target i that source row j reaches, i >= j + shift (clipped to [0, n]).
+
+    The causal mask j_global <= i_global with shift = j0 - i0 (block offsets), nothing masked for
+    NO_MASK.
+
+    Parameters
+    ----------
+    j : int
+        The source's row in its block.
+    shift : int
+        j0 - i0, the block's first source less the tile's first target, or ``NO_MASK``.
+    n : int
+        The number of targets in the tile.
+
+    Returns
+    -------
+    int
+        In [0, n].
+
+    Examples
+    --------
+    >>> from meanfield.solvers.small import NO_MASK, first_target
+    >>> first_target(3, 0, 8), first_target(3, -5, 8), first_target(3, NO_MASK, 8)
+    (3, 0, 0)
+    """
     return min(max(j + shift, 0), n)
 
 
 @njit(cache=True, inline="always", fastmath=_FAST)
 def weighted_exponentials(ST, w, m, z, shift):
-    """ST[j, i] <- e_ji = w_j e^{min(ST[j, i] - m_i, 0)} and z_i += sum_j e_ji (element-wise along i);
-    e_ji = 0 for the masked targets i < ``first_target(j, shift, n)``."""
+    r"""Weighted, shifted exponentials of a transposed score block, in place, and their sums.
+
+    .. math::
+
+        e_{ji} = w_j\, e^{\min(S^T_{ji} - m_i,\, 0)}, \qquad z_i \mathrel{+}= \sum_j e_{ji}
+
+    (element-wise along i); e_ji = 0 for the masked targets i < ``first_target(j, shift, n)``.
+
+    Parameters
+    ----------
+    ST : ndarray, shape (J, n)
+        Scores S^T[j, i], overwritten by e_ji.
+    w : ndarray, shape (J,)
+        Source weights.
+    m : ndarray, shape (n,)
+        The running maxima.
+    z : ndarray, shape (n,)
+        Running sums, increased in place.
+    shift : int
+        The causal offset (see ``first_target``) or ``NO_MASK``.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.small import NO_MASK, weighted_exponentials
+    >>> ST, z = np.zeros((2, 2)), np.zeros(2)
+    >>> weighted_exponentials(ST, np.array([0.25, 0.75]), np.zeros(2), z, NO_MASK)
+    >>> z
+    array([1., 1.])
+    """
     J, n = ST.shape
     for j in range(J):
         wj = w[j]
@@ -265,9 +320,49 @@ def _scratch(n, d):
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out, log_phi):
-    """X and log Φ of each system of x (B, n, d) with weights w (B, n), into out (B, n, d) and
-    log_phi (B, n).  A_T = A^T (d, d) and V (d, d) are read only when general_A / general_V;
-    otherwise A = a I and V = v_scale I; ``causal`` masks j > i."""
+    r"""The attention field X and log Φ of each small system of tokens that are their own sources.
+
+    .. math::
+
+        X_i = P_{x_i} V \frac{\sum_j w_j e^{\beta \langle x_i, A x_j \rangle} x_j}{\Phi_i}
+        \ \text{(SA; USA without the division)}, \qquad
+        \Phi_i = \sum_j w_j e^{\beta \langle x_i, A x_j \rangle},
+
+    by whole-system matrix products, one system per parallel job.  A_T = A^T (d, d) and V (d, d)
+    are read only when general_A / general_V; otherwise A = a I and V = v_scale I; ``causal``
+    masks j > i (USA: not divided by the prefix weights).
+
+    Parameters
+    ----------
+    x : ndarray, shape (B, n, d)
+        B systems of n <= ``SMALL_N`` unit vectors.
+    w : ndarray, shape (B, n)
+        Weights.
+    beta : float
+    A_T, V : ndarray, shape (d, d) or (1, 1)
+    a, v_scale : float
+    normalised, general_A, general_V, causal : bool
+    out : ndarray, shape (B, n, d)
+        Receives X.
+    log_phi : ndarray, shape (B, n)
+        Receives log Φ.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.small import field
+    >>> x = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> out, log_phi = np.empty((1, 2, 2)), np.empty((1, 2))
+    >>> one = np.ones((1, 1))
+    >>> field(x, np.full((1, 2), 0.5), 1.0, one, 1.0, one, 1.0, True, False, False, False, out, log_phi)
+    >>> np.round(out[0], 4)
+    array([[0.    , 0.2689],
+           [0.2689, 0.    ]])
+    """
     B, n, d = x.shape
     for b in prange(B):
         UT, GT, ST, m, z = _scratch(n, d)
@@ -298,12 +393,50 @@ def _stage(yT, h, kT, sT):
 
 @njit(parallel=True, cache=True, fastmath=_FAST)
 def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
-    """``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
+    r"""``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
     x (B, n, d), each followed by renormalisation; the result goes into out (B, n, d).
 
     Euler:  y <- N(y + h X(N(y)));   RK4: k1 = X(N(y)), k2 = X(N(y + h/2 k1)),
     k3 = X(N(y + h/2 k2)), k4 = X(N(y + h k3)), y <- N(y + h/6 (k1 + 2 k2 + 2 k3 + k4)),
-    with N(y) = y/|y| for each token."""
+    with N(y) = y/|y| for each token:
+
+    .. math::
+
+        y \leftarrow N\Big(y + \frac{h}{6}(k_1 + 2k_2 + 2k_3 + k_4)\Big), \qquad N(y)_i = \frac{y_i}{|y_i|}.
+
+    Parameters
+    ----------
+    x : ndarray, shape (B, n, d)
+        B systems of n <= ``SMALL_N`` tokens.
+    w : ndarray, shape (B, n)
+        Weights.
+    h : float
+        The step.
+    count : int
+        The number of steps.
+    rk4 : bool
+        RK4 (else forward Euler).
+    beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal
+        The model, as for ``field``.
+    out : ndarray, shape (B, n, d)
+        Receives the tokens after ``count`` steps.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    Two tokens a quarter turn apart attract each other:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.small import advance
+    >>> x, out = np.array([[[1.0, 0.0], [0.0, 1.0]]]), np.empty((1, 2, 2))
+    >>> one = np.ones((1, 1))
+    >>> advance(x, np.full((1, 2), 0.5), 0.1, 5, True, 1.0, one, 1.0, one, 1.0, True, False, False, False, out)
+    >>> bool(out[0, 0] @ out[0, 1] > 0), bool(np.allclose(np.linalg.norm(out, axis=2), 1))
+    (True, True)
+    """
     B, n, d = x.shape
     for b in prange(B):
         UT, GT, ST, m, z = _scratch(n, d)

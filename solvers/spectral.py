@@ -60,19 +60,69 @@ FAST_OVERHEAD = 2e-4
 
 
 def supports(model, d):
-    """Fast summation applies to Q^T K = I, V = ±I on S^1 (d = 2) and S^2 (d = 3), β <= MAX_BETA."""
+    """Whether fast summation applies: Q^T K = I, V = ±I on S^1 (d = 2) and S^2 (d = 3), β <= MAX_BETA.
+
+    Parameters
+    ----------
+    model : meanfield.models.Model
+    d : int
+        The dimension.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.models import SA
+    >>> from meanfield.solvers import spectral
+    >>> bool(spectral.supports(SA(beta=1.0), 3)), spectral.supports(SA(beta=1.0), 4)
+    (True, False)
+    """
     return d in (2, 3) and model.is_isotropic and model.beta <= MAX_BETA
 
 
 @lru_cache(maxsize=64)
 def kernel_coefficients(beta, d):
-    """κ_0..κ_K of e^{β(<x,y>-1)} (d = 2: e^{-β} I_k(β); d = 3: e^{-β} i_l(β)), truncated at the
+    r"""κ_0..κ_K of e^{β(<x,y>-1)} (d = 2: e^{-β} I_k(β); d = 3: e^{-β} i_l(β)), truncated at the
     smallest degree whose tail sum_{k>K} (2κ_k resp. (2l+1)κ_l) is <= TRUNCATION.
 
     Miller's algorithm: the three-term recurrences I_{k-1} = I_{k+1} + (2k/β) I_k and
     i_{l-1} = i_{l+1} + ((2l+1)/β) i_l, run downwards from a degree far beyond the truncation
     (where they are stable) as the ratios ρ_k = κ_k/κ_{k-1} = 1/(c_k + ρ_{k+1}), give κ up to
-    a factor, fixed by the identity at <x,y> = 1: κ_0 + 2 sum κ_k = 1 resp. sum (2l+1) κ_l = 1."""
+    a factor, fixed by the identity at <x,y> = 1: κ_0 + 2 sum κ_k = 1 resp. sum (2l+1) κ_l = 1.
+
+    .. math::
+
+        e^{\beta(\cos\theta - 1)} = \kappa_0 + 2 \sum_{k \ge 1} \kappa_k \cos k\theta \ (S^1), \qquad
+        e^{\beta(\langle x, y \rangle - 1)} = \sum_{l \ge 0} (2l + 1)\, \kappa_l P_l(\langle x, y \rangle) \ (S^2).
+
+    Parameters
+    ----------
+    beta : float
+        0 <= β <= ``MAX_BETA``.
+    d : {2, 3}
+        The dimension.
+
+    Returns
+    -------
+    ndarray, shape (K + 1,)
+        κ_0..κ_K (read-only).
+
+    Raises
+    ------
+    ValueError
+        For β > ``MAX_BETA``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy.special import ive
+    >>> from meanfield.solvers import spectral
+    >>> kappa = spectral.kernel_coefficients(1.0, 2)
+    >>> kappa.size, bool(np.allclose(kappa, ive(np.arange(kappa.size), 1.0)))
+    (16, True)
+    """
     if beta == 0:
         return np.ones(1)
     if not beta <= MAX_BETA:
@@ -96,8 +146,31 @@ def kernel_coefficients(beta, d):
 
 @lru_cache(maxsize=64)
 def table_weights(beta):
-    """ε_m κ_l for the columns of ``harmonics.sphere_basis`` at the truncation degree L of β on S^2,
-    so that Σ_j W_jc e^{β(<x_i, y_j> - 1)} = (T_x diag(ε_m κ_l) T_y^T W)_ic."""
+    r"""ε_m κ_l for the columns of ``harmonics.sphere_basis`` at the truncation degree L of β on S^2,
+    so that Σ_j W_jc e^{β(<x_i, y_j> - 1)} = (T_x diag(ε_m κ_l) T_y^T W)_ic.
+
+    .. math::
+
+        \sum_j W_{jc} e^{\beta(\langle x_i, y_j \rangle - 1)}
+        = \big(T_x \operatorname{diag}(\varepsilon_m \kappa_l)\, T_y^T W\big)_{ic},
+        \qquad \varepsilon_0 = 1,\ \varepsilon_{m > 0} = 2.
+
+    Parameters
+    ----------
+    beta : float
+
+    Returns
+    -------
+    ndarray
+        One weight per column of ``harmonics.sphere_basis`` (read-only).
+
+    Examples
+    --------
+    >>> from meanfield.solvers import spectral
+    >>> w = spectral.table_weights(1.0)
+    >>> w.size == (spectral.degree(1.0, 3) + 1) ** 2
+    True
+    """
     kappa = kernel_coefficients(beta, 3)
     degrees, orders = harmonics.basis_indices(kappa.size - 1)
     out = np.where(orders == 0, 1.0, 2.0) * kappa[degrees]
@@ -106,13 +179,64 @@ def table_weights(beta):
 
 
 def degree(beta, d):
-    """Truncation degree K (S^1) or L (S^2)."""
+    """Truncation degree K (S^1) or L (S^2) of the kernel's expansion (``kernel_coefficients``).
+
+    Parameters
+    ----------
+    beta : float
+    d : {2, 3}
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from meanfield.solvers import spectral
+    >>> spectral.degree(0.0, 2), spectral.degree(1.0, 2), spectral.degree(100.0, 3) > 50
+    (0, 15, True)
+    """
     return kernel_coefficients(beta, d).size - 1
 
 
 def kernel_sum(beta, x, y, W):
-    """S (n, C) with S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)} for targets x (n, d), sources
-    y (m, d), d in {2, 3}, and weights W (m, C) of any sign."""
+    r"""S (n, C) with S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)} for targets x (n, d), sources
+    y (m, d), d in {2, 3}, and weights W (m, C) of any sign.
+
+    .. math::
+
+        S_{ic} = \sum_j W_{jc}\, e^{\beta(\langle x_i, y_j \rangle - 1)},
+
+    in O((n + m) K^{d-1} C) operations through the kernel's expansion in harmonics of degree K.
+
+    Parameters
+    ----------
+    beta : float
+    x : ndarray, shape (n, d)
+        Targets (unit vectors).
+    y : ndarray, shape (m, d)
+        Sources (unit vectors).
+    W : ndarray, shape (m, C)
+        Weights.
+
+    Returns
+    -------
+    ndarray, shape (n, C)
+
+    Raises
+    ------
+    ValueError
+        For d not in {2, 3}.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import spectral
+    >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> S = spectral.kernel_sum(1.0, x, x, np.ones((2, 1)))
+    >>> bool(np.allclose(S[:, 0], 1 + np.exp(-1.0)))
+    True
+    """
     d = x.shape[1]
     if d not in (2, 3):
         raise ValueError(f"fast summation needs points on S^1 or S^2 (d = 2 or 3); got d = {d}")
@@ -135,16 +259,74 @@ def kernel_sum(beta, x, y, W):
 
 
 def roundoff(beta, d):
-    """δ: the absolute error of kernel_sum per unit of sum_j |W_jc|."""
+    r"""δ: the absolute error of kernel_sum per unit of sum_j |W_jc|.
+
+    .. math::
+
+        \delta = (K + 1 + 3\beta)\,\varepsilon + 10^{-17}.
+
+    Parameters
+    ----------
+    beta : float
+    d : {2, 3}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from meanfield.solvers import spectral
+    >>> bool(spectral.roundoff(1.0, 2) < 1e-14)
+    True
+    """
     return (degree(beta, d) + 1 + 3 * beta) * EPS + TRUNCATION
 
 
 def attention_field(model, x, y, w, rtol=RTOL):
-    """(X, log Φ, trusted) for targets x (B, n, d), sources y (B, m, d), weights w (B, m).
+    r"""(X, log Φ, trusted) for targets x (B, n, d), sources y (B, m, d), weights w (B, m).
 
     ``trusted`` (B, n) is False where the error bound ε_i exceeds ``rtol``: the caller must
     recompute those targets directly (their X and log Φ here are placeholders).  The sums are
-    those of the unit vectors x/|x|, y/|y| (inputs are unit vectors up to ``checks.UNIT_TOL``)."""
+    those of the unit vectors x/|x|, y/|y| (inputs are unit vectors up to ``checks.UNIT_TOL``).
+
+    .. math::
+
+        X_i = \pm P_{x_i} \frac{\sum_j w_j e^{\beta \langle x_i, y_j \rangle} y_j}{\Phi_i}, \qquad
+        \Phi_i = \sum_j w_j e^{\beta \langle x_i, y_j \rangle}
+
+    (SA; USA without the division), the sums by ``kernel_sum``.
+
+    Parameters
+    ----------
+    model : meanfield.models.Model
+        Q^T K = I, V = ±I (``supports``).
+    x : ndarray, shape (B, n, d)
+        Targets, d in {2, 3}.
+    y : ndarray, shape (B, m, d)
+        Sources.
+    w : ndarray, shape (B, m)
+        Weights.
+    rtol : float
+        The relative error trusted.
+
+    Returns
+    -------
+    X : ndarray, shape (B, n, d)
+    log_phi : ndarray, shape (B, n)
+    trusted : ndarray of bool, shape (B, n)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.models import SA
+    >>> from meanfield.solvers import spectral
+    >>> x = np.array([[[1.0, 0.0], [0.0, 1.0]]])
+    >>> X, log_phi, trusted = spectral.attention_field(SA(beta=1.0), x, x, np.full((1, 2), 0.5))
+    >>> np.round(X[0], 4), bool(trusted.all())
+    (array([[0.    , 0.2689],
+           [0.2689, 0.    ]]), True)
+    """
     B, n, d = x.shape
     beta = model.beta
     delta = roundoff(beta, d)
@@ -181,6 +363,26 @@ def _transform_seconds(d, degree, points, columns):
 
 
 def cost(d, beta, n, m):
-    """Estimated one-core seconds (direct, fast) for n targets and m sources."""
+    """Estimated one-core seconds (direct, fast) for n targets and m sources (``summation="auto"``).
+
+    Parameters
+    ----------
+    d : {2, 3}
+    beta : float
+    n, m : int
+        Numbers of targets and sources.
+
+    Returns
+    -------
+    direct, fast : float
+        Seconds.
+
+    Examples
+    --------
+    >>> from meanfield.solvers import spectral
+    >>> direct, fast = spectral.cost(2, 1.0, 1000, 1000)
+    >>> fast < direct
+    True
+    """
     return (kernels.direct_seconds(1, n, m, d),
             FAST_OVERHEAD + _transform_seconds(d, degree(beta, d), n + m, d + 1))

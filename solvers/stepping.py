@@ -61,8 +61,37 @@ _DP_E = _DP_B - np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339
 
 
 def positivity_step(dt, bound, context):
-    """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound;
-    a larger dt is refused (ValueError naming ``context``, e.g. the model and grid)."""
+    """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound.
+
+    Parameters
+    ----------
+    dt : float or None
+        The requested step, or None for the largest step the bound allows.
+    bound : float
+        The largest step that keeps the density non-negative.
+    context : str
+        What the bound is for (e.g. the model and grid), named in the error.
+
+    Returns
+    -------
+    float
+        The step to take.
+
+    Raises
+    ------
+    ValueError
+        When dt > bound, or dt is not a positive number.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import positivity_step
+    >>> positivity_step(None, 0.5, "a test"), positivity_step(0.1, 0.5, "a test")
+    (0.5, 0.1)
+    >>> positivity_step(1.0, 0.5, "a test")
+    Traceback (most recent call last):
+    ...
+    ValueError: dt = 1 exceeds the positivity bound 0.5 for a test; use dt <= 0.5 (or leave dt=None)
+    """
     if dt is None:
         return bound
     if as_positive(dt, "dt") > bound:
@@ -72,8 +101,47 @@ def positivity_step(dt, bound, context):
 
 
 def fixed_step(f, t, y, h, scheme):
-    """One step of size h from (t, y) of an explicit fixed-step scheme for y' = f(t, y);
-    returns (y_new, evaluations)."""
+    r"""One step of size h from (t, y) of an explicit fixed-step scheme for y' = f(t, y).
+
+    Forward Euler, the classical Runge–Kutta scheme of order 4, or the strong-stability-preserving
+    scheme of order 3 (a convex combination of forward-Euler steps), e.g. for ``"rk4"``
+
+    .. math::
+
+        y_{n+1} = y_n + \frac{h}{6}\,(k_1 + 2 k_2 + 2 k_3 + k_4).
+
+    Parameters
+    ----------
+    f : callable
+        ``f(t, y)``, the right-hand side.
+    t : float
+        The time of ``y``.
+    y : ndarray
+        The state.
+    h : float
+        The step.
+    scheme : {"euler", "rk4", "ssprk3"}
+
+    Returns
+    -------
+    y_new : ndarray
+        The state at t + h.
+    evaluations : int
+        The number of calls of ``f`` (1, 4 or 3).
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.stepping import fixed_step
+    >>> y, n = fixed_step(lambda t, y: -y, 0.0, np.array([1.0]), 0.1, "rk4")
+    >>> n, bool(abs(y[0] - np.exp(-0.1)) < 1e-6)
+    (4, True)
+    """
     if scheme == "euler":
         return y + h * f(t, y), 1
     if scheme == "rk4":
@@ -105,7 +173,25 @@ def _error_norm(err, y, y_new, rtol, atol):
 
 
 def digest(y):
-    """A fingerprint of an array's values (identifies a run's initial state in its checkpoint)."""
+    """A fingerprint of an array's values (identifies a run's initial state in its checkpoint).
+
+    Parameters
+    ----------
+    y : array_like
+        Values, read as float64.
+
+    Returns
+    -------
+    str
+        The SHA-256 hex digest of the values' bytes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.stepping import digest
+    >>> digest(np.arange(3)) == digest([0.0, 1.0, 2.0]), len(digest(np.zeros(2)))
+    (True, 64)
+    """
     return hashlib.sha256(np.ascontiguousarray(y, dtype=np.float64).tobytes()).hexdigest()
 
 
@@ -115,7 +201,34 @@ class Checkpoint:
     The folder must be writable when the Checkpoint is made (so no work is lost to a late
     failure); leftovers of interrupted saves of this checkpoint are removed.  Saves write a
     temporary file, fsync it and rename it onto ``path``: a reader sees the old or the new
-    state, never a mix.  A save that fails later (full disk) warns and the run goes on."""
+    state, never a mix.  A save that fails later (full disk) warns and the run goes on.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The checkpoint file (an .npz file).
+    every : int
+        Save every this many steps (and at every output time).
+    meta : dict, optional
+        The run's settings; a checkpoint written with other settings is refused on resume.
+
+    Raises
+    ------
+    TypeError
+        When ``path`` is not a path.
+    ValueError
+        When ``path`` is a folder or cannot be written, or ``every`` is not a positive count.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.stepping import Checkpoint, integrate
+    >>> t = np.linspace(0.0, 1.0, 3)
+    >>> Y, info = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint("run.npz", every=5))
+    >>> Z, _ = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint("run.npz"), resume=True)
+    >>> bool(np.array_equal(Y, Z))
+    True
+    """
 
     def __init__(self, path, every=100, meta=None):
         try:
@@ -200,7 +313,7 @@ class Checkpoint:
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
               observe=None, positivity=False, cfl=CFL, context=None):
-    """Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
+    r"""Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
     added to every fixed step before the projection (a reproducible noise increment).
 
@@ -220,6 +333,62 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     fraction of the bound 1/rate taken; info gains the smallest and largest step taken, ``hmin``
     and ``hmax``; ``context`` (e.g. the model and grid) is named in the error of a step that
     underflows.
+
+    .. math::
+
+        Y_k = y(t_k), \qquad y(t_0) = y_0, \quad \dot y = f(y).
+
+    Parameters
+    ----------
+    f : callable
+        ``f(y)``, or ``f(t, y)`` when ``time_dependent`` (with ``positivity``: returning
+        ``(dy/dt, rate)``).
+    y0 : ndarray
+        The initial state.
+    t_eval : ndarray
+        Increasing output times; the run starts at ``t_eval[0]``.
+    scheme : {"euler", "rk4", "ssprk3", "dopri5"}
+        Fixed-step schemes (step ``dt``) or the adaptive Dormand–Prince pair (``rtol``, ``atol``).
+    dt : float, optional
+        The fixed step (the largest step with ``positivity``).
+    rtol, atol : float
+        Tolerances of the adaptive scheme.
+    project : callable, optional
+        Applied to the state after every step (e.g. back onto the sphere).
+    checkpoint : Checkpoint, optional
+        Where to save the state; ``resume=True`` continues from it bit for bit.
+    resume : bool
+    progress : bool or None
+    time_dependent : bool
+    kick, advance, observe : callable, optional
+        See above.
+    positivity : bool
+    cfl : float
+        In (0, 1].
+    context : str, optional
+
+    Returns
+    -------
+    Y : ndarray
+        ``Y[k] = y(t_eval[k])`` (or ``observe`` of it).
+    info : dict
+        Counters ``nfev``, ``nsteps``, ``nrejected`` (and ``hmin``, ``hmax``, ``state``, see above).
+
+    Raises
+    ------
+    ValueError
+        For an unknown scheme, bad tolerances, a ``dt`` needing more than ``MAX_STEPS`` steps,
+        ``resume`` without ``checkpoint``, or a checkpoint of another run.
+    RuntimeError
+        When the adaptive scheme needs more than ``MAX_STEPS`` steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.stepping import integrate
+    >>> Y, info = integrate(lambda y: -y, np.ones(1), np.array([0.0, 1.0]), dt=0.1)
+    >>> round(float(Y[-1, 0]), 5), info["nsteps"]
+    (0.36788, 10)
     """
     as_choice(scheme, "method", SCHEMES)
     if positivity:

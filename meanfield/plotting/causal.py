@@ -16,7 +16,30 @@ MAX_TOKENS = 2000          # tokens drawn over a density panel (evenly spaced in
 
 def distance_figure(comparison):
     """D against t (log scale): mean over draws and the min-max band, the grid error (dashed) and
-    the floor π B/(2n) (dash-dotted); the legend below the axes."""
+    the floor π B/(2n) (dash-dotted); the legend below the axes.
+
+    Parameters
+    ----------
+    comparison : meanfield.causal_compare.CausalComparison
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.plotting.causal import distance_figure
+    >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
+    >>> fig = distance_figure(c)
+    >>> fig.axes[0].get_yscale()
+    'log'
+    >>> plt.close(fig)
+    """
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7.5, 5.2), constrained_layout=True)
     t, w, info = comparison.t, comparison.w1, comparison.info
@@ -39,7 +62,30 @@ def distance_figure(comparison):
 
 def solution_figure(comparison):
     """ρ(t, s, θ) at the first and last output (one logarithmic colour scale each, with a colour bar)
-    and the first draw's tokens (θ_i, s_i = (i - 1/2)/n) on top."""
+    and the first draw's tokens (θ_i, s_i = (i - 1/2)/n) on top.
+
+    Parameters
+    ----------
+    comparison : meanfield.causal_compare.CausalComparison
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.plotting.causal import solution_figure
+    >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
+    >>> fig = solution_figure(c)
+    >>> len(fig.axes)     # two panels and their colour bars
+    4
+    >>> plt.close(fig)
+    """
     import matplotlib.pyplot as plt
     from matplotlib.colors import LogNorm
     density, x = comparison.density, comparison.particles.x
@@ -63,7 +109,31 @@ def solution_figure(comparison):
 
 
 def report_figures(comparison, folder):
-    """Write solution.png and wasserstein.png to ``folder``; return their paths."""
+    """Write solution.png and wasserstein.png to ``folder``; return their paths.
+
+    Parameters
+    ----------
+    comparison : meanfield.causal_compare.CausalComparison
+    folder : str
+        An existing folder.
+
+    Returns
+    -------
+    list of str
+        The paths written.
+
+    Examples
+    --------
+    >>> import os
+    >>> import numpy as np
+    >>> import meanfield as mf
+    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.plotting.causal import report_figures
+    >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
+    ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
+    >>> [os.path.basename(p) for p in report_figures(c, ".")]
+    ['solution.png', 'wasserstein.png']
+    """
     import matplotlib.pyplot as plt
     paths = []
     for name, make in (("solution", solution_figure), ("wasserstein", distance_figure)):
