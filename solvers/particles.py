@@ -194,15 +194,24 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
     return out
 
 
-def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
+def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, *, backend="numba", device=None):
     """Tangent velocities X[μ](x_i) of tokens x (n, d) or a batch (B, n, d), μ = sum_j w_j δ_{x_j};
     ``model`` SA, USA or MultiHead, with weights evaluated at time ``t`` if they depend on it.
     ``dtype``: float64 (default) or float32 (opt-in single-precision score and value products,
     direct summation, d <= 1024; relative error ~1e-7 (1 + β), see docs/performance.md);
-    the result is float64 in both cases."""
+    the result is float64 in both cases.  ``backend="torch"`` (one SA/USA head, direct
+    summation) computes it with PyTorch on ``device`` (None: CUDA when available, else the CPU;
+    ``meanfield.solvers.torch_backend``, any d in float32 too)."""
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
-    dtype = _precision(dtype, x.shape[-1], summation)
+    backend = _backend(backend, device)
+    dtype = _precision(dtype, x.shape[-1], summation, backend)
+    if backend == "torch":
+        _torch_supports(model, summation)
+        _check_exponent(model, x.shape[-1])
+        w = _causal_weights(model, as_batch_weights(weights, x))
+        w = _uniform_weights(_batched(x).shape) if w is None else w
+        return _torch_field(model, x.shape[-1], device, dtype).numpy(_batched(x), w)[0].reshape(x.shape)
     for head in getattr(model, "heads", (model,)):
         _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
@@ -218,15 +227,50 @@ def _causal_weights(model, w):
     return w
 
 
-def _precision(dtype, d, summation):
-    """np.float64 or np.float32 from ``dtype``; float32 needs direct summation and the ``gemm`` range of d."""
+BACKENDS = ("numba", "torch")
+
+
+def _backend(backend, device):
+    """``backend`` checked; ``device`` is an option of the torch backend only."""
+    as_choice(backend, "backend", BACKENDS)
+    if backend == "numba" and device is not None:
+        raise ValueError(f"device={device!r} places a run of backend='torch'; the Numba engines run on the CPU "
+                         f"(pass backend='torch' or leave device=None)")
+    return backend
+
+
+def _torch_supports(model, summation, scheme="rk4", noise=None, engine="auto"):
+    """Refuse what the torch backend does not run: several heads, time-dependent weights, the fast
+    summation, adaptive steps, noise, the Numba engines (never a silent fallback)."""
+    if isinstance(model, MultiHead) or model.is_time_dependent:
+        raise ValueError(f"backend='torch' runs one SA/USA head with constant weights; got {model!r} "
+                         f"(use backend='numba')")
+    if summation == "fast":
+        raise ValueError("backend='torch' sums the field directly; summation='fast' needs backend='numba'")
+    if scheme == "dopri5":
+        raise ValueError("backend='torch' takes fixed Euler or RK4 steps; method='adaptive' needs backend='numba'")
+    if noise is not None:
+        raise ValueError("backend='torch' has no Brownian noise; noise > 0 needs backend='numba'")
+    if engine not in ("auto", "torch"):
+        raise ValueError(f"engine={engine!r} is a Numba engine; with backend='torch' leave engine='auto'")
+
+
+def _torch_field(model, d, device, dtype):
+    """``torch_backend.Field`` of one constant SA/USA head in R^d."""
+    from . import torch_backend
+    A, V = _operators(model, d)
+    return torch_backend.Field(model.beta, A, V, model.normalised, model.causal, device=device, dtype=dtype)
+
+
+def _precision(dtype, d, summation, backend="numba"):
+    """np.float64 or np.float32 from ``dtype``; float32 needs direct summation and (Numba) the ``gemm`` range of d."""
     try:
         kind = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype must be float64 or float32; got {dtype!r}") from None
     if kind not in (np.float64, np.float32):
         raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
-    if kind == np.float32 and (summation == "fast" or not gemm.supports(d)):
+    if kind == np.float32 and (summation == "fast" or not (backend == "torch" or gemm.supports(d))):
         raise ValueError(f"dtype=float32 needs direct summation and d <= {gemm.MAX_D} "
                          f"(single-precision BLAS tiles); got d = {d}, summation {summation!r}")
     return kind.type
@@ -370,6 +414,15 @@ def _small_advance(model, w, scheme, shape):
     return advance
 
 
+def _torch_advance(model, w, scheme, shape, device, dtype):
+    """("torch", ``advance(y, h, count)`` for ``integrate``, the torch.device): the torch backend's
+    fixed steps of the batch (B, n, d)."""
+    from . import torch_backend
+    field = _torch_field(model, shape[-1], device, dtype)
+    w = _uniform_weights(shape) if w is None else w
+    return "torch", torch_backend.stepper(field, w, scheme == "rk4"), field.device
+
+
 def _observer(observe, model, w, shape, energy, how, log):
     """Pack E_β (if ``energy``) and observe(x) of one output time into one flat row (logging
     the shape of observe's value), so that the run stores O(B) numbers per output time."""
@@ -385,7 +438,8 @@ def _observer(observe, model, w, shape, energy, how, log):
 
 def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights=None, rtol=1e-8,
           atol=1e-10, progress=None, energy=True, checkpoint=None, checkpoint_every=100,
-          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64, budget=BUDGET):
+          resume=False, noise=0.0, seed=None, observe=None, engine="auto", dtype=np.float64, budget=BUDGET,
+          backend="numba", device=None):
     """Integrate the tokens x0 (n, d) or a batch (B, n, d) and return a ParticleSolution.
 
     model: SA, USA or MultiHead; weights (β, Q, K, V, the feed-forward W, A, b) may be callables
@@ -419,6 +473,15 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     (``gemm`` engine, direct summation, d <= 1024, engine "kernels"); the state, the steps
     and the energies stay float64.
 
+    backend: "numba" (default: the engines above, on the CPU) or "torch" (PyTorch,
+    ``meanfield.solvers.torch_backend``; optional, ``pip install "meanfield-attention[gpu]"``):
+    one SA/USA head (causal or not, any Q, K, V, weights, batches) with constant weights, Euler or
+    RK4, direct summation, float64 or float32 (the latter for any d), ``observe``, checkpoints, on
+    ``device`` (None: CUDA when available, else the CPU; "cpu", "cuda", "cuda:k").  Results equal the
+    Numba engines' to round-off (float64); info["engine"] is "torch" and info["device"] the device.
+    Noise, several heads, time-dependent weights, method "adaptive" and summation "fast" are
+    refused.  A checkpoint resumes on the backend and device type that wrote it (bit for bit).
+
     budget: seconds (default ``meanfield.budget.BUDGET``, one hour; None: no limit).  A fixed-step
     run whose step count times the measured cost of one step exceeds it is refused before it
     starts; an adaptive run is stopped when it reaches it (resume from its checkpoint).
@@ -429,7 +492,10 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
-    dtype = _precision(dtype, x0.shape[-1], summation)
+    backend = _backend(backend, device)
+    dtype = _precision(dtype, x0.shape[-1], summation, backend)
+    if backend == "torch":
+        _torch_supports(model, summation, scheme, brownian_kick(noise, seed, scheme)[0], engine)
     first = model.at(t_eval[0])
     for head in getattr(first, "heads", (first,)):
         _check_exponent(head, x0.shape[-1])
@@ -437,7 +503,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         velocity(model, x0, summation=summation, t=t_eval[0])  # validates shapes and summations
         how = summation
     else:
-        how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
+        how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2],
+                                "direct" if backend == "torch" else summation)
     w = _causal_weights(model, as_batch_weights(weights, x0))
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None and model.is_time_dependent:
@@ -459,14 +526,19 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
         return field(model.at(t), normalise(x), w, summation=how, stats=stats, dtype=dtype)
 
     plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None
-    engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
-    advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
+    if backend == "torch":
+        engine, advance, device = _torch_advance(model, w, scheme, batched.shape, device, dtype)
+    else:
+        engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
+        advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
     meta = dict(solver="particles", model=model.to_dict(), method=scheme, dt=dt, rtol=rtol, atol=atol,
                 summation=how, weights=None if w is None else digest(w), noise=float(noise) if kick else 0.0, seed=seed,
                 engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
+    if backend == "torch":
+        meta.update(backend=backend, device=device.type)
     what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
     if scheme == "dopri5":
         rhs = deadline(rhs, budget, what)
@@ -481,6 +553,8 @@ def solve(model, x0, t_eval, method="rk4", dt=None, *, summation="auto", weights
                          advance=advance, observe=packed)
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
                 dtype=np.dtype(dtype).name)
+    if backend == "torch":
+        info["device"] = str(device)
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
     stored = None if w is None else w.reshape(x0.shape[:-1])
