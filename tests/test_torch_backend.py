@@ -211,3 +211,46 @@ def test_missing_torch_names_the_install(monkeypatch):
     assert not torch_backend.available()
     with pytest.raises(ImportError, match=r"meanfield-attention\[gpu\]"):
         particles.solve(mf.SA(1.0), mf.uniform_sphere(5, 3, seed=0), T, backend="torch")
+
+
+def test_phase_diagram_task_on_the_torch_backend(torch):
+    """The phase-diagram sweep task (streamed statistics of a batch, the paper's Euler step) gives the
+    Numba engine's fractions and cluster counts, and records nothing else in its store key."""
+    from meanfield.validation import phase_diagram
+    params = dict(model="SA", d=3, beta=4.0, n=8, batch=6, T=3.0, times=7)
+    numba = phase_diagram.pair_statistics(params, 0)
+    on_torch = phase_diagram.pair_statistics(dict(params, backend="torch", device="cpu"), 0)
+    for key in ("t", "pair_fraction", "median_clusters"):
+        np.testing.assert_array_equal(on_torch[key], numba[key])
+
+
+def test_figures_forward_the_backend_to_the_phase_diagram_only(capsys):
+    from meanfield import figures
+    assert figures.main(["kuramoto", "--backend", "torch"]) == 2
+    assert "phase_diagram" in capsys.readouterr().err
+    assert figures.main(["--backend", "torch"]) == 2       # every experiment: refused, not silently ignored
+
+
+def test_sweep_places_tasks_by_their_resources(tmp_path):
+    """Tasks asking for a resource (``gpu_resources``: device="cuda...") run on the workers that offer
+    it; a cluster where none does is refused before anything runs."""
+    from meanfield import sweep
+    distributed = pytest.importorskip("distributed")
+    assert sweep.gpu_resources({"device": "cuda:1"}) == {"GPU": 1}
+    assert sweep.gpu_resources({"device": "cpu"}) is None and sweep.gpu_resources({}) is None
+    grid = {"beta": [1.0], "n": [6], "d": [3], "T": [0.5], "device": ["cuda"]}
+    with pytest.raises(ValueError, match="give a client"):
+        sweep.run(sweep.particle_clusters, grid, 1, tmp_path / "a", resources=sweep.gpu_resources)
+    with pytest.raises(ValueError, match="positive amount"):
+        sweep.run(sweep.particle_clusters, grid, 1, tmp_path / "a", client="local", resources={"GPU": -1})
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) \
+            as cluster, distributed.Client(cluster) as client:
+        with pytest.raises(ValueError, match="--resources GPU=1"):
+            sweep.run(sweep.particle_clusters, grid, 1, tmp_path / "b", client=client, resources=sweep.gpu_resources)
+    grid.update(backend=["torch"], device=["cpu"])    # the placement is tested, not a GPU: these run on the CPU
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  resources={"GPU": 1}) as cluster, distributed.Client(cluster) as client:
+        if not torch_backend.available():
+            grid.pop("backend"), grid.pop("device")
+        res = sweep.run(sweep.particle_clusters, grid, 2, tmp_path / "c", client=client, resources={"GPU": 1})
+        assert len(res) == 2 and np.all(res.get("clusters") >= 1)
