@@ -171,11 +171,16 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     if stats is not None:
         stats[how] = stats.get(how, 0) + 1
         stats["recomputed"] = stats.get("recomputed", 0) + recomputed
+    _check_finite(model, out)
+    return out, log_phi
+
+
+def _check_finite(model, out):
+    """``out`` (a USA velocity, or a state stepped by one) refused where it is no longer finite."""
     if not model.normalised and not np.all(np.isfinite(out)):
         raise FloatingPointError(
             f"USA velocity overflows double precision at beta = {model.beta:g} (e^(beta <Qx,Ky>) > 1e308); "
             f"use SA, a smaller beta, or rescale time")
-    return out, log_phi
 
 
 def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64):
@@ -211,7 +216,9 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
         _check_exponent(model, x.shape[-1])
         w = _causal_weights(model, as_batch_weights(weights, x))
         w = _uniform_weights(_batched(x).shape) if w is None else w
-        return _torch_field(model, x.shape[-1], device, dtype).numpy(_batched(x), w)[0].reshape(x.shape)
+        out = _torch_field(model, x.shape[-1], device, dtype).numpy(_batched(x), w)[0]
+        _check_finite(model, out)
+        return out.reshape(x.shape)
     for head in getattr(model, "heads", (model,)):
         _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
@@ -419,8 +426,13 @@ def _torch_advance(model, w, scheme, shape, device, dtype):
     fixed steps of the batch (B, n, d)."""
     from . import torch_backend
     field = _torch_field(model, shape[-1], device, dtype)
-    w = _uniform_weights(shape) if w is None else w
-    return "torch", torch_backend.stepper(field, w, scheme == "rk4"), field.device
+    steps = torch_backend.stepper(field, _uniform_weights(shape) if w is None else w, scheme == "rk4")
+
+    def advance(y, h, count):
+        y, evaluations = steps(y, h, count)
+        _check_finite(model, y)
+        return y, evaluations
+    return "torch", advance, field.device
 
 
 def _observer(observe, model, w, shape, energy, how, log):

@@ -171,9 +171,12 @@ class Field:
             future = j[None, :] > i[:, None]
         hidden = absent if future is None else (future if absent is None else absent | future)
         shift = (S if hidden is None else S.masked_fill(hidden, -np.inf)).amax(dim=-1, keepdim=True)
-        E = w.to(S.dtype)[:, None, :] * torch.exp(torch.clamp(S - shift, max=0.0))
+        E = S.sub_(shift)             # in place: S is not needed again; <= 0 wherever it is not hidden
+        if hidden is not None:
+            E.clamp_(max=0.0)         # hidden sources may score above the shift: keep e^{...} <= 1 finite
+        E.exp_().mul_(w.to(S.dtype)[:, None, :])
         if future is not None:
-            E = E.masked_fill(future, 0.0)
+            E.masked_fill_(future, 0.0)
         M.copy_(shift[..., 0])
         z.copy_(E.sum(-1, dtype=torch.float64))
         G.copy_(E @ xs)

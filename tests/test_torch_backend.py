@@ -254,3 +254,11 @@ def test_sweep_places_tasks_by_their_resources(tmp_path):
             grid.pop("backend"), grid.pop("device")
         res = sweep.run(sweep.particle_clusters, grid, 2, tmp_path / "c", client=client, resources={"GPU": 1})
         assert len(res) == 2 and np.all(res.get("clusters") >= 1)
+
+
+def test_usa_overflow_is_an_error_not_a_nan(torch):
+    """β |A| = 700 passes the exponent check, but |V| e^{700} (V = 1e10 I) overflows: an error, as on Numba."""
+    x0 = mf.uniform_sphere(6, 3, seed=0)
+    model = mf.USA(700.0, V=1e10)
+    with pytest.raises(FloatingPointError, match="overflows"):
+        particles.velocity(model, x0, backend="torch")
