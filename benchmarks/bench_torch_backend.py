@@ -16,8 +16,8 @@ dtype=float32).  Workloads:
 
     python benchmarks/bench_torch_backend.py --rounds 3 --threads 2 [--json FILE]
 
-No GPU is measured here: run it on a machine with CUDA after replacing device="cpu" by "cuda"
-(``--device cuda``) to time the GPU.
+On a machine with CUDA, ``--device cuda --large`` times the GPU on the paper's phase-diagram workload
+(300 steps) and one velocity at n = 65536, d = 128 (the Numba contender still runs on ``--threads`` cores).
 """
 import argparse
 import json
@@ -30,6 +30,8 @@ import numpy as np
 
 CASES = ([dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=10, dt=0.1) for d in (32, 128)]
          + [dict(kind="velocity", n=n, d=d, beta=1.0) for n, d in ((4096, 3), (16384, 64))])
+LARGE = ([dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=300, dt=0.1) for d in (32, 128)]
+         + [dict(kind="velocity", n=65536, d=128, beta=1.0)])      # the paper's size; the issue's GPU velocity
 CONTENDERS = {"numba": dict(backend="numba"), "torch": dict(backend="torch", dtype="float64"),
               "torch32": dict(backend="torch", dtype="float32")}
 
@@ -84,6 +86,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--large", action="store_true",
+                        help="the full workloads instead (300 steps; one velocity at n = 65536, d = 128): for a GPU")
     parser.add_argument("--json", help="write the medians and ratios to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--case", help=argparse.SUPPRESS)
@@ -94,7 +98,7 @@ def main():
     print(f"{args.threads} threads per process, {args.rounds} interleaved rounds, median of {args.repeats} runs "
           f"per process, torch on {args.device}; ratio = time / numba's time")
     rows = []
-    for case in CASES:
+    for case in LARGE if args.large else CASES:
         seconds, answers = {n: [] for n in names}, {}
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
