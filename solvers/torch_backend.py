@@ -123,7 +123,7 @@ class Field:
         self.beta = float(beta)
         self.normalised, self.causal = bool(normalised), bool(causal)
         A, V = np.asarray(A, dtype=np.float64), np.asarray(V, dtype=np.float64)
-        self.A = None if A.shape == (1, 1) else self.tensor(A).to(self.dtype)
+        self.A = None if A.shape == (1, 1) else self.tensor(self.beta * A).to(self.dtype)   # β A
         self.a = float(A[0, 0])
         self.V = None if V.shape == (1, 1) else self.tensor(V)
         self.v = float(V[0, 0])
@@ -136,34 +136,35 @@ class Field:
         """(X, log Φ) for x (B, n, d) and w (B, n), float64 tensors on the device."""
         B, n, d = x.shape
         xs = x.to(self.dtype)
-        U = self.beta * (xs @ self.A) if self.A is not None else (self.beta * self.a) * xs   # queries β A^T x_i
-        # S_ij = <U_i, x_j> = β <A^T x_i, x_j> = β <x_i, A x_j>
+        U = xs @ self.A if self.A is not None else xs       # queries (β) A^T x_i
+        # S_ij = <U_i, x_j> = β <A^T x_i, x_j> = β <x_i, A x_j>  (times β a for A = a I)
         absent = (w <= 0)[:, None, :] if bool((w <= 0).any()) else None
-        G, z, M = (self.torch.empty((B, n, d), dtype=self.torch.float64, device=self.device),
-                   self.torch.empty((B, n), dtype=self.torch.float64, device=self.device),
-                   self.torch.empty((B, n), dtype=self.torch.float64, device=self.device))
         systems = max(1, BLOCK // (n * n))
         targets = n if systems > 1 else max(1, BLOCK // n)
-        for b0 in range(0, B, systems):
-            b1 = min(B, b0 + systems)
-            for i0 in range(0, n, targets):
-                i1 = min(n, i0 + targets)
-                self._block(xs[b0:b1], U[b0:b1, i0:i1], w[b0:b1], None if absent is None else absent[b0:b1], i0,
-                            G[b0:b1, i0:i1], z[b0:b1, i0:i1], M[b0:b1, i0:i1])
+        rows = [[self._block(xs[b0:b0 + systems], U[b0:b0 + systems, i0:i0 + targets], w[b0:b0 + systems],
+                             None if absent is None else absent[b0:b0 + systems], i0)
+                 for i0 in range(0, n, targets)] for b0 in range(0, B, systems)]
+        G, z, M = (rows[0][0][k] if len(rows) == 1 and len(rows[0]) == 1 else
+                   self.torch.cat([self.torch.cat([block[k] for block in row], dim=1) for row in rows])
+                   for k in range(3))
         log_phi = M + self.torch.log(z)
+        factor = self.v if self.V is None else 1.0
         if self.normalised:
-            scale = 1.0 / z
+            scale = factor / z
         else:
-            scale = self.torch.exp(M)
+            scale = factor * self.torch.exp(M)
             if self.causal:
                 scale = scale / self.torch.cumsum(w, dim=1)
-        out = (G @ self.V.T if self.V is not None else self.v * G) * scale[..., None]
-        return out - (out * x).sum(-1, keepdim=True) * x, log_phi
+        out = G @ self.V.T if self.V is not None else G      # scaled in place: G is not needed again
+        out.mul_(scale[..., None])
+        return out.addcmul_(x, (out * x).sum(-1, keepdim=True), value=-1.0), log_phi   # P_x: out - <out, x> x
 
-    def _block(self, xs, U, w, absent, i0, G, z, M):
-        """Sums of targets i0.. (U (b, t, d)) over all sources xs (b, n, d), into G (b, t, d), z and M (b, t)."""
+    def _block(self, xs, U, w, absent, i0):
+        """(G (b, t, d), z, M (b, t)): the sums of targets i0.. (U (b, t, d)) over all sources xs (b, n, d)."""
         torch = self.torch
         S = U @ xs.transpose(1, 2)                                     # (b, t, n)
+        if self.A is None:
+            S.mul_(self.beta * self.a)
         future = None
         if self.causal:
             j = torch.arange(xs.shape[1], device=self.device)
@@ -177,9 +178,7 @@ class Field:
         E.exp_().mul_(w.to(S.dtype)[:, None, :])
         if future is not None:
             E.masked_fill_(future, 0.0)
-        M.copy_(shift[..., 0])
-        z.copy_(E.sum(-1, dtype=torch.float64))
-        G.copy_(E @ xs)
+        return (E @ xs).to(torch.float64), E.sum(-1, dtype=torch.float64), shift[..., 0].to(torch.float64)
 
     def numpy(self, x, w):
         """(X, log Φ) as float64 arrays for arrays x (B, n, d) and w (B, n)."""
