@@ -346,7 +346,26 @@ def _parser():
                              "whose script has figure(results))")
     parser.add_argument("--quiet", action="store_true",
                         help="nothing from the experiments themselves: failures and a one-line summary only")
+    parser.add_argument("--backend", choices=("numba", "torch"), default=None,
+                        help="particle engine of the experiments that offer a choice (phase_diagram): numba "
+                             "(default) or torch (PyTorch, on CUDA when available; pip install "
+                             "\"meanfield-attention[gpu]\")")
+    parser.add_argument("--device", default=None, help="torch device for --backend torch ('cpu', 'cuda', 'cuda:1')")
     return parser
+
+
+def _engine_options(args, names):
+    """The --backend/--device options forwarded to the scripts (each must declare ``ENGINE_OPTIONS = True``)."""
+    forwarded = [f"--{k}={v}" for k, v in (("backend", args.backend), ("device", args.device)) if v is not None]
+    if not forwarded:
+        return [], None
+    offer = [name for name in scripts() if getattr(load_script(name), "ENGINE_OPTIONS", False)]
+    others = [name for name in names if name not in offer]
+    if not names or others:
+        return [], (f"--backend/--device choose the particle engine of {', '.join(offer)}; name only "
+                    f"{'that experiment' if len(offer) == 1 else 'those experiments'}"
+                    + (f" (not {', '.join(others)})" if others else ""))
+    return forwarded, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,13 +404,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.replot:
         return replot(args.names or list(known), out)
     failed = []
+    extra, refused = _engine_options(args, args.names)
+    if refused:
+        print(f"meanfield figures: {refused}", file=sys.stderr)
+        return 2
     names = args.names or list(known)
     for name in names:
         if not args.quiet:
             print(f"== {name}")
         try:
             with contextlib.redirect_stdout(io.StringIO()) if args.quiet else contextlib.nullcontext():
-                load_script(name).main((["--quick"] if args.quick else []) + ["--out", out])
+                load_script(name).main((["--quick"] if args.quick else []) + ["--out", out] + extra)
         except CheckFailed as exc:
             failed.append(name)
             print(f"FAILED: {exc}", file=sys.stderr)

@@ -57,7 +57,7 @@ from .checks import as_count, as_positive
 from .npzfile import NPZ_ERRORS
 
 __all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "CorruptTask", "TaskTimeout",
-           "particle_clusters", "main"]
+           "particle_clusters", "gpu_resources", "main"]
 
 FORMAT = 1
 MANIFEST = "sweep.json"
@@ -697,12 +697,12 @@ def _run_here(func, todo, timeout):
             yield task, None, exc
 
 
-def _run_dask(client, func, todo):
+def _run_dask(client, func, todo, needs):
     from distributed import as_completed
     futures = {}
     for task in todo:
         fut = client.submit(_execute, func, task.params, task.seed, True, key=f"meanfield-sweep-{task.key}",
-                            pure=False)
+                            pure=False, resources=needs.get(task.key))
         futures[fut.key] = (fut, task)
     for fut in as_completed([f for f, _ in futures.values()]):
         _, task = futures.pop(fut.key)
@@ -715,7 +715,7 @@ def _run_dask(client, func, todo):
 
 def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seeds: int | list[int],
         store: str | os.PathLike, client: object = None, *, workers: int | None = None, progress: bool = False,
-        timeout: float | None = None) -> SweepResult:
+        timeout: float | None = None, resources: dict | Callable[[dict], dict] | None = None) -> SweepResult:
     r"""Run ``func(params, seed)`` for every parameter set of ``grid`` and every seed, skipping the
     tasks already in ``store``.
 
@@ -745,6 +745,12 @@ def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seed
         A progress bar over the tasks.
     timeout : float, optional
         Seconds after which a task fails (in-process runs only, POSIX).
+    resources : dict or callable, optional
+        Dask worker resources a task needs, e.g. ``{"GPU": 1}`` to run each task on a worker
+        started with ``dask worker ADDR --resources GPU=1`` (one task per GPU at a time), or a
+        function ``resources(params) -> dict or None`` (``gpu_resources`` asks for a GPU where a
+        task's params say ``device="cuda..."``).  Dask clients only; a cluster where no worker
+        offers what a task asks for is refused before anything runs (Dask would wait forever).
 
     Returns
     -------
@@ -778,18 +784,64 @@ def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seed
         timeout = as_positive(timeout, "timeout")
         if client is not None:
             raise ValueError("timeout works for in-process runs (client=None); on Dask use the cluster's limits")
+    needs = _resources(resources, tasks, client)
     with _locked(os.fspath(store)):
-        return _run_locked(func, func_id, tasks, store, client, workers, progress, timeout)
+        return _run_locked(func, func_id, tasks, store, client, workers, progress, timeout, needs)
 
 
-def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout):
+def gpu_resources(params):
+    """The Dask resources of a task that runs on a GPU: ``{"GPU": 1}`` when its params say
+    ``device="cuda"`` (or "cuda:k"), else None (any worker).  For ``run(..., resources=gpu_resources)``.
+
+    Example
+    -------
+    >>> gpu_resources({"beta": 4.0, "backend": "torch", "device": "cuda"}), gpu_resources({"beta": 4.0})
+    ({'GPU': 1}, None)
+    """
+    device = params.get("device")
+    return {"GPU": 1} if isinstance(device, str) and device.split(":")[0] == "cuda" else None
+
+
+def _resources(resources, tasks, client):
+    """task key -> the Dask resources it asks for (empty: none asked for), checked."""
+    if resources is None:
+        return {}
+    if client is None:
+        raise ValueError("resources= places tasks on Dask workers; give a client (or leave resources=None)")
+    pick = resources if callable(resources) else (lambda params: resources)
+    needs = {}
+    for task in tasks:
+        need = pick(dict(task.params))
+        if need is None:
+            continue
+        if not isinstance(need, dict) or not all(isinstance(k, str) and isinstance(v, numbers.Real) and v > 0
+                                                  for k, v in need.items()):
+            raise ValueError(f"resources must be a dict name -> positive amount, e.g. {{'GPU': 1}} (or a function "
+                             f"returning one); got {need!r} for params {task.params}")
+        needs[task.key] = need
+    return needs
+
+
+def _check_workers(client, needs):
+    """Refuse a cluster where no worker offers the resources some task asks for."""
+    offered = [w.get("resources", {}) for w in client.scheduler_info()["workers"].values()]
+    for need in {json.dumps(n, sort_keys=True): n for n in needs.values()}.values():
+        if not any(all(have.get(k, 0) >= v for k, v in need.items()) for have in offered):
+            raise ValueError(f"no worker of the Dask cluster offers the resources {need} that some tasks ask for "
+                             f"(workers offer {offered}); start one with `dask worker ADDR --resources "
+                             f"{','.join(f'{k}={v}' for k, v in need.items())}`")
+
+
+def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout, needs):
     store = _open_store(store, func_id, tasks)
     finished = _finished(store, func_id, tasks)
     todo = [t for t in tasks if t.key not in finished]
     failures = []
     start = time.perf_counter()
     with _dask_client(client, workers) as dask_client:
-        stream = _run_here(func, todo, timeout) if dask_client is None else _run_dask(dask_client, func, todo)
+        if needs and todo:
+            _check_workers(dask_client, needs)
+        stream = _run_here(func, todo, timeout) if dask_client is None else _run_dask(dask_client, func, todo, needs)
         with _progress(progress, len(tasks), len(finished)) as bar:
             for task, result, exc in stream:
                 if exc is None:
@@ -828,7 +880,8 @@ def particle_clusters(params: dict, seed: int) -> dict:
     ----------
     params : dict
         beta, n, d, T, and optionally model ("SA" | "USA", default "SA"), method ("rk4"),
-        dt (default: the solver's), tol (geodesic cluster scale, default 1e-2).
+        dt (default: the solver's), tol (geodesic cluster scale, default 1e-2), backend ("numba" or
+        "torch") and device (of the torch backend: "cpu", "cuda", ...; see ``gpu_resources``).
     seed : int
         Seed of the initial tokens.
 
@@ -862,13 +915,14 @@ def particle_clusters(params: dict, seed: int) -> dict:
     model = models[name](params["beta"])
     x0 = uniform_sphere(params["n"], params["d"], seed=seed)
     sol = solve(model, x0, [0.0, params["T"]], method=params.get("method", "rk4"), dt=params.get("dt"),
-                energy=False)
+                energy=False, backend=params.get("backend", "numba"), device=params.get("device"))
     x = sol.final
     return dict(clusters=cluster_count(x, params.get("tol", 1e-2)), energy0=energy(x0, model.beta),
                 energy=energy(x, model.beta), min_inner=float(np.min(x @ x.T)))
 
 
-particle_clusters.parameters = dict(required=("beta", "n", "d", "T"), optional=("model", "method", "dt", "tol"))
+particle_clusters.parameters = dict(required=("beta", "n", "d", "T"),
+                                    optional=("model", "method", "dt", "tol", "backend", "device"))
 
 
 # --------------------------------------------------------------------------- command line
@@ -1046,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         res = run(func, grid, seeds, store, client=client, workers=workers,
                   progress=not (args.no_progress or args.quiet),
-                  timeout=timeout)
+                  timeout=timeout, resources=None if client in (None, "local") else gpu_resources)
     except SweepError as exc:
         print(f"meanfield sweep: {exc}", file=sys.stderr)
         traceback.print_exception(exc.__cause__, file=sys.stderr)

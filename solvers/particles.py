@@ -382,11 +382,16 @@ def attention_field(model, x, weights=None, sources=None, summation="auto", stat
     if stats is not None:
         stats[how] = stats.get(how, 0) + 1
         stats["recomputed"] = stats.get("recomputed", 0) + recomputed
+    _check_finite(model, out)
+    return out, log_phi
+
+
+def _check_finite(model, out):
+    """``out`` (a USA velocity, or a state stepped by one) refused where it is no longer finite."""
     if not model.normalised and not np.all(np.isfinite(out)):
         raise FloatingPointError(
             f"USA velocity overflows double precision at beta = {model.beta:g} (e^(beta <Qx,Ky>) > 1e308); "
             f"use SA, a smaller beta, or rescale time")
-    return out, log_phi
 
 
 def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64):
@@ -434,7 +439,7 @@ def field(model, x, weights=None, summation="auto", stats=None, dtype=np.float64
     return out
 
 
-def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
+def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, *, backend="numba", device=None):
     r"""Tangent velocities X[μ](x_i) of tokens x, μ = Σ_j w_j δ_{x_j}.
 
     .. math::
@@ -458,6 +463,11 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
     dtype : {numpy.float64, numpy.float32}
         float32: single-precision score and value products (direct summation, d <= 1024; relative
         error ~1e-7 (1 + β), docs/performance.md); the result is float64 in both cases.
+    backend : {"numba", "torch"}
+        "torch" (one SA/USA head, direct summation) computes it with PyTorch on ``device``
+        (``meanfield.solvers.torch_backend``, any d in float32 too).
+    device : str, optional
+        The torch device (None: CUDA when available, else the CPU).
 
     Returns
     -------
@@ -481,7 +491,16 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64):
     """
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
-    dtype = _precision(dtype, x.shape[-1], summation)
+    backend = _backend(backend, device)
+    dtype = _precision(dtype, x.shape[-1], summation, backend)
+    if backend == "torch":
+        _torch_supports(model, summation)
+        _check_exponent(model, x.shape[-1])
+        w = _causal_weights(model, as_batch_weights(weights, x))
+        w = _uniform_weights(_batched(x).shape) if w is None else w
+        out = _torch_field(model, x.shape[-1], device, dtype).numpy(_batched(x), w)[0]
+        _check_finite(model, out)
+        return out.reshape(x.shape)
     for head in getattr(model, "heads", (model,)):
         _check_exponent(head, x.shape[-1])
         resolve_summation(head, x.shape[-1], x.shape[-2], x.shape[-2],
@@ -497,15 +516,50 @@ def _causal_weights(model, w):
     return w
 
 
-def _precision(dtype, d, summation):
-    """np.float64 or np.float32 from ``dtype``; float32 needs direct summation and the ``gemm`` range of d."""
+BACKENDS = ("numba", "torch")
+
+
+def _backend(backend, device):
+    """``backend`` checked; ``device`` is an option of the torch backend only."""
+    as_choice(backend, "backend", BACKENDS)
+    if backend == "numba" and device is not None:
+        raise ValueError(f"device={device!r} places a run of backend='torch'; the Numba engines run on the CPU "
+                         f"(pass backend='torch' or leave device=None)")
+    return backend
+
+
+def _torch_supports(model, summation, scheme="rk4", noise=None, engine="auto"):
+    """Refuse what the torch backend does not run: several heads, time-dependent weights, the fast
+    summation, adaptive steps, noise, the Numba engines (never a silent fallback)."""
+    if isinstance(model, MultiHead) or model.is_time_dependent:
+        raise ValueError(f"backend='torch' runs one SA/USA head with constant weights; got {model!r} "
+                         f"(use backend='numba')")
+    if summation == "fast":
+        raise ValueError("backend='torch' sums the field directly; summation='fast' needs backend='numba'")
+    if scheme == "dopri5":
+        raise ValueError("backend='torch' takes fixed Euler or RK4 steps; method='adaptive' needs backend='numba'")
+    if noise is not None:
+        raise ValueError("backend='torch' has no Brownian noise; noise > 0 needs backend='numba'")
+    if engine not in ("auto", "torch"):
+        raise ValueError(f"engine={engine!r} is a Numba engine; with backend='torch' leave engine='auto'")
+
+
+def _torch_field(model, d, device, dtype):
+    """``torch_backend.Field`` of one constant SA/USA head in R^d."""
+    from . import torch_backend
+    A, V = _operators(model, d)
+    return torch_backend.Field(model.beta, A, V, model.normalised, model.causal, device=device, dtype=dtype)
+
+
+def _precision(dtype, d, summation, backend="numba"):
+    """np.float64 or np.float32 from ``dtype``; float32 needs direct summation and (Numba) the ``gemm`` range of d."""
     try:
         kind = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"dtype must be float64 or float32; got {dtype!r}") from None
     if kind not in (np.float64, np.float32):
         raise ValueError(f"dtype must be float64 or float32; got {dtype!r}")
-    if kind == np.float32 and (summation == "fast" or not gemm.supports(d)):
+    if kind == np.float32 and (summation == "fast" or not (backend == "torch" or gemm.supports(d))):
         raise ValueError(f"dtype=float32 needs direct summation and d <= {gemm.MAX_D} "
                          f"(single-precision BLAS tiles); got d = {d}, summation {summation!r}")
     return kind.type
@@ -721,6 +775,20 @@ def _small_advance(model, w, scheme, shape):
     return advance
 
 
+def _torch_advance(model, w, scheme, shape, device, dtype):
+    """("torch", ``advance(y, h, count)`` for ``integrate``, the torch.device): the torch backend's
+    fixed steps of the batch (B, n, d)."""
+    from . import torch_backend
+    field = _torch_field(model, shape[-1], device, dtype)
+    steps = torch_backend.stepper(field, _uniform_weights(shape) if w is None else w, scheme == "rk4")
+
+    def advance(y, h, count):
+        y, evaluations = steps(y, h, count)
+        _check_finite(model, y)
+        return y, evaluations
+    return "torch", advance, field.device
+
+
 def _observer(observe, model, w, shape, energy, how, log):
     """Pack E_β (if ``energy``) and observe(x) of one output time into one flat row (logging
     the shape of observe's value), so that the run stores O(B) numbers per output time."""
@@ -739,7 +807,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
           rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None, energy: bool = True,
           checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
           noise: float = 0.0, seed: int | None = None, observe: Callable | None = None, engine: str = "auto",
-          dtype: type = np.float64, budget: float | None = BUDGET) -> ParticleSolution:
+          dtype: type = np.float64, budget: float | None = BUDGET, backend: str = "numba",
+          device: str | None = None) -> ParticleSolution:
     r"""Integrate the tokens x0 on S^{d-1} and return a ParticleSolution.
 
     .. math::
@@ -805,6 +874,18 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         measured cost of one step exceeds it is refused before it starts; an adaptive run is
         stopped when it reaches it (resume it from its checkpoint).
 
+    backend : {"numba", "torch"}
+        "numba" (default: the engines above, on the CPU) or "torch" (PyTorch,
+        ``meanfield.solvers.torch_backend``; optional, ``pip install "meanfield-attention[gpu]"``):
+        one SA/USA head (causal or not, any Q, K, V, weights, batches) with constant weights, Euler
+        or RK4, direct summation, float64 or float32 (the latter for any d), ``observe``,
+        checkpoints.  Results equal the Numba engines' to round-off (float64); info["engine"] is
+        "torch" and info["device"] the device.  Noise, several heads, time-dependent weights, method
+        "adaptive" and summation "fast" are refused.  A checkpoint resumes on the backend and
+        device type that wrote it (bit for bit).
+    device : str, optional
+        The torch device: None (CUDA when available, else the CPU), "cpu", "cuda", "cuda:k".
+
     Returns
     -------
     ParticleSolution
@@ -832,8 +913,13 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
-    dtype = _precision(dtype, x0.shape[-1], summation)
+    backend = _backend(backend, device)
+    dtype = _precision(dtype, x0.shape[-1], summation, backend)
+    if backend == "torch":
+        _torch_supports(model, summation, scheme, brownian_kick(noise, seed, scheme)[0], engine)
     unprojected = method == "euler_unprojected"
+    if unprojected and backend == "torch":
+        raise ValueError("method='euler_unprojected' runs on backend='numba' only")
     if unprojected:
         summation = _unprojected_options(model, x0.shape[-1], summation, noise, engine)
     first = model.at(t_eval[0])
@@ -843,7 +929,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         velocity(model, x0, summation=summation, t=t_eval[0])  # validates shapes and summations
         how = summation
     else:
-        how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2], summation)
+        how = resolve_summation(model, x0.shape[-1], x0.shape[-2], x0.shape[-2],
+                                "direct" if backend == "torch" else summation)
     w = _causal_weights(model, as_batch_weights(weights, x0))
     batched = _batched(x0)
     if scheme != "dopri5" and dt is None and model.is_time_dependent:
@@ -873,14 +960,19 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
             return _direct_gemm(model, y, y, wu, A, V, dtype, tangent=False)[0]
 
     plain = not isinstance(model, MultiHead) and not model.is_time_dependent and kick is None and not unprojected
-    engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
-    advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
+    if backend == "torch":
+        engine, advance, device = _torch_advance(model, w, scheme, batched.shape, device, dtype)
+    else:
+        engine = _engine(engine, scheme, x0.shape[-2], how, plain and dtype == np.float64)
+        advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
     meta = dict(solver="particles", model=model.to_dict(), method=method if unprojected else scheme, dt=dt,
                 rtol=rtol, atol=atol, summation=how, weights=None if w is None else digest(w),
                 noise=float(noise) if kick else 0.0, seed=seed, engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
+    if backend == "torch":
+        meta.update(backend=backend, device=device.type)
     what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
     if scheme == "dopri5":
         rhs = deadline(rhs, budget, what)
@@ -895,6 +987,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
                          advance=advance, observe=packed)
     info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
                 dtype=np.dtype(dtype).name)
+    if backend == "torch":
+        info["device"] = str(device)
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
     stored = None if w is None else w.reshape(x0.shape[:-1])

@@ -9,7 +9,8 @@ and the median over the systems of the rank of 1{<x_i, x_j> > 0.9999} (``gram_ra
 cluster count).  Each (model, d, β) is one task of the resumable sweep engine
 (``meanfield.sweep.run``; ``--store DIR`` keeps the tasks, ``--client local`` runs them on Dask);
 a task streams the statistics from the run (``particles.solve(..., observe=...)``) and never
-keeps the 200 snapshots of positions.
+keeps the 200 snapshots of positions.  ``--backend torch [--device cuda]`` runs the particles with
+PyTorch (on a GPU where there is one; equal to the Numba engine to round-off).
 
 Drawn as the paper draws it: pcolormesh on the true (t, β) grid, linear and log colour scales,
 with the d -> ∞ curve Γ_{∞,δ} = {(t, β): γ_β(t) = 1 - δ}, δ = 1e-3 (``theory.clustering_time``),
@@ -51,6 +52,7 @@ THRESHOLD = 0.999          # the paper's merge threshold for a pair
 RANK_THRESHOLD = 0.9999    # the paper's threshold for the cluster count (rank)
 DELTA = 1e-3
 MODELS = {"SA": mf.SA, "USA": mf.USA}
+ENGINE_OPTIONS = True      # ``meanfield figures phase_diagram --backend torch --device cuda`` forwards them here
 
 
 def paper_step(name, beta):
@@ -81,7 +83,8 @@ def pair_statistics(params, seed):
         fraction, ranks = merge_statistics(y, THRESHOLD, RANK_THRESHOLD)
         return np.array([fraction, np.median(ranks)])
 
-    sol = particles.solve(MODELS[name](beta), x, t, method="euler", dt=dt, energy=False, observe=statistics)
+    sol = particles.solve(MODELS[name](beta), x, t, method="euler", dt=dt, energy=False, observe=statistics,
+                          backend=params.get("backend", "numba"), device=params.get("device"))
     return dict(t=t, pair_fraction=sol.observed[:, 0], median_clusters=sol.observed[:, 1], dt=dt)
 
 
@@ -121,6 +124,11 @@ def _options(parser):
                         help="systems per (d, beta) (default: the paper's 2048; --quick 16)")
     parser.add_argument("--systems-for", nargs="*", default=[], metavar="D:SYSTEMS",
                         help="per-dimension overrides of --systems, e.g. 64:32 128:32")
+    parser.add_argument("--backend", choices=particles.BACKENDS, default="numba",
+                        help="particle engine: numba (default, CPU) or torch (PyTorch: CUDA when available)")
+    parser.add_argument("--device", default=None,
+                        help="torch device ('cpu', 'cuda', 'cuda:1'; default: CUDA when available); with a "
+                             "scheduler address, --device cuda runs the tasks on workers offering the resource GPU")
 
 
 def _cell_edges(values):
@@ -199,13 +207,18 @@ def main(argv=None):
     grids = {"SA": betas, "USA": betas[betas <= beta_max + 1e-9]}
     exp.systems = systems = {d: exp.batch for name in names for d in runs[name]}
     systems.update({int(k): int(v) for k, v in (item.split(":") for item in exp.args.systems_for)})
-    grid = [dict(model=name, d=d, beta=float(b), n=exp.n, batch=systems[d], T=T[name], times=m)
+    engine = {} if exp.args.backend == "numba" else dict(backend="torch", **(
+        {} if exp.args.device is None else dict(device=exp.args.device)))   # numba tasks keep their store keys
+    if exp.args.device is not None and exp.args.backend != "torch":
+        raise ValueError("phase_diagram: --device places the torch backend; add --backend torch")
+    grid = [dict(model=name, d=d, beta=float(b), n=exp.n, batch=systems[d], T=T[name], times=m, **engine)
             for name in names for d in runs[name] for b in grids[name]]
     if exp.args.client is not None:   # Dask workers import this script as the module 'phase_diagram'
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(validation_dir()),
                                                                   os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as scratch:
-        res = sweep.run(pair_statistics, grid, seeds=[0], store=exp.args.store or scratch, client=exp.args.client)
+        res = sweep.run(pair_statistics, grid, seeds=[0], store=exp.args.store or scratch, client=exp.args.client,
+                        resources=None if exp.args.client in (None, "local") else sweep.gpu_resources)
 
     import matplotlib.pyplot as plt
     results = dict(n=exp.n, systems={f"d={d}": b for d, b in systems.items()}, output_times=m, threshold=THRESHOLD,
@@ -213,7 +226,8 @@ def main(argv=None):
                    delta=DELTA, beta=betas, paper_size={f"d={d}": b == 2048 and m == 200 for d, b in systems.items()},
                    integrator="Euler with renormalisation (projected drift), SA dt = 0.1, "
                               "USA dt = 0.1 / max(sqrt(beta) e^(beta - 1/2), 1)",
-                   sweep=dict(tasks=len(res), seconds=float(res.seconds.sum()), client=res.info.get("client")))
+                   sweep=dict(tasks=len(res), seconds=float(res.seconds.sum()), client=res.info.get("client"),
+                              backend=exp.args.backend, device=exp.args.device))
     extra = {}
     for name in names:
         betas = grids[name]
