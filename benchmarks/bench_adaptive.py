@@ -142,7 +142,8 @@ def run(uniform, pairs, every, threshold, bulk=None):
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=repr(MODEL), T=T, runs=[])
     todo = [("uniform", b, b) for b in uniform] + [("adaptive", b, f) for b, f in pairs]
     for kind, base, finest in todo:
-        row = run_one(kind, base, finest, every, threshold, bulk if kind == "adaptive" else None)
+        level = (base if bulk is None else bulk) if kind == "adaptive" else None
+        row = run_one(kind, base, finest, every, threshold, level)
         print(json.dumps(row), flush=True)
         key = _key(row)
         data["runs"] = [r for r in data["runs"] if _key(r) != key]
@@ -174,39 +175,55 @@ def _key(run):
             run.get("threshold", adaptive.DEFAULTS["threshold"]), run.get("bulk", run["base"]))
 
 
+def _series(data):
+    """[(name, runs sorted by finest level)]: uniform levels, then adaptive base-3 runs by bulk level."""
+    runs = [r for r in data["runs"] if "bulk" in r]        # rows of the current solver only
+    out = [("uniform icosphere", sorted((r for r in runs if r["kind"] == "uniform"), key=lambda r: r["finest"]))]
+    for bulk in sorted({r["bulk"] for r in runs if r["kind"] == "adaptive"}):
+        name = "adaptive, base 3" + ("" if bulk == 3 else f", bulk level {bulk}")
+        out.append((name, sorted((r for r in runs if r["kind"] == "adaptive" and r["bulk"] == bulk),
+                                 key=lambda r: r["finest"])))
+    return [(name, rows) for name, rows in out if rows]
+
+
 def table():
     data = json.load(open(OUT))
-    print("| run | cells (final / most) | wall [s] | CPU [s] | W1 | W2 | W2 masses / positions | "
-          "cluster mass error | centre offsets [rad] |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in sorted(data["runs"], key=lambda r: (r["kind"] != "uniform", r["base"], r["finest"])):
-        name = f"uniform level {r['base']}" if r["kind"] == "uniform" else f"adaptive {r['base']}→{r['finest']}"
-        cells = f"{r['cells']}" + (f" / {r['max_cells']}" if "max_cells" in r else "")
-        offsets = ", ".join(f"{o:.1e}" for o in r["centre_offset"])
-        print(f"| {name} | {cells} | {r['seconds']:.3g} | {r['cpu_seconds']:.3g} | {r['w1']:.2e} | {r['w2']:.3f} | "
-              f"{r['w2_mass']:.3f} / {r['w2_positions']:.2e} | {r['mass_error']:.1e} | {offsets} |")
-    for base in sorted({r["base"] for r in data["runs"] if r["kind"] == "adaptive"}):
-        ada = {r["finest"]: r for r in data["runs"] if r["kind"] == "adaptive" and r["base"] == base}
-        levels = sorted(ada)
-        orders = [f"{a}→{b}: {np.log2(ada[a]['w1'] / ada[b]['w1']):.2f}" for a, b in zip(levels, levels[1:])]
-        print(f"base {base}: observed order of W1 in the finest cell size (h halves per level): {', '.join(orders)}")
+    print("| run | cells (final / most) | CPU [s] | wall [s] | W1 | W1 to the centres | W2 | W2 masses / positions | "
+          "cluster-mass error | centre offsets [rad] |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for _, runs in _series(data):
+        for r in runs:
+            run = f"uniform level {r['base']}" if r["kind"] == "uniform" else \
+                f"adaptive 3→{r['finest']}" + ("" if r["bulk"] == 3 else f", bulk {r['bulk']}")
+            cells = f"{r['cells']}" + (f" / {r['max_cells']}" if "max_cells" in r else "")
+            offsets = ", ".join(f"{o:.1e}" for o in r["centre_offset"])
+            print(f"| {run} | {cells} | {r['cpu_seconds']:.3g} | {r['seconds']:.3g} | {r.get('w1_full', np.nan):.2e} | "
+                  f"{r['w1']:.2e} | {r.get('w2_full', np.nan):.3f} | {r['w2_mass']:.3f} / {r['w2_positions']:.2e} | "
+                  f"{r['mass_error']:.1e} | {offsets} |")
+    for name, runs in _series(data):
+        for key in ("w1_full", "w1"):
+            if len(runs) > 1 and all(key in r for r in runs):
+                orders = [f"{a['finest']}→{b['finest']}: {np.log2(a[key] / b[key]):.2f}"
+                          for a, b in zip(runs, runs[1:])]
+                print(f"{name}: observed order of {key} in the finest cell size: {', '.join(orders)}")
 
 
 def plot():
-    """W1 and W2 against CPU seconds: benchmarks/results/adaptive_work_precision.png."""
+    """W1 (against the whole reference) and W2 against CPU seconds:
+    benchmarks/results/adaptive_work_precision.png."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from meanfield.plotting.ticks import log_ticks
     data = json.load(open(OUT))
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), dpi=110)
-    seconds = [r["cpu_seconds"] for r in data["runs"]]
-    series = [("uniform", None, "uniform icosphere", "C0", "s")] + [
-        ("adaptive", b, f"adaptive, base level {b}", c, m) for b, c, m in ((3, "C3", "o"), (4, "C2", "^"))]
-    for ax, key, label in zip(axes, ("w1", "w2"), ("$W_1$", "$W_2$")):
-        for kind, base, name, colour, marker in series:
-            runs = sorted((r for r in data["runs"] if r["kind"] == kind and (base is None or r["base"] == base)),
-                          key=lambda r: r["finest"])
+    series = _series(data)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.6), dpi=110)
+    seconds = [r["cpu_seconds"] for _, runs in series for r in runs]
+    styles = dict(zip([name for name, _ in series], (("C0", "s"), ("C3", "o"), ("C2", "^"), ("C1", "D"))))
+    for ax, key, label in zip(axes, ("w1_full", "w2"), ("$W_1$", "$W_2$")):
+        for name, runs in series:
+            colour, marker = styles[name]
+            runs = [r for r in runs if key in r]
             if not runs:
                 continue
             ax.loglog([r["cpu_seconds"] for r in runs], [r[key] for r in runs], marker=marker, color=colour,
@@ -214,16 +231,18 @@ def plot():
             for r in runs:
                 ax.annotate(str(r["finest"]), (r["cpu_seconds"], r[key]), textcoords="offset points", xytext=(5, 4),
                             fontsize=9, color=colour)
-            if key == "w2" and kind == "adaptive":
+            if key == "w2" and runs[0]["kind"] == "adaptive":
                 ax.loglog([r["cpu_seconds"] for r in runs], [r["w2_mass"] for r in runs], ls=":", color=colour,
-                          lw=1.4, label=f"{name}: cluster-mass part")
-        if key == "w1":
+                          lw=1.4)
+        if key == "w1_full":
             ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label=r"target $W_1 = 5\cdot 10^{-3}$")
+        else:
+            ax.plot([], [], ls=":", color="0.3", label="cluster-mass part (dotted)")
         log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100) if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=9)
+        ax.legend(fontsize=9, loc="lower left")
         ax.set(xlabel="CPU seconds of the solve (shared 2-core machine)",
-               ylabel=f"{label}(FV, reference) at $T = 10$ (rad)",
+               ylabel=f"{label}(FV, refined reference) at $T = 10$ (rad)",
                title=rf"$S^2$, SA $\beta = 3$, $T = 10$: {label} (labels: finest level)")
     fig.savefig(os.path.join(HERE, "adaptive_work_precision.png"), bbox_inches="tight")
 
@@ -235,14 +254,16 @@ def main():
     parser.add_argument("--adaptive", nargs="*", default=[], help="base:finest pairs")
     parser.add_argument("--every", type=int, default=adaptive.DEFAULTS["every"])
     parser.add_argument("--threshold", type=float, default=adaptive.DEFAULTS["threshold"])
-    parser.add_argument("--bulk", type=int, default=None, help="level of the cells at least 0.1 of the mean density")
+    parser.add_argument("--bulk", type=int, default=None,
+                        help="level of the cells at least 0.1 of the mean density (default: base, i.e. none)")
     args = parser.parse_args()
     if args.what == "reference":
         build_reference()
     elif args.what == "remeasure":
         remeasure()
     elif args.what == "run":
-        run(args.uniform, [tuple(int(v) for v in p.split(":")) for p in args.adaptive], args.every, args.threshold, args.bulk)
+        pairs = [tuple(int(v) for v in p.split(":")) for p in args.adaptive]
+        run(args.uniform, pairs, args.every, args.threshold, args.bulk)
     elif args.what == "plot":
         plot()
     else:
