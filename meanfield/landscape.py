@@ -599,7 +599,8 @@ def critical_points(n: int, beta: float, random_starts: int = 200, *, symmetric:
     budget = as_budget(budget)
     rng = np.random.default_rng(as_seed(seed))
     starts = [("random", s) for s in rng.uniform(0, 2 * np.pi, (random_starts, n))]
-    count = len(starts) + (2.0 ** n if symmetric else 0) + (2.0 ** (n - 1) * (1 + cluster_starts))
+    count = len(starts) + (2.0 ** n if symmetric else 0)
+    count += 2.0 ** (n - 1) * (1 + cluster_starts) if cluster_starts else 0     # the cluster search's starts
     if symmetric:           # generated lazily: 2^(n-1) compositions do not fit in memory for large n
         starts = chain(starts, (("symmetric", s) for s in _polygons(n)),
                        (("symmetric", s + 1e-3 * rng.standard_normal(n)) for s in _polygons(n)))
