@@ -23,8 +23,56 @@ COUNTERS = ("nfev", "nsteps", "nrejected", "checks")
 
 
 def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds):
-    """Write the state of a run (names as in ``adaptive.solve``) to ``checkpoint``; ``start`` is
-    the digest of the initial densities."""
+    """Write the state of an adaptive run at a check of its criterion to ``checkpoint``.
+
+    Parameters
+    ----------
+    checkpoint : stepping.Checkpoint
+        Where to write (atomically) and the run's identity (its ``meta``).
+    start : str
+        The digest (``stepping.digest``) of the initial densities.
+    t : float
+        The time of the check.
+    k : int
+        The index of the next output time.
+    amesh : remesh.AdaptiveMesh
+        The current mesh (stored as its generator indices).
+    rho : ndarray, shape (N,)
+        The current cell densities.
+    threshold : float
+        The criterion's θ.
+    counters : dict
+        nfev, nsteps, nrejected, checks, hmin, hmax.
+    meshes : list of dict
+        t, cells and finest level of every mesh used so far.
+    jumps : list of float
+        Relative changes of E_β across the remeshes so far.
+    out : list of (AdaptiveMesh, ndarray)
+        The outputs so far.
+    remesh_seconds : float
+        Time spent remeshing so far.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from meanfield.solvers import adaptive_state
+    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> from meanfield.solvers.stepping import Checkpoint
+    >>> amesh = adaptive_mesh(np.arange(level_size(1)), 1)
+    >>> rho = np.full(amesh.size, 1 / (4 * np.pi))
+    >>> counters = dict(nfev=3, nsteps=1, nrejected=0, checks=1, hmin=0.1, hmax=0.1)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     ckpt = Checkpoint(os.path.join(folder, "run.npz"), meta={"run": 1})
+    ...     adaptive_state.save(ckpt, "x", 0.1, 1, amesh, rho, 2.0, counters, [], [], [(amesh, rho)], 0.0)
+    ...     state = adaptive_state.load(ckpt, "x", np.array([0.0, 1.0]), 1)
+    >>> state["t"], state["k"], state["amesh"].size, state["counters"]["nsteps"]
+    (0.1, 1, 42, 1)
+    """
     sizes = np.array([a.size for a, _ in out])
     checkpoint.save(dict(
         start=np.array(start), t=np.array(float(t)), k=np.array(int(k)), index=amesh.index, rho=rho,
@@ -38,9 +86,42 @@ def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps
 
 
 def load(checkpoint, start, t_eval, finest):
-    """The state saved in ``checkpoint`` as a dict (meshes rebuilt, one object per generator set),
-    or None if there is no file; a file of another run, another initial state or with
-    inconsistent contents raises ValueError naming it."""
+    """The state saved in ``checkpoint``, with its meshes rebuilt (one object per generator set).
+
+    Parameters
+    ----------
+    checkpoint : stepping.Checkpoint
+        The file and the run's identity (its ``meta`` must equal the file's).
+    start : str
+        The digest of this run's initial densities (must equal the file's).
+    t_eval : ndarray
+        The run's output times.
+    finest : int
+        The finest icosahedral level (the generator indices refer to its vertices).
+
+    Returns
+    -------
+    dict or None
+        t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds (as ``save``
+        takes them); None if there is no file.
+
+    Raises
+    ------
+    ValueError
+        For a file of another run or another initial state, or a damaged or inconsistent one
+        (the message names the file).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from meanfield.solvers import adaptive_state
+    >>> from meanfield.solvers.stepping import Checkpoint
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     ckpt = Checkpoint(os.path.join(folder, "run.npz"))
+    ...     print(adaptive_state.load(ckpt, "x", np.array([0.0, 1.0]), 3))
+    None
+    """
     path = checkpoint.path
     if not os.path.exists(path):
         return None
