@@ -657,13 +657,31 @@ def continuation(theta, betas, gtol=1e-12):
     """Follow the cluster critical point theta (a critical point of E_β at β = betas[0]) along the β of
     ``betas`` with ``cluster_newton``, each solve started from the previous one.
 
+    The clusters of theta (tokens closer than ``COINCIDE``) give the pattern: k angles φ_a with
+    multiplicities m_a, and at each β the k forces Σ_b m_b sin(φ_b - φ_a) e^{β cos(φ_b - φ_a)} are
+    solved to zero again.
+
+    Parameters
+    ----------
+    theta : array (n,)
+        Token angles of a critical point made of clusters (at β = betas[0], or near it).
+    betas : sequence of float
+        The β to visit, in order (each >= 0).
+    gtol : float
+        Convergence of each Newton solve (``cluster_newton``).
+
     Returns
     -------
     (list of token angles (n,) at the β reached, one per β until the branch is lost; the β at which
     it was lost (Newton failed or two clusters met: a fold or a merger), or None if it lasted)
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        A β < 0 or not finite, or angles that are not a 1-D array of finite numbers.
+
+    Examples
+    --------
     >>> path, lost = continuation(np.repeat([0.0, 2.1, 4.2], [2, 2, 1]), [10.0, 20.0, 30.0])
     >>> len(path), lost
     (3, None)
@@ -726,8 +744,13 @@ def cluster_newton(positions, multiplicities, beta, gtol=1e-12, max_iter=100, ga
     (angles (k,) mod 2π with the first at 0, or None if Newton did not converge on the pattern;
     the final relative force max_a |F_a|)
 
-    Example
-    -------
+    Raises
+    ------
+    ValueError
+        positions and multiplicities not k angles and k positive integers, or β < 0 or not finite.
+
+    Examples
+    --------
     >>> pos, res = cluster_newton([0.0, 2.0, 4.0], [3, 1, 1], 30.0)
     >>> bool(res <= 1e-12 and np.all(np.diff(np.sort(pos)) > 1.0))
     True

@@ -793,8 +793,18 @@ def gpu_resources(params):
     """The Dask resources of a task that runs on a GPU: ``{"GPU": 1}`` when its params say
     ``device="cuda"`` (or "cuda:k"), else None (any worker).  For ``run(..., resources=gpu_resources)``.
 
-    Example
+    Parameters
+    ----------
+    params : mapping
+        A task's parameters; only its "device" entry is read.
+
+    Returns
     -------
+    dict or None
+        ``{"GPU": 1}`` for a CUDA task, None otherwise.
+
+    Examples
+    --------
     >>> gpu_resources({"beta": 4.0, "backend": "torch", "device": "cuda"}), gpu_resources({"beta": 4.0})
     ({'GPU': 1}, None)
     """

@@ -89,7 +89,26 @@ ALIGN = 16   # the upper parts of symmetric matrices start at multiples of this:
 @njit(cache=True, inline="always")
 def aligned(j):
     """The first column of row j kept in the upper part of a symmetric matrix: j rounded down
-    to a multiple of ALIGN (so that, with even ALIGN, row pairs 2k, 2k+1 share it)."""
+    to a multiple of ALIGN (so that, with even ALIGN, row pairs 2k, 2k+1 share it).
+
+    aligned(j) = j - (j mod ALIGN).
+
+    Parameters
+    ----------
+    j : int
+        A row index, j >= 0.
+
+    Returns
+    -------
+    int
+        The largest multiple of ALIGN that is <= j.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.small import ALIGN, aligned
+    >>> ALIGN, aligned(0), aligned(17), aligned(31), aligned(32)
+    (16, 0, 16, 16, 32)
+    """
     return j - j % ALIGN
 
 
@@ -206,8 +225,25 @@ def symmetric(beta, a, general_A, causal):
     all targets): scores β a <x_i, x_j> (A = a I), no mask, and 2 β|a| <= ``SYMMETRIC_MAX_EXP``
     (no term underflows).
 
-    Example
+    Parameters
+    ----------
+    beta : float
+        β >= 0.
+    a : float
+        A = a I (read when not ``general_A``).
+    general_A : bool
+        A is a general (d, d) matrix.
+    causal : bool
+        Token i attends to j <= i only.
+
+    Returns
     -------
+    bool
+        True: the symmetric kernel; False: the per-target shifts M_i.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.small import symmetric
     >>> bool(symmetric(4.0, 1.0, False, False)), bool(symmetric(400.0, 1.0, False, False))
     (True, False)
     """
@@ -378,7 +414,32 @@ def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general
     """Whether ``advance`` runs in the coordinates of the span of each system's tokens
     (``geometry.span_coordinates``): V = v I (and A = a I), so that every stage X_i = P_{x_i} v G_i / z_i
     and hence every step stays in span{x_1..x_n}, and d >= 2n, so that it at least halves the
-    work.  (The other arguments are those of ``advance`` after h, count, rk4.)"""
+    work.  (The other arguments are those of ``advance`` after h, count, rk4.)
+
+    Parameters
+    ----------
+    n, d : int
+        Tokens per system and their dimension.
+    beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal
+        The model, as for ``advance`` (only general_A and general_V are read).
+
+    Returns
+    -------
+    bool
+        d >= 2n and A = a I and V = v I.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.small import stays_in_span
+    >>> one = np.ones((1, 1))
+    >>> stays_in_span(2, 4, 1.0, one, 1.0, one, 1.0, True, False, False, False)
+    True
+    >>> stays_in_span(2, 3, 1.0, one, 1.0, one, 1.0, True, False, False, False)
+    False
+    >>> stays_in_span(2, 4, 1.0, one, 1.0, np.eye(4), 1.0, True, False, True, False)
+    False
+    """
     return d >= 2 * n and not general_V and not general_A
 
 
