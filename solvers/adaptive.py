@@ -150,9 +150,9 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
     return amesh, _initial(rho0, amesh, base), threshold
 
 
-def _field(heads, rhos, mesh, summation, j):
-    """The particle field of output j at the generators, summed over the heads."""
-    return sum(sphere.cell_field(h, rhos[j], mesh, summation)[0] for h in heads)
+def _field(heads, rho, mesh, summation):
+    """The particle field of the cell densities ``rho`` at the generators, summed over the heads."""
+    return sum(sphere.cell_field(h, rho, mesh, summation)[0] for h in heads)
 
 
 def _pinned(model, out, summation, t):
@@ -162,7 +162,7 @@ def _pinned(model, out, summation, t):
     found = pinned_on_stretches(t, [a for a, _ in out], [r for _, r in out],
                                 lambda a: mesh_adjacency(a.mesh.cell_ptr, a.mesh.cell_neighbours),
                                 lambda a: a.mesh.points, lambda a: a.mesh.areas,
-                                lambda a, rho: _field(heads, [rho], a.mesh, summation, 0),
+                                lambda a, rho: _field(heads, rho, a.mesh, summation),
                                 lambda a: np.sqrt(a.mesh.areas))
     return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [a.index[cells] for a, cells in found]))
 
