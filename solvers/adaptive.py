@@ -32,10 +32,12 @@ import time
 
 import numpy as np
 
+from meanfield.budget import BUDGET, as_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 
 from . import adaptive_state, sphere
+from .diffusion import as_diffusion
 from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
@@ -94,9 +96,11 @@ def _initial(rho0, amesh, base):
         rho = as_density(values, "rho0")
     else:
         rho = as_density(rho0, "rho0")
-        if rho.shape != (level_size(base),):
-            raise ValueError(f"an array rho0 must hold one density per cell of icosphere({base}), shape "
-                             f"({level_size(base)},); got {rho.shape} (or pass a callable of points (N, 3))")
+        sizes = [level_size(level) for level in range(amesh.finest + 1)]
+        if rho.ndim != 1 or rho.size not in sizes:
+            raise ValueError(f"an array rho0 must hold one density per cell of icosphere(k), k <= finest = "
+                             f"{amesh.finest}: shape (10·4^k + 2,), e.g. ({sizes[base]},) for icosphere({base}); got "
+                             f"{rho.shape} (or pass a callable of points (N, 3))")
         rho = transfer(adaptive_mesh(np.arange(rho.size), amesh.finest), amesh, rho)
     return rho / (rho @ amesh.mesh.areas)
 
@@ -170,7 +174,7 @@ def _pinned(model, out, summation, t):
 def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
           bulk=DEFAULTS["bulk"], threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
           interval=DEFAULTS["interval"], max_cells=DEFAULTS["max_cells"], summation="auto", energy=True,
-          progress=False, checkpoint=None, resume=False):
+          progress=False, checkpoint=None, resume=False, cfl=STEP_CFL, diffusion=0.0, budget=BUDGET):
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -178,7 +182,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     ----------
     model : SA or USA with Q^T K = I, V = ±I, or a MultiHead of such heads (as ``sphere.solve``).
     rho0 : callable of points (N, 3) -> densities, or an array of cell densities on
-        ``icosphere(base)``; normalised to unit mass.
+        ``icosphere(k)`` for some k ≤ ``finest`` (moved conservatively onto the first mesh);
+        normalised to unit mass.
     t_eval : increasing output times.
     flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``sphere``'s fluxes).
     base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
@@ -200,6 +205,10 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         (default min(base + BULK_LEVELS, finest); ``bulk=base``: no such floor): the cluster
         masses are decided at the watersheds while the density is still smooth, and this resolves
         that phase (docs/adaptive.md).
+    cfl : in (0, 1]: the fraction of the positivity bound a controlled step takes (as ``sphere.solve``).
+    diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes on each mesh (as ``sphere.solve``).
+    budget : seconds (default one hour; None: no limit): the run stops with a RuntimeError at the
+        first check of the criterion past it, after saving its ``checkpoint`` (resume from it).
 
     Returns
     -------
@@ -228,6 +237,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
     threshold = as_positive(threshold, "threshold")
+    cfl, diffusion, budget = as_positive(cfl, "cfl"), as_diffusion(diffusion), as_budget(budget)
+    if cfl > 1:
+        raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
     bulk = _bulk(bulk, base, finest)
     if not base <= bulk <= finest:
         raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
@@ -235,7 +247,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
-                every=every, interval=interval, threshold=threshold, **settings)
+                every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
@@ -251,17 +263,16 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
         counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
                                                         ("counters", "meshes", "jumps", "out", "remesh_seconds"))
-    stage = sphere._Stage(model, amesh.mesh, flux, summation)
+    stage = sphere._Stage(model, amesh.mesh, flux, summation, diffusion)
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
         else:
             rate = stage(rho)[1]
-            horizon = min(t + min(every * STEP_CFL / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
+            horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
         states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=sphere.step_cap(model, stage.mesh, flux),
-                                 positivity=True, cfl=STEP_CFL,
-                                 progress=progress)
+                                 positivity=True, cfl=cfl, progress=progress)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
         counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -283,15 +294,20 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
                 after = sphere._energy(model, moved, new.mesh, summation)
                 jumps.append((after - before) / abs(before) if before else 0.0)
             amesh, rho = new, moved
-            stage = sphere._Stage(model, amesh.mesh, flux, summation)
+            stage = sphere._Stage(model, amesh.mesh, flux, summation, diffusion)
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
         if ckpt is not None:
             adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
                                 remesh_seconds)
+        if budget is not None and time.perf_counter() - start > budget:
+            raise RuntimeError(f"the adaptive S^2 solve passed its budget of {budget:g} s at t = {t:g}"
+                               + (f"; resume=True on {checkpoint} continues it" if ckpt is not None else
+                                  "; pass checkpoint=PATH to be able to resume, or a larger budget (None: no limit)"))
     return _solution(model, t_eval, out, flux, summation, energy, counters,
                      dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
+                          cfl=cfl, diffusion=diffusion,
                           remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
 

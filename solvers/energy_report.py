@@ -257,7 +257,8 @@ def warn_pinned(cells, where, flux):
     >>> warn_pinned([], "t = 1", "muscl")      # no cells: no warning
     """
     if len(cells):
+        advice = ("the potential-difference fluxes 'muscl' and 'tpfa' do this; use flux='upwind2'"
+                  if flux in ("muscl", "tpfa") else "a finer mesh (or adaptive cells) carries them")
         warnings.warn(f"{len(cells)} one-cell cluster(s) pinned ({where}) with flux={flux!r}: their particle "
-                      f"velocity would have moved them more than a cell, but the scheme kept them in place (the "
-                      f"potential-difference fluxes 'muscl' and 'tpfa' do this); use flux='upwind2'",
-                      PinnedClusterWarning, stacklevel=3)
+                      f"velocity would have moved them more than a cell, but the scheme kept them in place "
+                      f"({advice})", PinnedClusterWarning, stacklevel=3)

@@ -172,6 +172,11 @@ def test_bad_input():
         adaptive.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], flux="nope", base=1, finest=1)
     with pytest.raises(ValueError, match="threshold"):
         adaptive.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], base=1, finest=2, threshold=-1)
+    for bad in (dict(cfl=1.5), dict(cfl=0.0), dict(diffusion=-1.0), dict(budget=0.0)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            adaptive.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], base=1, finest=2, **bad)
+    with pytest.raises(ValueError, match="fixed mesh"):
+        sphere.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], dt=0.01)
     assert wanted_levels(np.ones(4), np.full(4, np.pi), 2, 5, 2.0).tolist() == [2] * 4
 
 
@@ -227,4 +232,35 @@ def test_bulk_level_resolves_the_smooth_phase_and_lazy_checks_skip_remeshes():
     assert sol.rho.min() >= 0 and np.abs(sol.mass - 1).max() < 1e-13
     with pytest.raises(ValueError, match="bulk"):
         adaptive.solve(model, rho0, [0.0, 1.0], base=2, finest=3, bulk=4)
-    assert adaptive.initial_mesh(rho0, base=2, finest=3)[0].size == level_size(3)   # default bulk: base + 2, at most finest
+    # default bulk: base + 2, at most finest
+    assert adaptive.initial_mesh(rho0, base=2, finest=3)[0].size == level_size(3)
+
+
+def test_sphere_solve_defaults_to_adaptive_cells():
+    """sphere.solve(mesh=None) is adaptive.solve with its defaults (base 3, finest 9, bulk 5); an
+    array rho0 on icosphere(4) is moved onto the first mesh, and the uniform state stays at rest."""
+    sol = sphere.solve(mf.SA(1.0), np.ones(level_size(4)), [0.0, 0.01])
+    assert sol.cells is not None and sol.cells.tolist() == [level_size(5)] * 2
+    assert (sol.info["base"], sol.info["finest"], sol.info["bulk"]) == (3, 9, 5)
+    np.testing.assert_allclose(sol.rho[-1] * 4 * np.pi, 1.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="icosphere"):
+        sphere.solve(mf.SA(1.0), np.ones(100), [0.0, 0.01])
+
+
+def test_diffusion_cfl_and_budget_on_adaptive_cells(tmp_path):
+    """The options sphere.solve forwards: with nothing refined, diffusion and cfl give sphere.solve's
+    run bit for bit; a run past its budget stops at a check after saving, and resuming finishes it
+    as the uninterrupted run."""
+    model, rho0, t = mf.SA(2.0), perturbed_uniform(3, degree=2), [0.0, 0.5]
+    sol = adaptive.solve(model, rho0, t, base=2, finest=2, diffusion=0.05, cfl=0.5)
+    fixed = sphere.solve(model, rho0, t, mesh=sphere.icosphere(2), diffusion=0.05, cfl=0.5)
+    assert np.array_equal(sol.rho, fixed.rho) and sol.info["nsteps"] == fixed.info["nsteps"]
+    assert sol.info["diffusion"] == 0.05 and sol.info["cfl"] == 0.5
+    args = (mf.SA(3.0), rho0, [0.0, 0.5, 1.0])
+    kw = dict(base=2, finest=4, bulk=3, threshold=0.8, every=2, energy=False)
+    full = adaptive.solve(*args, **kw)
+    path = tmp_path / "run.npz"
+    with pytest.raises(RuntimeError, match="budget"):
+        adaptive.solve(*args, checkpoint=path, budget=1e-9, **kw)
+    again = adaptive.solve(*args, checkpoint=path, resume=True, **kw)
+    assert np.array_equal(again.rho, full.rho) and again.info["nsteps"] == full.info["nsteps"]
