@@ -107,7 +107,8 @@ def measure(points, masses, centres, ref_masses, full=False):
     return out
 
 
-def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adaptive.DEFAULTS["threshold"], bulk=None):
+def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adaptive.DEFAULTS["threshold"], bulk=None,
+            max_cells=adaptive.DEFAULTS["max_cells"]):
     rho0 = perturbed_uniform(3, degree=2)
     start, cpu = time.perf_counter(), time.process_time()
     if kind == "uniform":
@@ -115,7 +116,7 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
         extra = dict(cells=int(sol.points.shape[0]))
     else:
         sol = adaptive.solve(MODEL, rho0, [0.0, T], base=base, finest=finest, every=every, threshold=threshold,
-                              bulk=bulk)
+                              bulk=bulk, max_cells=max_cells)
         info = sol.info
         extra = dict(cells=int(sol.cells[-1]), max_cells=int(max(m["cells"] for m in info["meshes"])),
                      remeshes=info["remeshes"], checks=info["checks"], remesh_seconds=info["remesh_seconds"],
@@ -137,13 +138,13 @@ def run_one(kind, base, finest, every=adaptive.DEFAULTS["every"], threshold=adap
     return row
 
 
-def run(uniform, pairs, every, threshold, bulk=None):
+def run(uniform, pairs, every, threshold, bulk=None, max_cells=adaptive.DEFAULTS["max_cells"]):
     os.makedirs(KEEP, exist_ok=True)
     data = json.load(open(OUT)) if os.path.exists(OUT) else dict(model=repr(MODEL), T=T, runs=[])
     todo = [("uniform", b, b) for b in uniform] + [("adaptive", b, f) for b, f in pairs]
     for kind, base, finest in todo:
         level = (base if bulk is None else bulk) if kind == "adaptive" else None
-        row = run_one(kind, base, finest, every, threshold, level)
+        row = run_one(kind, base, finest, every, threshold, level, max_cells)
         print(json.dumps(row), flush=True)
         key = _key(row)
         data["runs"] = [r for r in data["runs"] if _key(r) != key]
@@ -256,6 +257,7 @@ def main():
     parser.add_argument("--threshold", type=float, default=adaptive.DEFAULTS["threshold"])
     parser.add_argument("--bulk", type=int, default=None,
                         help="level of the cells at least 0.1 of the mean density (default: base, i.e. none)")
+    parser.add_argument("--max-cells", type=int, default=adaptive.DEFAULTS["max_cells"])
     args = parser.parse_args()
     if args.what == "reference":
         build_reference()
@@ -263,7 +265,7 @@ def main():
         remeasure()
     elif args.what == "run":
         pairs = [tuple(int(v) for v in p.split(":")) for p in args.adaptive]
-        run(args.uniform, pairs, args.every, args.threshold, args.bulk)
+        run(args.uniform, pairs, args.every, args.threshold, args.bulk, args.max_cells)
     elif args.what == "plot":
         plot()
     else:

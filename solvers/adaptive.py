@@ -73,6 +73,7 @@ def _refined(amesh, rho, settings, threshold, lazy=False):
     coarsening would remove fewer than ``COARSEN`` of the cells: a remesh costs as much as tens of
     steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones."""
     base, buffer, areas = settings["base"], settings["buffer"], amesh.mesh.areas
+    before = None
     while True:
         want = _wanted(rho, areas, settings, threshold)
         keep = _wanted(rho, areas, settings, threshold / 4)
@@ -82,6 +83,11 @@ def _refined(amesh, rho, settings, threshold, lazy=False):
                            np.intersect1d(select(amesh, keep, base, buffer), amesh.index, assume_unique=True))
         if index.size <= settings["max_cells"] or np.all(want == base):
             return index, threshold
+        if before is not None and np.array_equal(want, before[0]) and np.array_equal(keep, before[1]):
+            raise ValueError(f"the mesh needs {index.size} cells, more than max_cells = {settings['max_cells']}, "
+                             f"whatever the threshold: the cells at least {BULK_DENSITY:g} times as dense as the mean "
+                             f"keep level bulk = {settings['bulk']}; raise max_cells or lower bulk")
+        before = want, keep
         threshold *= 4.0
 
 

@@ -232,6 +232,8 @@ def test_bulk_level_resolves_the_smooth_phase_and_lazy_checks_skip_remeshes():
     assert sol.rho.min() >= 0 and np.abs(sol.mass - 1).max() < 1e-13
     with pytest.raises(ValueError, match="bulk"):
         adaptive.solve(model, rho0, [0.0, 1.0], base=2, finest=3, bulk=4)
+    with pytest.raises(ValueError, match="max_cells"):      # level 3 everywhere cannot fit in 500 cells
+        adaptive.solve(model, rho0, [0.0, 1.0], base=2, finest=4, bulk=3, max_cells=500)
     # default bulk: base + 2, at most finest
     assert adaptive.initial_mesh(rho0, base=2, finest=3)[0].size == level_size(3)
 
