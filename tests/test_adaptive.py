@@ -128,6 +128,12 @@ def test_solution_on_changing_meshes_measures_samples_saves(tmp_path):
     assert np.array_equal(back.measure(1)[1], sol.measure(1)[1])
     changes = sol.info["remesh_energy"]["changes"]
     assert len(changes) == sol.info["remeshes"] and all(abs(c) < 0.05 for c in changes)
+    import matplotlib.pyplot as plt
+    from meanfield.plotting.sphere import density_map
+    ours = density_map(sol, -1, resolution=40).collections[0].get_array()
+    own = density_map(sol.snapshot(2), 0, resolution=40).collections[0].get_array()
+    assert np.array_equal(ours, own)        # the map of output k is that of its own mesh
+    plt.close("all")
 
 
 def test_energy_dips_and_pinned_cells():

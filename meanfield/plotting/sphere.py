@@ -76,7 +76,7 @@ def _ortho_frame(center):
 def _snapshot(sol, k):
     if not -sol.t.size <= k < sol.t.size:
         raise IndexError(f"k = {k} is out of range for a solution with {sol.t.size} output times")
-    if sol.points.shape[1] != 3:
+    if sol.points.shape[-1] != 3:
         raise ValueError("these maps are for solutions on S^2 (points of shape (N, 3))")
     return sol.rho[k]
 
@@ -160,6 +160,9 @@ def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax
     """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
     as_choice(projection, "projection", PROJECTIONS)
     rho = _snapshot(sol, k)
+    if sol.cells is not None:       # meshes that change over time: output k on its own mesh
+        sol, k = sol.snapshot(k), 0
+        rho = sol.rho[0]
     ax = _axes(ax, projection)
     tree = cKDTree(sol.points)
     frame = None
