@@ -547,7 +547,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     Raises
     ------
     ValueError or TypeError
-        Naming the offending argument.
+        Naming the offending argument (also ``mesh``, ``base``, ``finest`` or ``bulk`` on the circle).
 
     Examples
     --------
@@ -560,6 +560,10 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     """
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     if geometry == "circle":
+        given = [name for name, value in (("mesh", mesh), ("base", base), ("finest", finest), ("bulk", bulk))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{'/'.join(given)} set the density's cells on the sphere; on the circle use cells")
         from meanfield.solvers import circle
         as_choice(flux, "flux", circle.FLUXES)
         circle.max_step(model, as_count(cells, "cells"), flux)

@@ -309,6 +309,8 @@ def test_compare_refuses_cells_of_the_other_kind():
     with pytest.raises(ValueError, match="mesh must be one of|mesh"):
         cmp.sphere_cells(mesh="voronoi")
     assert cmp.coarser_cells(cmp.sphere_cells(base=0, finest=2)) is None
+    with pytest.raises(ValueError, match="finest set the density's cells on the sphere"):
+        cmp.compare(mf.SA(4.0), perturbed_uniform(2), [0.0, 1.0], n=10, seeds=1, finest=5)
 
 
 def test_cli_sphere_adaptive_end_to_end(tmp_path, capsys):

@@ -146,8 +146,11 @@ def wasserstein_figure(comparison: Comparison) -> Figure:
     ax.set_xlabel("$t$")
     ax.set_ylabel("distance (rad)")
     grid = info.get("grid", {})
-    cells = (f"adaptive, {grid['cells_per_output'][-1]}-{grid['cells']} cells" if grid.get("mesh") == "adaptive"
-             else f"{grid.get('cells')} cells")
+    cells = f"{grid.get('cells')} cells"
+    if grid.get("mesh") == "adaptive" and grid["cells_per_output"][-1] != grid["cells"]:
+        cells = f"adaptive, {grid['cells']} cells at most, {grid['cells_per_output'][-1]} at T"
+    elif grid.get("mesh") == "adaptive":
+        cells = f"adaptive, {cells}"
     ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density ({cells})")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
