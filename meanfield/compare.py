@@ -109,6 +109,8 @@ class Comparison(_Saveable):
     particles : ParticleSolution
         x of shape (m, S, n, d).
     density : DensitySolution
+        On the sphere's adaptive cells (the default) on changing meshes: ``density.cells`` per output,
+        ``density.snapshot(k)`` output k on its own mesh, ``density.measure(k)`` its cell measure.
     info : dict
         Settings, methods, ``grid`` (the density's cells: ``describe_grid``), ``timings`` (wall seconds of
         particles, density (its grid reference included), grid_reference, transport), ``cpu_seconds``
