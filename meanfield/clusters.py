@@ -148,7 +148,8 @@ def density_clusters(sol: object, k: int = -1, *, level: float = LEVEL, min_mass
     Parameters
     ----------
     sol : DensitySolution
-        Any object with ``points`` (N, d), ``areas`` (N,) and ``rho`` (m, N).
+        Any object with ``points`` (N, d), ``areas`` (N,) and ``rho`` (m, N), or a solution on changing
+        meshes (``cells`` per output, ``snapshot(k)``; ``meanfield.solvers.adaptive``).
     k : int
         Output index.
     level : float
@@ -179,8 +180,17 @@ def density_clusters(sol: object, k: int = -1, *, level: float = LEVEL, min_mass
     2
     """
     min_mass = _fraction_of_mass(min_mass)
+    sol, k = _own_mesh(sol, k)
     mass, dense, labels, _ = _dense_components(sol, k, level)
     return int(np.sum(np.bincount(labels, weights=mass[dense]) >= min_mass)) if dense.any() else 0
+
+
+def _own_mesh(sol, k):
+    """(sol, k), or for a solution on changing meshes (``cells``, ``meanfield.solvers.adaptive``) output k
+    on its own mesh (``snapshot(k)``, 0)."""
+    if getattr(sol, "cells", None) is not None:
+        return sol.snapshot(k), 0
+    return sol, k
 
 
 def _dense_components(sol, k, level):
@@ -259,7 +269,8 @@ def point_mass_measure(sol: object, k: int = -1, *, level: float = LEVEL, width:
     Parameters
     ----------
     sol : DensitySolution
-        Any object with ``points`` (N, d) cell centres on S^{d-1}, ``areas`` (N,) and ``rho`` (m, N).
+        Any object with ``points`` (N, d) cell centres on S^{d-1}, ``areas`` (N,) and ``rho`` (m, N), or
+        a solution on changing meshes (``cells`` per output, ``snapshot(k)``).
     k : int
         Output index.
     level : float
@@ -291,6 +302,7 @@ def point_mass_measure(sol: object, k: int = -1, *, level: float = LEVEL, width:
     (63, 0.0438)
     """
     width = as_positive(width, "width")
+    sol, k = _own_mesh(sol, k)
     mass, dense, labels, h = _dense_components(sol, k, level)
     cells = np.flatnonzero(dense)
     points = sol.points

@@ -31,11 +31,17 @@ FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 MODELS = ("SA", "USA")
 
 DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=None, outputs=None, seeds=None,
-                seed=0, cells=None, level=None, flux="upwind2", sampling="stratified", amplitude=0.6, degree=3,
-                out="meanfield-report", quiet=False, causal=False, slices=None, bins=None)
-# on S^2 each exact W_p (n tokens × 642 cells, network simplex) costs seconds: fewer of them
+                seed=0, cells=None, level=None, mesh=None, base=None, finest=None, bulk=None, flux="upwind2",
+                sampling="stratified", amplitude=0.6, degree=3, out="meanfield-report", quiet=False, causal=False,
+                slices=None, bins=None)
+# on S^2 each exact W_p (n tokens × thousands of cells, network simplex) costs seconds: fewer of them.
+# The density on adaptive cells by default (meanfield.compare.ADAPTIVE; docs/comparison.md): only the
+# settings of the chosen --mesh are filled in (level for uniform; base, finest, bulk for adaptive)
 GEOMETRY_DEFAULTS = {"circle": dict(n=2000, seeds=3, outputs=41, level=3, cells=512, T=20.0),
-                     "sphere": dict(n=1000, seeds=2, outputs=6, level=4, cells=512, T=20.0)}
+                     "sphere": dict(n=1000, seeds=2, outputs=6, mesh="adaptive", level=4, base=3, finest=8, bulk=4,
+                                    cells=512, T=20.0)}
+MESHES = ("adaptive", "uniform")               # meanfield.compare.MESHES
+MESH_OPTIONS = {"uniform": ("level",), "adaptive": ("base", "finest", "bulk")}
 # causal: n^2/2 pairs per field evaluation for every draw, and the PDE on slices × cells (docs/causal.md)
 CAUSAL_DEFAULTS = dict(n=1024, seeds=2, outputs=21, cells=256, T=10.0, slices=64, bins=8)
 CAUSAL_SAMPLINGS = ("stratified", "iid")     # meanfield.causal_compare.SAMPLINGS
@@ -63,7 +69,15 @@ def _parser():
     add("--seeds", type=int, help="independent draws of the tokens (default 3 on the circle, 2 on the sphere)")
     add("--seed", type=int, help="seed of the first draw and of ρ_0's perturbation (default 0)")
     add("--cells", type=int, help="finite-volume cells on the circle (default 512)")
-    add("--level", type=int, help="icosphere level on the sphere, 10·4^level + 2 cells (default 4: 2562 cells)")
+    add("--mesh", choices=MESHES,
+        help="the density's cells on the sphere: adaptive (default: cells that follow the clusters, levels "
+             "--base to --finest) or uniform (icosphere(--level)); --level alone implies uniform")
+    add("--level", type=int, help="with --mesh uniform: icosphere level, 10·4^level + 2 cells (default 4: 2562 "
+                                 "cells); given alone it selects --mesh uniform")
+    add("--base", type=int, help="with --mesh adaptive: the coarsest level, where the density is thin (default 3)")
+    add("--finest", type=int, help="with --mesh adaptive: the finest level, in the clusters, at most 9 (default 8)")
+    add("--bulk", type=int, help="with --mesh adaptive: the level kept wherever the density is at least a tenth "
+                                "of its mean, between --base and --finest (default 4)")
     add("--sampling", choices=SAMPLINGS,
         help="how the tokens discretise rho_0: stratified (default: equal-mass strata, one random point each), "
              "iid, quantile (circle only, deterministic) or weighted (quasi-uniform points weighted by rho)")
@@ -96,8 +110,13 @@ def _check_option_values(opts):
     as_beta(opts["beta"], "beta")
     for name in ("repulsive", "quiet", "causal"):
         as_flag(opts[name], name)
-    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1), ("level", 0)):
+    for name, low in (("n", 1), ("seeds", 1), ("seed", 0), ("degree", 1), ("outputs", 2), ("cells", 1)):
         as_count(opts[name], name, minimum=low)
+    if opts["geometry"] == "sphere":
+        as_choice(opts["mesh"], "mesh", MESHES)
+    for name in ("level", "base", "finest", "bulk"):      # those of the other mesh are None
+        if opts[name] is not None:
+            as_count(opts[name], name, minimum=0)
     if opts["causal"]:
         _check_causal_options(opts)
     elif opts["slices"] is not None or opts["bins"] is not None:
@@ -135,7 +154,7 @@ def _check_engine_settings(opts):
         from .causal_compare import check_causal_settings
         check_causal_settings(_model(opts), opts["n"], opts["slices"], opts["cells"], opts["bins"], opts["sampling"])
     else:
-        check_density_settings(opts["geometry"], _model(opts), opts["cells"], opts["level"], opts["flux"])
+        check_density_settings(opts["geometry"], _model(opts), opts["cells"], flux=opts["flux"], **_cells(opts))
     particles.max_step(_model(opts), GEOMETRIES[opts["geometry"]])   # refuses USA whose weights overflow
 
 
@@ -169,6 +188,12 @@ def options(argv):
     >>> opts = options(["--beta", "9", "--n", "500", "--out", "report"])
     >>> opts["beta"], opts["n"], opts["seeds"], opts["geometry"]
     (9.0, 500, 3, 'circle')
+    >>> opts = options(["--geometry", "sphere", "--out", "report"])      # adaptive cells by default
+    >>> opts["mesh"], opts["base"], opts["finest"], opts["bulk"], opts["level"]
+    ('adaptive', 3, 8, 4, None)
+    >>> opts = options(["--geometry", "sphere", "--level", "3", "--out", "report"])    # --level alone: uniform
+    >>> opts["mesh"], opts["level"], opts["finest"]
+    ('uniform', 3, None)
     """
     parser = _parser()
     args = vars(parser.parse_args(argv))
@@ -188,15 +213,63 @@ def options(argv):
     for name, value in (CAUSAL_DEFAULTS if opts["causal"] is True else {}).items():
         if opts[name] is None:
             opts[name] = value
-    for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
-        if opts[name] is None:
-            opts[name] = value
     try:
+        _sphere_cells(opts)
+        default_bulk = opts["bulk"] is None
+        for name, value in GEOMETRY_DEFAULTS.get(opts["geometry"], {}).items():
+            if opts[name] is None and not _other_mesh(opts, name):
+                opts[name] = value
+        if opts["mesh"] == "adaptive" and default_bulk:
+            opts["bulk"] = _default_bulk(opts)
         _check_option_values(opts)
         _check_engine_settings(opts)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     return opts
+
+
+def _sphere_cells(opts):
+    """Decide --mesh before the defaults are filled in: --level alone means uniform, otherwise adaptive;
+    refuse the settings of the other kind of cells, and any of them on the circle."""
+    given = [name for name in ("mesh", "base", "finest", "bulk") if opts[name] is not None]
+    if opts["geometry"] != "sphere":
+        if given:
+            raise ValueError(f"{'/'.join(given)} set the density's cells on the sphere; with geometry "
+                             f"{opts['geometry']} use cells")
+        return
+    if opts["mesh"] is None:
+        opts["mesh"] = "uniform" if opts["level"] is not None else "adaptive"
+    if opts["mesh"] not in MESHES:
+        return                                  # refused by _check_option_values, naming it
+    other = [name for name in MESH_OPTIONS["adaptive" if opts["mesh"] == "uniform" else "uniform"]
+             if opts[name] is not None]
+    if other and opts["mesh"] == "uniform":
+        raise ValueError(f"{'/'.join(other)} set adaptive cells; mesh uniform is icosphere(level): drop "
+                         f"{'/'.join(other)} or use mesh adaptive")
+    if other:
+        raise ValueError("level selects a uniform icosphere(level): use mesh uniform (or level alone), or set "
+                         "adaptive cells by base/finest/bulk")
+
+
+def _other_mesh(opts, name):
+    """Whether ``name`` is a setting of the kind of sphere cells not chosen (left unset)."""
+    return opts["geometry"] == "sphere" and any(name in names for kind, names in MESH_OPTIONS.items()
+                                                if kind != opts["mesh"])
+
+
+def _default_bulk(opts):
+    """The default bulk level clipped to [base, finest] (so that --base 2 --finest 3 alone is valid)."""
+    low, high = opts["base"], opts["finest"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (low, high)):
+        return opts["bulk"]                     # refused by _check_option_values, naming it
+    return min(max(opts["bulk"], low), high)
+
+
+def _cells(opts):
+    """The density's cells on the sphere as keywords of ``compare`` (none on the circle)."""
+    if opts["geometry"] != "sphere":
+        return {}
+    return {"mesh": opts["mesh"], **{name: opts[name] for name in MESH_OPTIONS[opts["mesh"]]}}
 
 
 def _model(opts):
@@ -241,8 +314,8 @@ def run(opts):
                        slices=opts["slices"], cells=opts["cells"], bins=opts["bins"], seed=opts["seed"],
                        sampling=opts["sampling"], progress=not opts["quiet"])
     return compare(_model(opts), rho0, t_eval, n=opts["n"], seeds=opts["seeds"], geometry=opts["geometry"],
-                   cells=opts["cells"], level=opts["level"], flux=opts["flux"], seed=opts["seed"],
-                   sampling=opts["sampling"], progress=not opts["quiet"])
+                   cells=opts["cells"], flux=opts["flux"], seed=opts["seed"], sampling=opts["sampling"],
+                   progress=not opts["quiet"], **_cells(opts))
 
 
 def main(argv=None):
@@ -273,7 +346,7 @@ def main(argv=None):
     SystemExit: 2
     """
     opts = options(sys.argv[1:] if argv is None else argv)
-    from .compare import write_report
+    from .compare import describe_grid, write_report
     clock = time.perf_counter()
     comparison = run(opts)
     try:
@@ -287,7 +360,7 @@ def main(argv=None):
               f"({opts['sampling']}), {info['grid']['slices']} x {info['grid']['cells']} cells, {info['distance']}")
     elif not opts["quiet"]:
         print(f"{info['geometry']}, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
-              f"({opts['sampling']}), {info['grid']['cells']} cells, W_p by {'/'.join(info['transport_methods'])}")
+              f"({opts['sampling']}), {describe_grid(info['grid'])}, W_p by {'/'.join(info['transport_methods'])}")
         print(comparison.table())
         print(comparison.explanation())
     print(comparison.final_line())

@@ -112,7 +112,8 @@ def test_help_and_rejected_options_import_no_engine():
             "heavy = ('numba', 'ot', 'scipy.special', 'scipy.stats', 'matplotlib')\n"
             "print(sorted(m for m in heavy if m in sys.modules))")
     for argv in ([["--help"]], [["compare", "--help"]], [["compare", "--beta", "nan"]], [["convergence", "--help"]],
-                 [["convergence", "--n", "0", "5"]]):
+                 [["convergence", "--n", "0", "5"]], [["compare", "--geometry", "sphere", "--mesh", "uniform",
+                                                       "--finest", "5"]]):
         run = _run(code.format(argv=argv))
         assert run.stdout.strip().splitlines()[-1] == "[]", (argv, run.stdout, run.stderr[-2000:])
 

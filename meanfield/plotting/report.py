@@ -84,7 +84,8 @@ def solution_figure(comparison: Comparison) -> Figure:
     fig = plt.figure(figsize=(5.5 * len(ks), 3.2), constrained_layout=True)
     for i, k in enumerate(ks):      # each panel its own logarithmic scale: the density sharpens over time
         ax = fig.add_subplot(1, len(ks), i + 1, projection="mollweide")
-        particles_on_density(comparison.density, k, draw.x[k], ax=ax, s=3, resolution=300)
+        # output k on its own mesh: adaptive cells change from output to output
+        particles_on_density(comparison.density.snapshot(k), 0, draw.x[k], ax=ax, s=3, resolution=300)
     fig.suptitle(f"{name}: density and the {draw.x.shape[1]} tokens of the first draw")
     return fig
 
@@ -144,8 +145,13 @@ def wasserstein_figure(comparison: Comparison) -> Figure:
     ax.set_ylim(*_data_range(comparison))
     ax.set_xlabel("$t$")
     ax.set_ylabel("distance (rad)")
-    ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density "
-                 f"({info.get('grid', {}).get('cells')} cells)")
+    grid = info.get("grid", {})
+    cells = f"{grid.get('cells')} cells"
+    if grid.get("mesh") == "adaptive" and grid["cells_per_output"][-1] != grid["cells"]:
+        cells = f"adaptive, {grid['cells']} cells at most, {grid['cells_per_output'][-1]} at T"
+    elif grid.get("mesh") == "adaptive":
+        cells = f"adaptive, {cells}"
+    ax.set_title(f"particles (n = {info.get('n')}, {comparison.w1.shape[1]} draws) vs density ({cells})")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return fig
 
