@@ -165,6 +165,8 @@ def remeasure():
     data = json.load(open(OUT))
     centres, ref_masses = reference()
     for row in data["runs"]:
+        if not _default_criterion(row):      # the final measures are stored by (kind, base, finest, bulk) only
+            continue
         path = _final(row["kind"], row["base"], row["finest"], row.get("bulk") if row["kind"] == "adaptive" else None)
         if os.path.exists(path):
             with np.load(path) as fv:

@@ -691,6 +691,11 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     ('adaptive', 2, 'adaptive base 0, finest 1, bulk 1')
     """
     if as_flag(causal, "causal"):
+        given = [name for name, value in (("level", level), ("mesh", mesh), ("base", base), ("finest", finest),
+                                          ("bulk", bulk)) if value is not None]
+        if given:
+            raise ValueError(f"causal=True solves the causal PDE on [0, 1] × S^1 (cells and slices): "
+                             f"{', '.join(given)} set the cells on S^2 and do not apply")
         return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
                                method=method, dt=dt, summation=summation, seed=seed, density=density,
                                progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,

@@ -86,6 +86,7 @@ def test_s_independent_start_is_the_circle_pde():
     (dict(n=90), "multiple of bins"),
     (dict(slices=10), "multiple of bins"),
     (dict(model=mf.SA(2.0, Q=np.diag([1.0, 2.0]))), "Q\\^T K = I"),
+    (dict(finest=6, bulk=4), "finest, bulk set the cells on S\\^2"),
 ])
 def test_causal_compare_refusals(kwargs, match):
     options = dict(model=mf.SA(2.0), n=96, slices=16, cells=32, bins=4) | kwargs
