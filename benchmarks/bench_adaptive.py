@@ -160,20 +160,29 @@ def _final(kind, base, finest, bulk):
     return os.path.join(KEEP, f"{kind}_{base}_{finest}_{bulk}.npz")
 
 
-def remeasure():
-    """Recompute every run's distances from its stored final measure (KEEP) and the reference."""
-    data = json.load(open(OUT))
+def remeasure(part=0, parts=1):
+    """Recompute the distances of every run (of the default criterion) from its stored final measure
+    (KEEP) and the reference; with ``parts`` > 1, only every parts-th run from ``part`` on, so that
+    several processes can share the work.  Each row is written back as soon as it is measured."""
+    import fcntl
     centres, ref_masses = reference()
-    for row in data["runs"]:
-        if not _default_criterion(row):      # the final measures are stored by (kind, base, finest, bulk) only
-            continue
+    rows = [r for r in json.load(open(OUT))["runs"] if _default_criterion(r)]
+    for row in rows[part::parts]:
         path = _final(row["kind"], row["base"], row["finest"], row.get("bulk") if row["kind"] == "adaptive" else None)
-        if os.path.exists(path):
-            with np.load(path) as fv:
-                row.update(measure(fv["points"], fv["weights"], centres, ref_masses, full=True))
-                print(row["kind"], row["base"], row["finest"], row.get("bulk"), row["w1_full"], flush=True)
-    with open(OUT, "w") as fh:
-        json.dump(data, fh, indent=1)
+        if not os.path.exists(path):
+            continue
+        with np.load(path) as fv:
+            update = measure(fv["points"], fv["weights"], centres, ref_masses, full=True)
+        print(row["kind"], row["base"], row["finest"], row.get("bulk"), update["w1_full"], flush=True)
+        with open(OUT + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = json.load(open(OUT))
+            for r in data["runs"]:
+                if _key(r) == _key(row):
+                    r.update(update)
+            with open(OUT + ".tmp", "w") as fh:
+                json.dump(data, fh, indent=1)
+            os.replace(OUT + ".tmp", OUT)
 
 
 def _key(run):
@@ -246,7 +255,7 @@ def plot():
     series = _series(data)
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.6), dpi=110)
     seconds = [r["cpu_seconds"] for _, runs in series for r in runs]
-    styles = dict(zip([name for name, _ in series], (("C0", "s"), ("C3", "o"), ("C2", "^"), ("C1", "D"))))
+    styles = dict(zip([name for name, _ in series], (("C0", "s"), ("C3", "o"), ("C2", "^"), ("C1", "D"), ("C4", "v"))))
     for ax, key, label in zip(axes, ("w1_full", "w2"), ("$W_1$", "$W_2$")):
         for name, runs in series:
             colour, marker = styles[name]
@@ -269,9 +278,11 @@ def plot():
             ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label=r"target $W_1 = 5\cdot 10^{-3}$")
         else:
             ax.plot([], [], ls=":", color="0.3", label="cluster-mass part (dotted)")
-        log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100) if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
+        log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100, 200, 400) if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=9, loc="lower left")
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high * 3)          # headroom: the legend sits above the data
+        ax.legend(fontsize=9, loc="upper right")
         ax.set(xlabel="CPU seconds of the solve (shared 2-core machine)",
                ylabel=f"{label}(FV, refined reference) at $T = 10$ (rad)",
                title=rf"$S^2$, SA $\beta = 3$, $T = 10$: {label} (labels: finest level)")
@@ -288,11 +299,13 @@ def main():
     parser.add_argument("--bulk", type=int, default=None,
                         help="level of the cells at least 0.1 of the mean density (default: base, i.e. none)")
     parser.add_argument("--max-cells", type=int, default=adaptive.DEFAULTS["max_cells"])
+    parser.add_argument("--part", type=int, default=0, help="remeasure: this process's share (of --parts)")
+    parser.add_argument("--parts", type=int, default=1)
     args = parser.parse_args()
     if args.what == "reference":
         build_reference()
     elif args.what == "remeasure":
-        remeasure()
+        remeasure(args.part, args.parts)
     elif args.what == "run":
         pairs = [tuple(int(v) for v in p.split(":")) for p in args.adaptive]
         run(args.uniform, pairs, args.every, args.threshold, args.bulk, args.max_cells)
