@@ -387,15 +387,12 @@ def sphere_cells(mesh=None, level=None, base=None, finest=None, bulk=None):
     if level is not None:
         raise ValueError("level selects a uniform icosphere(level): use mesh 'uniform' (or level alone), or set "
                          "adaptive cells by base/finest/bulk")
+    from meanfield.solvers.adaptive import check_levels
     base = as_count(ADAPTIVE["base"] if base is None else base, "base", minimum=0)
     finest = as_count(ADAPTIVE["finest"] if finest is None else finest, "finest", minimum=0)
     if finest > MAX_FINEST:
         raise ValueError(f"finest must be <= {MAX_FINEST} (the finest level of adaptive cells tested); got {finest}")
-    if finest < base:
-        raise ValueError(f"finest = {finest} must be at least base = {base}")
-    bulk = min(max(ADAPTIVE["bulk"], base), finest) if bulk is None else as_count(bulk, "bulk", minimum=0)
-    if not base <= bulk <= finest:
-        raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
+    base, finest, bulk = check_levels(base, finest, min(max(ADAPTIVE["bulk"], base), finest) if bulk is None else bulk)
     return dict(mesh="adaptive", base=base, finest=finest, bulk=bulk)
 
 

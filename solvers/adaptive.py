@@ -43,7 +43,7 @@ from .energy_report import mesh_adjacency, warn_pinned
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
-__all__ = ["solve", "initial_mesh"]
+__all__ = ["solve", "initial_mesh", "check_levels"]
 
 BULK_DENSITY = 0.1      # cells at least this dense (relative to the mean) keep level ``bulk``
 COARSEN = 0.25         # lazy remeshing: coarsen once a quarter of the cells could be two levels coarser
@@ -64,6 +64,49 @@ def _wanted(rho, areas, settings, threshold):
 def _bulk(bulk, base, finest):
     """The bulk level: ``bulk``, or by default min(base + BULK_LEVELS, finest)."""
     return min(base + BULK_LEVELS, finest) if bulk is None else as_count(bulk, "bulk", minimum=0)
+
+
+def check_levels(base, finest, bulk=None):
+    r"""The levels of adaptive cells, checked: the base level, the finest level and the bulk level
+    (by default min(base + BULK_LEVELS, finest)), in order:
+
+    .. math::
+
+        L_0 \le \ell_b \le L.
+
+    Parameters
+    ----------
+    base, finest : int
+        The coarsest and the finest icosahedral level.
+    bulk : int, optional
+        The level of the cells at least ``BULK_DENSITY`` times as dense as the mean.
+
+    Returns
+    -------
+    tuple of int
+        (base, finest, bulk).
+
+    Raises
+    ------
+    ValueError
+        If a level is negative or the levels are out of order.
+    TypeError
+        If a level is not an integer.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.adaptive import check_levels
+    >>> check_levels(3, 9), check_levels(2, 3), check_levels(3, 8, bulk=4)
+    ((3, 9, 5), (2, 3, 3), (3, 8, 4))
+    """
+    base = as_count(base, "base", minimum=0)
+    finest = as_count(finest, "finest", minimum=0)
+    if finest < base:
+        raise ValueError(f"finest = {finest} must be at least base = {base}")
+    bulk = _bulk(bulk, base, finest)
+    if not base <= bulk <= finest:
+        raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
+    return base, finest, bulk
 
 
 def _refined(amesh, rho, settings, threshold, lazy=False):
@@ -235,10 +278,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     sphere.max_step(model, sphere.icosphere(0), flux)           # validates the model and the flux
     as_choice(summation, "summation", ("auto", "direct", "fast"))
     t_eval = as_time_grid(t_eval)
-    base = as_count(base, "base", minimum=0)
-    finest = as_count(finest, "finest", minimum=0)
-    if finest < base:
-        raise ValueError(f"finest = {finest} must be at least base = {base}")
+    base, finest, bulk = check_levels(base, finest, bulk)
     buffer = as_count(buffer, "buffer", minimum=0)
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
@@ -246,9 +286,6 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     cfl, diffusion, budget = as_positive(cfl, "cfl"), as_diffusion(diffusion), as_budget(budget)
     if cfl > 1:
         raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
-    bulk = _bulk(bulk, base, finest)
-    if not base <= bulk <= finest:
-        raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
     settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"), bulk=bulk)
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")

@@ -74,11 +74,12 @@ def _ortho_frame(center):
 
 
 def _snapshot(sol, k):
+    """(sol, k) checked; on meshes that change over time, output k alone on its own mesh."""
     if not -sol.t.size <= k < sol.t.size:
         raise IndexError(f"k = {k} is out of range for a solution with {sol.t.size} output times")
     if sol.points.shape[-1] != 3:
         raise ValueError("these maps are for solutions on S^2 (points of shape (N, 3))")
-    return sol.rho[k]
+    return (sol, k) if sol.cells is None else (sol.snapshot(k), 0)
 
 
 def _center(sol, k, center):
@@ -159,10 +160,8 @@ def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide"
 def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log=True):
     """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
     as_choice(projection, "projection", PROJECTIONS)
-    rho = _snapshot(sol, k)
-    if sol.cells is not None:       # meshes that change over time: output k on its own mesh
-        sol, k = sol.snapshot(k), 0
-        rho = sol.rho[0]
+    sol, k = _snapshot(sol, k)
+    rho = sol.rho[k]
     ax = _axes(ax, projection)
     tree = cKDTree(sol.points)
     frame = None
