@@ -543,6 +543,11 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     mesh, base, finest, bulk : optional
         The cells on the sphere (``sphere_cells``).
 
+    Returns
+    -------
+    dict or None
+        The sphere's cells (``sphere_cells``), None on the circle.
+
     Raises
     ------
     ValueError or TypeError
@@ -566,12 +571,13 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
         from meanfield.solvers import circle
         as_choice(flux, "flux", circle.FLUXES)
         circle.max_step(model, as_count(cells, "cells"), flux)
-        return
+        return None
     from meanfield.solvers import sphere
     as_choice(flux, "flux", sphere.FLUXES)
     spec = sphere_cells(mesh, level, base, finest, bulk)
     # the model's checks; adaptive cells: on icosphere(0), as adaptive.solve does (base may be fine)
     sphere.max_step(model, sphere.icosphere(spec["level"] if spec["mesh"] == "uniform" else 0), flux)
+    return spec
 
 
 def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
@@ -708,8 +714,8 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     seed = as_seed(seed)
     spec = None
     if density is None:
-        check_density_settings(geometry, model, cells, level, flux, mesh=mesh, base=base, finest=finest, bulk=bulk)
-        spec = sphere_cells(mesh, level, base, finest, bulk) if d == 3 else None
+        spec = check_density_settings(geometry, model, cells, level, flux, mesh=mesh, base=base, finest=finest,
+                                      bulk=bulk)
     as_choice(sampling, "sampling", METHODS)
     if sampling == "quantile" and d != 2:
         raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
