@@ -229,20 +229,15 @@ def table():
             print(f"| {run} | {cells} | {r['cpu_seconds']:.3g} | {r['seconds']:.3g} | {r.get('w1_full', np.nan):.2e} | "
                   f"{r['w1']:.2e} | {r.get('w2_full', np.nan):.3f} | {r['w2_mass']:.3f} / {r['w2_positions']:.2e} | "
                   f"{r['mass_error']:.1e} | {offsets} |")
-    for name, runs in _series(data):
+    for name, runs in _series(data) + [("whole hierarchy refined (bulk = finest - 4)", _hierarchy(data))]:
         for key in ("w1_full", "w1"):
             if len(runs) > 1 and all(key in r for r in runs):
                 orders = [f"{a['finest']}→{b['finest']}: {np.log2(a[key] / b[key]):.2f}"
                           for a, b in zip(runs, runs[1:])]
-                print(f"{name}: observed order of {key} in the finest cell size: {', '.join(orders)}")
-    path = _hierarchy(data)
-    for key in ("w1_full", "w1"):
-        if len(path) > 1 and all(key in r for r in path):
-            orders = [f"{a['finest']}→{b['finest']}: {np.log2(a[key] / b[key]):.2f}" for a, b in zip(path, path[1:])]
-            print(f"whole hierarchy refined (bulk = finest - 4): observed order of {key}: {', '.join(orders)}; "
-                  f"{path[0]['finest']}→{path[-1]['finest']}: "
-                  f"{np.log2(path[0][key] / path[-1][key]) / (path[-1]['finest'] - path[0]['finest']):.2f}")
-
+                first, last = runs[0], runs[-1]
+                overall = np.log2(first[key] / last[key]) / (last["finest"] - first["finest"])
+                print(f"{name}: observed order of {key} in the finest cell size: {', '.join(orders)}; "
+                      f"{first['finest']}→{last['finest']}: {overall:.2f}")
 
 def plot():
     """W1 (against the whole reference) and W2 against CPU seconds:
@@ -278,7 +273,8 @@ def plot():
             ax.axhline(5e-3, color="0.4", ls="--", lw=1.2, label=r"target $W_1 = 5\cdot 10^{-3}$")
         else:
             ax.plot([], [], ls=":", color="0.3", label="cluster-mass part (dotted)")
-        log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100, 200, 400) if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
+        log_ticks(ax.xaxis, [v for v in (2, 4, 10, 20, 40, 100, 200, 400)
+                             if min(seconds) / 1.5 <= v <= max(seconds) * 1.5])
         ax.grid(True, which="both", alpha=0.3)
         low, high = ax.get_ylim()
         ax.set_ylim(low, high * 3)          # headroom: the legend sits above the data
