@@ -1,5 +1,7 @@
 """Settings that must be in place before Numba is imported: threads and the on-disk cache.
 
+Threads: passive OpenMP waiting, and no more threads than a container's CPU quota allows.
+
 ``cache=True`` kernels write next to their source file by default.  Unless the user sets
 ``NUMBA_CACHE_DIR``, that is kept only for a source checkout (an editable install, where the
 cache sits beside the code it belongs to); an installed package (its files under
@@ -11,12 +13,72 @@ import os
 import tempfile
 
 
-def configure_threads():
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def cpu_quota(root="/sys/fs/cgroup"):
+    r"""The CPUs a cgroup's CPU quota allows this process, or None when no quota is set.
+
+    .. math::
+
+        \lceil 	ext{quota} / 	ext{period} ceil
+
+    read from cgroup v2 (``cpu.max``: "quota period" or "max period") or v1
+    (``cpu/cpu.cfs_quota_us`` and ``cpu/cpu.cfs_period_us``, quota -1 for none).  A container may
+    see every CPU of its host while its quota lets it use only a few of them.
+
+    Parameters
+    ----------
+    root : str
+        The cgroup file system.
+
+    Returns
+    -------
+    int or None
+        At least 1.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.solvers._numba_env import cpu_quota
+    >>> root = tempfile.mkdtemp()
+    >>> cpu_quota(root) is None
+    True
+    >>> with open(os.path.join(root, "cpu.max"), "w") as f:
+    ...     _ = f.write("150000 100000")
+    >>> cpu_quota(root)
+    2
+    """
+    for quota_file, period_file in (("cpu.max", None), ("cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us")):
+        try:
+            with open(os.path.join(root, quota_file)) as f:
+                fields = f.read().split()
+            if period_file is not None:
+                with open(os.path.join(root, period_file)) as f:
+                    fields += f.read().split()
+            quota, period = float(fields[0]), float(fields[1])
+        except (OSError, ValueError, IndexError):       # absent, "max" (no quota) or unreadable
+            continue
+        if quota > 0 and period > 0:
+            return max(1, -(-int(quota) // int(period)))
+    return None
+
+
+def configure_threads(root="/sys/fs/cgroup"):
     """OpenMP worker threads spin-wait between parallel regions by default, which on a
     small shared machine steals the cores the other processes need (measured: 10× slower
-    test files under load).  Passive waiting costs microseconds per region.
+    test files under load).  Passive waiting costs microseconds per region.  And a container
+    whose CPU quota (``cpu_quota``) is below the CPUs it sees would start a thread per CPU it
+    sees, each throttled in turn.
 
-    Sets ``OMP_WAIT_POLICY=passive`` unless the user has set it (run at import, before Numba).
+    Sets ``OMP_WAIT_POLICY=passive``, and, where the quota allows fewer CPUs than the process
+    may run on, the thread counts of Numba, OpenMP, OpenBLAS and MKL (``THREAD_VARIABLES``) to the
+    quota; never a variable the user has set (run at import, before Numba).
+
+    Parameters
+    ----------
+    root : str
+        The cgroup file system.
 
     Returns
     -------
@@ -31,6 +93,11 @@ def configure_threads():
     True
     """
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    quota = cpu_quota(root)
+    visible = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if quota is not None and quota < visible:
+        for name in THREAD_VARIABLES:
+            os.environ.setdefault(name, str(quota))
 
 
 def is_installed(folder):

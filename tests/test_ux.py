@@ -173,6 +173,31 @@ def test_numba_cache_of_an_installed_package_goes_to_the_user_cache(tmp_path, mo
     assert "NUMBA_CACHE_DIR" not in os.environ
 
 
+def test_threads_follow_a_cpu_quota_below_the_visible_cpus(tmp_path, monkeypatch):
+    """A container that sees 8 CPUs under a quota of 1.5 CPUs runs 2 threads per library; no quota
+    ("max"), a quota above the visible CPUs, or a variable the user set leaves the counts alone."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    for name in _numba_env.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    _numba_env.configure_threads(str(tmp_path))
+    assert not any(name in os.environ for name in _numba_env.THREAD_VARIABLES)
+    (tmp_path / "cpu.max").write_text("1600000 100000\n")             # 16 CPUs' worth: more than visible
+    _numba_env.configure_threads(str(tmp_path))
+    assert not any(name in os.environ for name in _numba_env.THREAD_VARIABLES)
+    monkeypatch.setenv("MKL_NUM_THREADS", "7")
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    _numba_env.configure_threads(str(tmp_path))
+    assert [os.environ[name] for name in _numba_env.THREAD_VARIABLES] == ["2", "2", "2", "7"]
+    v1 = tmp_path / "v1" / "cpu"
+    v1.mkdir(parents=True)
+    (v1 / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu.cfs_period_us").write_text("100000\n")
+    assert _numba_env.cpu_quota(str(tmp_path / "v1")) is None
+    (v1 / "cpu.cfs_quota_us").write_text("300000\n")
+    assert _numba_env.cpu_quota(str(tmp_path / "v1")) == 3
+
+
 @pytest.mark.parametrize("method", ["stratified", "weighted"])
 def test_sphere_stratified_and_weighted_moments_converge_at_order_three_halves(method):
     """Uniform ρ on S^2 (its Knothe map is exact): the largest error of the means of x, y, z, z^2, xy
