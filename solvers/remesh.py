@@ -26,13 +26,17 @@ C_i's vertices between the extremes of ρ over C_i and its neighbours), and
 
 Each old cell gives away exactly its mass m_i, only to new cells that overlap it (no mass moves
 farther than the two cells), and never a negative amount: total mass is conserved to round-off
-and ρ' ≥ 0.  A uniform density stays uniform to round-off (g = 0, Σ_i |P_ij| = |D_j|), and a cell
-whose polygon is unchanged keeps its mass.
+and ρ' ≥ 0.  A uniform density stays uniform to round-off (g = 0, Σ_i |P_ij| = |D_j|).  A cell
+whose polygon is unchanged (the same generator with the same neighbours: a Voronoi cell is the
+intersection of its bisector half-spaces) keeps its mass exactly, without being intersected: a remesh
+changes a band of cells where the levels move, and only that band is clipped (the unchanged cells
+cover the rest of the sphere on both meshes, so no changed cell overlaps an unchanged one).
 """
 from . import _numba_env  # noqa: F401
 
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 
 import numpy as np
 from numba import njit
@@ -113,7 +117,8 @@ def hierarchy(finest):
     sizes = np.array([level_size(k) for k in range(finest + 1)])
     birth = np.searchsorted(sizes, np.arange(vertices.shape[0]), side="right")
     birth.setflags(write=False)
-    trees = {k: cKDTree(vertices[sizes[k - 1]:sizes[k]]) for k in range(1, finest + 1)}
+    trees = {k: cKDTree(vertices[sizes[k - 1]:sizes[k]], balanced_tree=False, compact_nodes=False)
+             for k in range(1, finest + 1)}         # built in half the time, queried as fast
     return vertices, birth, trees
 
 
@@ -266,27 +271,64 @@ def select(amesh, levels, base, buffer):
         if cells.size == 0:
             break
         radius = _chord(amesh.radius[cells] + buffer * _spacing(k))
-        found = trees[k].query_ball_point(points[cells], radius)
-        hits = np.unique(np.concatenate([np.asarray(f, dtype=np.int64) for f in found]))
+        hits = _flatten(trees[k].query_ball_point(points[cells], radius, return_sorted=False))[1]
         chosen.append(hits + level_size(k - 1))
-    return np.unique(np.concatenate(chosen))
+    keep = np.zeros(level_size(amesh.finest), dtype=bool)
+    keep[np.concatenate(chosen)] = True
+    return np.flatnonzero(keep)
 
 
-def _pairs(old, new):
-    """The (old cell, new cell) pairs whose bounding caps meet: d(c_i, d_j) ≤ R_i + R_j (every
-    overlapping pair is one of them)."""
-    po, pn = old.mesh.points, new.mesh.points
-    found = [cKDTree(pn).query_ball_point(po, _chord(2 * old.radius)),
-             cKDTree(po).query_ball_point(pn, _chord(2 * new.radius))]
-    i = np.concatenate([np.repeat(np.arange(po.shape[0]), [len(f) for f in found[0]]),
-                        np.concatenate([np.asarray(f, dtype=np.int64) for f in found[1]])])
-    j = np.concatenate([np.concatenate([np.asarray(f, dtype=np.int64) for f in found[0]]),
-                        np.repeat(np.arange(pn.shape[0]), [len(f) for f in found[1]])])
-    key = np.unique(i * pn.shape[0] + j)
+def _flatten(found):
+    """The lists of a ball query as (owner, member) index arrays."""
+    counts = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+    members = np.fromiter(chain.from_iterable(found), dtype=np.int64, count=int(counts.sum()))
+    return np.repeat(np.arange(len(found)), counts), members
+
+
+def _pairs(old, new, cells_old, cells_new):
+    """The pairs (old cell, new cell) among ``cells_old`` x ``cells_new`` whose bounding caps meet:
+    d(c_i, d_j) ≤ R_i + R_j (every overlapping pair is one of them)."""
+    po, pn = old.mesh.points[cells_old], new.mesh.points[cells_new]
+    ro, rn = old.radius[cells_old], new.radius[cells_new]
+    a, b = _flatten(cKDTree(pn).query_ball_point(po, _chord(2 * ro)))
+    c, d = _flatten(cKDTree(po).query_ball_point(pn, _chord(2 * rn)))
+    key = np.unique(np.concatenate([a, d]) * pn.shape[0] + np.concatenate([b, c]))
     i, j = key // pn.shape[0], key % pn.shape[0]
     arc = np.arccos(np.clip(np.einsum("ij,ij->i", po[i], pn[j]), -1, 1))
-    keep = arc <= old.radius[i] + new.radius[j] + 1e-12
-    return np.ascontiguousarray(i[keep]), np.ascontiguousarray(j[keep])
+    keep = arc <= ro[i] + rn[j] + 1e-12
+    return np.ascontiguousarray(cells_old[i[keep]]), np.ascontiguousarray(cells_new[j[keep]])
+
+
+@njit(cache=True)
+def _same_neighbours(ci, cj, old_ptr, old_neighbours, old_index, new_ptr, new_neighbours, new_index):
+    """For each pair (ci[p], cj[p]) of cells with the same generator: whether their neighbours are
+    the same generators (then the two Voronoi cells are the same polygon)."""
+    same = np.zeros(ci.shape[0], dtype=np.bool_)
+    for p in range(ci.shape[0]):
+        i, j = ci[p], cj[p]
+        if old_ptr[i + 1] - old_ptr[i] != new_ptr[j + 1] - new_ptr[j]:
+            continue
+        found = True
+        for q in range(old_ptr[i], old_ptr[i + 1]):
+            g = old_index[old_neighbours[q]]
+            found = False
+            for r in range(new_ptr[j], new_ptr[j + 1]):
+                if new_index[new_neighbours[r]] == g:
+                    found = True
+                    break
+            if not found:
+                break
+        same[p] = found
+    return same
+
+
+def _unchanged(old, new):
+    """The cells (old, new) that are the same Voronoi polygon on both meshes: the same generator
+    (the vertex indices are nested, so they mean the same point on both) and the same neighbours."""
+    _, ci, cj = np.intersect1d(old.index, new.index, assume_unique=True, return_indices=True)
+    same = _same_neighbours(ci, cj, old.mesh.cell_ptr, old.mesh.cell_neighbours, old.index,
+                            new.mesh.cell_ptr, new.mesh.cell_neighbours, new.index)
+    return ci[same], cj[same]
 
 
 @njit(cache=True)
@@ -387,7 +429,15 @@ def transfer(old, new, rho):
     True
     """
     rho = np.asarray(rho, dtype=float)
-    i, j = _pairs(old, new)
+    masses = rho * old.mesh.areas
+    kept_old, kept_new = _unchanged(old, new)
+    moved = np.zeros(new.size)
+    moved[kept_new] = masses[kept_old]
+    changed_old = np.setdiff1d(np.arange(old.size), kept_old, assume_unique=True)
+    changed_new = np.setdiff1d(np.arange(new.size), kept_new, assume_unique=True)
+    if changed_old.size == 0:
+        return moved / new.mesh.areas
+    i, j = _pairs(old, new, changed_old, changed_new)
     area = np.empty(i.size)
     moment = np.empty((i.size, 3))
     _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, old.mesh.points, new.mesh.points,
@@ -395,10 +445,9 @@ def transfer(old, new, rho):
     slope = _limited_gradient(old, rho)
     integral = np.maximum(rho[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
     total = np.bincount(i, integral, minlength=old.size)
-    masses = rho * old.mesh.areas
     share = np.where(total[i] > 0, integral / np.where(total[i] > 0, total[i], 1.0), 0.0)
-    lost = (total == 0) & (masses > 0)
+    lost = (total[changed_old] == 0) & (masses[changed_old] > 0)
     if np.any(lost):                    # an old cell with mass but no overlap: impossible up to round-off
         raise RuntimeError(f"{int(lost.sum())} old cells overlap no new cell; the meshes do not cover the sphere")
-    moved = np.bincount(j, masses[i] * share, minlength=new.size)
+    moved += np.bincount(j, masses[i] * share, minlength=new.size)
     return moved / new.mesh.areas

@@ -76,6 +76,25 @@ def test_transfer_keeps_uniform_and_unchanged_cells_and_is_second_order_for_line
     assert np.mean(np.abs(moved - exact)) < 5e-3     # measured 3.3e-3 (the limiter at the extremes)
 
 
+def test_unchanged_cells_keep_their_mass_and_the_rest_matches_clipping_every_cell(monkeypatch):
+    """Cells with the same generator and neighbours are the same polygon (areas equal to 1e-12) and
+    keep their mass exactly; the transfer equals the one that clips every pair of overlapping cells
+    (the slow path, forced by finding no unchanged cell) to round-off."""
+    from meanfield.solvers import remesh
+    coarse, fine = _two_meshes()
+    rho = np.exp(3 * (coarse.mesh.points @ AXIS)) * np.random.default_rng(1).uniform(0.5, 1.5, coarse.size)
+    moved = transfer(coarse, fine, rho)
+    kept_old, kept_new = remesh._unchanged(coarse, fine)
+    assert kept_old.size > 0.6 * coarse.size                          # the cells away from the refined cap
+    assert np.all(coarse.mesh.points[kept_old] @ AXIS < 0.9)
+    assert np.allclose(fine.mesh.areas[kept_new], coarse.mesh.areas[kept_old], rtol=1e-12, atol=0)
+    assert np.array_equal(moved[kept_new], rho[kept_old] * coarse.mesh.areas[kept_old] / fine.mesh.areas[kept_new])
+    monkeypatch.setattr(remesh, "_unchanged", lambda old, new: (np.empty(0, np.int64), np.empty(0, np.int64)))
+    clipped = transfer(coarse, fine, rho)
+    masses = rho @ coarse.mesh.areas
+    assert np.abs((clipped - moved) * fine.mesh.areas).max() < 1e-14 * masses
+
+
 def test_uniform_state_at_rest_on_an_adaptive_mesh():
     """upwind2's well-balanced field: the uniform density is steady to round-off on a graded mesh
     (SA and USA), and the adaptive solver keeps it through its remeshes."""
