@@ -14,8 +14,8 @@ from numpy.typing import ArrayLike
 
 from .checks import as_positive
 
-__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "step_count", "check_fixed_steps",
-           "ssprk3_within_budget"]
+__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "over_budget", "step_count",
+           "check_fixed_steps", "ssprk3_within_budget"]
 
 BUDGET = 3600.0     # seconds: the default budget of the solvers and of landscape.critical_points
 MIN_STEPS = 1000    # fixed-step runs of at most this many steps are not timed (they cost nothing extra)
@@ -179,6 +179,51 @@ def deadline(f: Callable, budget: float | None, what: str) -> Callable:
                                f"(and a larger budget, or budget=None) to continue from where it was saved")
         return f(*args)
     return limited
+
+
+def over_budget(start: float, budget: float | None, what: str, t: float, checkpoint: str | None = None
+                ) -> RuntimeError | None:
+    r"""The error that stops a run checked between chunks of work once ``budget`` seconds have passed
+    since ``start`` (``time.perf_counter``), or None while it has time left (and always with no budget).
+
+    .. math::
+
+        \text{now} - \text{start} > \text{budget} \implies \text{RuntimeError}.
+
+    The caller saves its checkpoint and raises it: the adaptive solvers check between stretches of
+    integration, where their state is complete.
+
+    Parameters
+    ----------
+    start : float
+        ``time.perf_counter()`` when the run began.
+    budget : float or None
+        Seconds.
+    what : str
+        The run, for the message.
+    t : float
+        The run's time reached, for the message.
+    checkpoint : str, optional
+        The checkpoint the run can be resumed from.
+
+    Returns
+    -------
+    RuntimeError or None
+
+    Examples
+    --------
+    >>> import time
+    >>> from meanfield.budget import over_budget
+    >>> over_budget(time.perf_counter(), 60.0, "a run", 1.5) is None
+    True
+    >>> over_budget(time.perf_counter() - 2.0, 1.0, "a run", 1.5, "run.npz")
+    RuntimeError('a run passed its budget of 1 s at t = 1.5; resume=True on run.npz continues it')
+    """
+    if budget is None or time.perf_counter() - start <= budget:
+        return None
+    advice = (f"resume=True on {checkpoint} continues it" if checkpoint is not None else
+              "pass checkpoint=PATH to be able to resume, or a larger budget (None: no limit)")
+    return RuntimeError(f"{what} passed its budget of {budget:g} s at t = {t:g}; {advice}")
 
 
 def step_count(t_eval: ArrayLike, dt: float) -> float:

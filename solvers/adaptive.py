@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from meanfield.budget import BUDGET, as_budget
+from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 
@@ -343,10 +343,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         if ckpt is not None:
             adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
                                 remesh_seconds)
-        if budget is not None and time.perf_counter() - start > budget:
-            raise RuntimeError(f"the adaptive S^2 solve passed its budget of {budget:g} s at t = {t:g}"
-                               + (f"; resume=True on {checkpoint} continues it" if ckpt is not None else
-                                  "; pass checkpoint=PATH to be able to resume, or a larger budget (None: no limit)"))
+        stop = over_budget(start, budget, "the adaptive S^2 solve", t, None if ckpt is None else ckpt.path)
+        if stop is not None:
+            raise stop
     return _solution(model, t_eval, out, flux, summation, energy, counters,
                      dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],

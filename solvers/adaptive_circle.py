@@ -57,7 +57,7 @@ import time
 import numpy as np
 from scipy.special import ive
 
-from meanfield.budget import BUDGET
+from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
 
 from . import circle
@@ -452,7 +452,8 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
         A path where the run's state is saved after every ``checkpoint_every`` criterion checks;
         ``resume=True`` continues it bit for bit.
     budget : float or None
-        Seconds after which the run stops with an error (None: no limit).
+        Seconds after which the run stops with a RuntimeError at the next check of the criterion, after
+        saving its ``checkpoint`` (resume from it; None: no limit).
 
     Returns
     -------
@@ -485,6 +486,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     cells = circle._check_cells(cells)
     finest = as_count(finest, "finest")
     depth = _depth(cells, finest)
+    budget = as_budget(budget)
     settings = dict(threshold=as_positive(threshold, "threshold"), buffer=as_count(buffer, "buffer", minimum=0),
                     watershed=float(watershed),
                     max_cells=as_count(max_cells, "max_cells"), every=as_count(every, "every"),
@@ -593,9 +595,11 @@ class _Run:
             chunks += 1
             if ckpt is not None and chunks % ckpt.every == 0:
                 ckpt.save(self._state())
-            if budget is not None and time.perf_counter() - start > budget:
-                raise RuntimeError(f"the adaptive circle solve passed its budget of {budget:g} s at t = {self.t:g}"
-                                   f"{'' if ckpt is None else '; resume it from its checkpoint'}")
+            stop = over_budget(start, budget, "the adaptive circle solve", self.t, None if ckpt is None else ckpt.path)
+            if stop is not None:
+                if ckpt is not None:                # saved where it stops: resuming loses no work
+                    ckpt.save(self._state())
+                raise stop
         if ckpt is not None:
             ckpt.save(self._state())
 

@@ -117,8 +117,8 @@ def test_checkpoint_resume_is_bit_for_bit(tmp_path):
     kw = dict(cells=32, finest=128)
     whole = adaptive_circle.solve(*args, **kw)
     path = tmp_path / "run.npz"
-    with pytest.raises(RuntimeError, match="budget"):
-        adaptive_circle.solve(*args, **kw, checkpoint=path, checkpoint_every=1, budget=0.0)
+    with pytest.raises(RuntimeError, match="passed its budget of 1e-09 s at t = .*resume=True on .*run.npz"):
+        adaptive_circle.solve(*args, **kw, checkpoint=path, checkpoint_every=1000, budget=1e-9)   # saved at the stop
     resumed = adaptive_circle.solve(*args, **kw, checkpoint=path, resume=True)
     assert np.array_equal(whole.rho, resumed.rho) and np.array_equal(whole.cells, resumed.cells)
     with pytest.raises(ValueError, match="different run"):
@@ -139,6 +139,9 @@ def test_bad_input():
         adaptive_circle.solve(mf.SA(-1.0), rho0, [0.0, 1.0])
     with pytest.raises(ValueError, match="checkpoint"):
         adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], resume=True)
+    for bad in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="budget"):
+            adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], budget=bad)
 
 
 def test_muscl_pins_and_warns_and_the_solution_works_on_changing_meshes(tmp_path):
