@@ -21,7 +21,8 @@ def cpu_quota(root="/sys/fs/cgroup"):
 
     .. math::
 
-        \lceil 	ext{quota} / 	ext{period} ceil
+        \lceil 	ext{quota} / 	ext{period} 
+ceil
 
     read from cgroup v2 (``cpu.max``: "quota period" or "max period") or v1
     (``cpu/cpu.cfs_quota_us`` and ``cpu/cpu.cfs_period_us``, quota -1 for none).  A container may
@@ -78,7 +79,7 @@ def configure_threads(root="/sys/fs/cgroup"):
     Parameters
     ----------
     root : str
-        The cgroup file system.
+        Passed to ``cpu_quota``.
 
     Returns
     -------
