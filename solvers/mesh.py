@@ -29,7 +29,7 @@ from scipy.spatial import SphericalVoronoi
 from meanfield.atomic import write_file
 from meanfield.checks import as_count, as_float_array, as_points
 from meanfield.npzfile import NPZ_ERRORS, npz_path
-from meanfield.geometry import icosahedral_triangulation
+from meanfield.geometry import _midpoints, icosahedral_triangulation
 
 __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
 
@@ -328,8 +328,12 @@ def _assemble(points, vertices, cell, va, vb, name):
 
 def icosahedron_points(level):
     """Vertices of the icosahedron subdivided ``level`` times (each triangle into four, new
-    vertices projected to the sphere): 10·4^level + 2 points."""
-    return icosahedral_triangulation(level)[0]
+    vertices projected to the sphere): 10·4^level + 2 points, those of ``icosahedral_triangulation``
+    without building its finest triangles (at level 9, 5.2 million of them)."""
+    level = as_count(level, "level", minimum=0)
+    if level == 0:
+        return icosahedral_triangulation(0)[0]
+    return _midpoints(*icosahedral_triangulation(level - 1))[0]
 
 
 def fibonacci_points(n):
