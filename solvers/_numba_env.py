@@ -21,8 +21,7 @@ def cpu_quota(root="/sys/fs/cgroup"):
 
     .. math::
 
-        \lceil 	ext{quota} / 	ext{period} 
-ceil
+        \lceil \text{quota} / \text{period} \rceil
 
     read from cgroup v2 (``cpu.max``: "quota period" or "max period") or v1
     (``cpu/cpu.cfs_quota_us`` and ``cpu/cpu.cfs_period_us``, quota -1 for none).  A container may
