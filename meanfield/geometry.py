@@ -501,18 +501,22 @@ def icosahedral_triangulation(level: int) -> tuple[np.ndarray, np.ndarray]:
     return v, tri
 
 
+_PACKED_BITS = 63      # an int64 key with the half-edge's index in its low bits must stay below 2^63
+
+
 def _midpoints(v, tri):
     """The vertices v followed by the projected midpoints of the triangulation's edges, in the
     lexicographic order of (lower, higher) vertex index, and the index of the midpoint of each
     half-edge (triangle edges 0-1, then 1-2, then 2-0).  Each edge is two half-edges of a closed
     surface, so sorting the 3F keys pairs them; the half-edge's index is packed into the low bits of
-    its key when both fit in 63 bits (a value sort is several times faster than an argsort)."""
+    its key when both fit in ``_PACKED_BITS`` = 63 bits (a value sort is several times faster than an
+    argsort; they stop fitting from level 10 on)."""
     n, f = v.shape[0], tri.shape[0]
     start = tri.T.ravel().astype(np.int64)
     end = tri[:, [1, 2, 0]].T.ravel().astype(np.int64)
     key = np.minimum(start, end) * n + np.maximum(start, end)
     bits = (3 * f).bit_length()
-    if (n * n) << bits < 2 ** 63:
+    if (n * n) << bits < 2 ** _PACKED_BITS:
         packed = np.sort((key << bits) | np.arange(3 * f))
         order, edges = packed & ((1 << bits) - 1), packed[::2] >> bits
     else:

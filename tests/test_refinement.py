@@ -27,10 +27,29 @@ def test_triangulation_and_quadrature():
     v, t = icosahedral_triangulation(2)
     assert np.array_equal(v, icosahedron_points(2)) and t.shape == (320, 3)
     assert np.all(np.einsum("ij,ij->i", v[t[:, 0]], np.cross(v[t[:, 1]], v[t[:, 2]])) > 0)
+    points = icosahedron_points(6)                                    # the finest level without its triangles
+    assert np.array_equal(points, icosahedral_triangulation(6)[0]) and points.shape == (40962, 3)
     for rho in (uniform, perturbed_uniform(3, degree=2)):
         mass, moment = triangle_integrals(rho, v, t)
         assert abs(mass.sum() - 1.0) < 1e-12 and np.all(mass > 0)
     assert np.abs(moment.sum(axis=0) - [0.0, 0.0, 0.0]).max() > 1e-3        # ρ_0 is not centred
+
+
+def test_subdivision_by_packed_keys_equals_the_argsort_path_and_shares_every_edge(monkeypatch):
+    """The half-edge keys sorted with their indices packed in (levels <= 9) and by argsort (from
+    level 10 on, forced here) give the same vertices and triangles; every edge of the result is
+    shared by exactly two triangles, once in each direction; V - E + F = 2."""
+    import meanfield.geometry as geometry
+    v, t = icosahedral_triangulation(4)
+    monkeypatch.setattr(geometry, "_PACKED_BITS", 0)
+    w, u = icosahedral_triangulation(4)
+    assert np.array_equal(v, w) and np.array_equal(t, u)
+    start, end = t.ravel(), np.roll(t, -1, axis=1).ravel()
+    directed = start * len(v) + end
+    assert np.unique(directed).size == directed.size                 # no directed edge twice
+    assert np.array_equal(np.sort(directed), np.sort(end * len(v) + start))   # each reversed once
+    assert len(v) - directed.size // 2 + len(t) == 2
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-15)
 
 
 def test_watershed_triangles_are_split_and_masses_add_up():
