@@ -593,12 +593,10 @@ class _Run:
                 break
             self._check()
             chunks += 1
-            if ckpt is not None and chunks % ckpt.every == 0:
-                ckpt.save(self._state())
             stop = over_budget(start, budget, "the adaptive circle solve", self.t, None if ckpt is None else ckpt.path)
+            if ckpt is not None and (chunks % ckpt.every == 0 or stop is not None):   # also where it stops
+                ckpt.save(self._state())
             if stop is not None:
-                if ckpt is not None:                # saved where it stops: resuming loses no work
-                    ckpt.save(self._state())
                 raise stop
         if ckpt is not None:
             ckpt.save(self._state())

@@ -705,9 +705,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         None: adaptive cells that follow the clusters, ``adaptive.solve`` with its defaults (base
         level 3, finest level 9, level 5 wherever the density is at least a tenth of its mean): the
         best point of the work–precision diagram of docs/adaptive.md (SA β = 3, T = 10: W1 = 1.4e-3
-        against a refined particle reference in 16–18 s of wall time on 2 cores, about 25 s of CPU,
-        where ``icosphere(4)`` gives 0.039 in 8 s, ``icosphere(5)`` 0.019 in 33 s and
-        ``icosphere(6)`` 0.010 in 257 s of CPU).  The result then has ``cells`` (the cells of each
+        against a refined particle reference in 10–12.5 s of wall time on 2 cores for the whole call
+        in a fresh process, where ``icosphere(4)`` gives 0.039 in 1.7 s, ``icosphere(5)`` 0.019 in
+        9.2 s and ``icosphere(6)`` 0.010 in 120 s).  The result then has ``cells`` (the cells of each
         output: the mesh changes over time), padded ``points``, ``areas`` and ``rho``, and
         ``snapshot(k)``; an array ``rho0`` may lie on any ``icosphere(k)``, k <= 9.
     flux : {"upwind2", "upwind", "muscl", "tpfa"}
