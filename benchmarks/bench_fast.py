@@ -15,7 +15,8 @@ import time
 import numpy as np
 
 import meanfield as mf
-from meanfield.solvers import particles, spectral
+from meanfield.solvers import particles
+from meanfield.solvers.kernels import spectral
 
 BETA = 9.0
 SIZES = (10**3, 10**4, 10**5, 10**6)

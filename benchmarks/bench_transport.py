@@ -1,7 +1,7 @@
 """Cost of the Wasserstein distances (``meanfield.wasserstein``), side by side in one run.
 
 S^1: the exact circle algorithms (level median for W_1, the search over the cut of
-``meanfield.circle_transport`` for W_2) against the network simplex on the same points, and
+``meanfield.transport.circle`` for W_2) against the network simplex on the same points, and
 against POT's ``ot.binary_search_circle`` (which it replaced) in a process of its own.
 S^2: the exact network simplex against the sliced spherical distance (200 great circles), with
 the ratio SSW_2 / W_2 of their values.  Medians of a few repeats; run:

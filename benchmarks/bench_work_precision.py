@@ -50,7 +50,7 @@ from meanfield.geometry import great_circle_rows
 from meanfield.measures import merge_atoms, perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles
 from meanfield.solvers import circle, particles, sphere
-from meanfield.solvers.mesh import fibonacci_points, icosphere
+from meanfield.solvers.meshes.voronoi import fibonacci_points, icosphere
 from meanfield.solvers.results import DensitySolution
 
 MERGE = 2e-3       # rad: S^2 reference atoms in one box of this side are merged before transport

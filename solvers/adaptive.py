@@ -36,11 +36,12 @@ from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
 
-from . import adaptive_state, sphere
+from . import sphere
+from .meshes import adaptive_state
 from .diffusion import as_diffusion
-from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
+from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
-from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
+from .meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh", "check_levels"]

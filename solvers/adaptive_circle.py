@@ -61,10 +61,10 @@ from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
 
 from . import circle
-from . import circle_kernels as kernels
-from .dyadic import select, transfer, uniform_mesh, DyadicMesh
-from .dyadic_kernels import flux_pass, log_space
-from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
+from .kernels import circle as kernels
+from .meshes.dyadic import select, transfer, uniform_mesh, DyadicMesh
+from .kernels.dyadic import flux_pass, log_space
+from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
@@ -227,7 +227,7 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.solvers.dyadic import select, uniform_mesh
+    >>> from meanfield.solvers.meshes.dyadic import select, uniform_mesh
     >>> mesh = select(uniform_mesh(16, 2), [2] + [0] * 15, buffer=1)      # cells of three widths
     >>> rate = time_derivative(mf.SA(2.0), 1 + 0.5 * np.cos(mesh.angles), mesh)
     >>> bool(abs(rate @ mesh.widths) < 1e-14)                             # mass is conserved
@@ -278,7 +278,7 @@ def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
 
     Examples
     --------
-    >>> from meanfield.solvers.dyadic import uniform_mesh
+    >>> from meanfield.solvers.meshes.dyadic import uniform_mesh
     >>> mesh = uniform_mesh(8, 2)
     >>> rho = np.array([8.0, 1, 1, 1, 1, 1, 1, 1])
     >>> wanted_levels(rho, np.zeros(8), mesh, 2.0, 0.01, 1).tolist()             # no watershed

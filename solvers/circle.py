@@ -79,7 +79,7 @@ from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
 from .results import DensitySolution
-from . import circle_kernels as kernels
+from .kernels import circle as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
 from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from . import stepping

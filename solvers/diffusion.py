@@ -104,7 +104,7 @@ def mesh_laplacian(mesh):
 
     Parameters
     ----------
-    mesh : meanfield.solvers.mesh.Mesh
+    mesh : meanfield.solvers.meshes.voronoi.Mesh
 
     Returns
     -------
@@ -113,7 +113,7 @@ def mesh_laplacian(mesh):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
     >>> from meanfield.solvers.diffusion import mesh_laplacian
     >>> mesh = icosphere(2)
     >>> L = mesh_laplacian(mesh)
@@ -138,7 +138,7 @@ def mesh_rate(mesh):
 
     Parameters
     ----------
-    mesh : meanfield.solvers.mesh.Mesh
+    mesh : meanfield.solvers.meshes.voronoi.Mesh
 
     Returns
     -------
@@ -147,7 +147,7 @@ def mesh_rate(mesh):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
     >>> from meanfield.solvers.diffusion import mesh_laplacian, mesh_rate
     >>> bool(np.isclose(mesh_rate(icosphere(2)), -mesh_laplacian(icosphere(2)).diagonal().min()))
     True

@@ -42,7 +42,8 @@ from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, MultiHead, as_model
 
-from . import gemm, kernels, small, spectral, stepping
+from . import small, stepping
+from .kernels import direct as kernels, gemm, spectral
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
@@ -63,7 +64,7 @@ def _uniform_weights(shape):
 def resolve_summation(model, d, n, m, summation="auto"):
     """The summation that ``attention_field`` uses for n targets and m sources in R^d.
 
-    "fast" (``meanfield.solvers.spectral``: Fourier / Funk–Hecke sums) needs Q^T K = I, V = ±I,
+    "fast" (``meanfield.solvers.kernels.spectral``: Fourier / Funk–Hecke sums) needs Q^T K = I, V = ±I,
     d in {2, 3} and a non-causal model; "auto" takes it where it is valid and its estimated cost is
     below the direct O(n m) log-sum-exp summation's.
 

@@ -40,7 +40,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .kernels import _FAST, exp_nonpositive
+from .kernels.direct import _FAST, exp_nonpositive
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)

@@ -6,7 +6,7 @@ r"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V =
     X = \pm \tfrac{1}{\beta} \nabla_S \Phi \ \text{(USA)}, \quad \pm \tfrac{1}{\beta} \nabla_S \log \Phi \ \text{(SA)},
     \qquad \Phi(x) = \int e^{\beta \langle x, y\rangle} \rho(y) \, d\sigma(y)
 
-on a spherical Voronoi mesh (``meanfield.solvers.mesh``).  The cell values ρ_i carry the measure
+on a spherical Voronoi mesh (``meanfield.solvers.meshes.voronoi``).  The cell values ρ_i carry the measure
 Σ_j m_j δ_{c_j}, m_j = ρ_j |C_j|; the cell velocities X_i and log Φ_i are the particle field of
 that measure at the generators c_i (``particles.attention_field``: direct log-sum-exp
 quadrature or the spherical-harmonic fast path).  The semi-discrete scheme is
@@ -17,7 +17,7 @@ with the face f_ij, n_ij its unit normal from i to j; one vocabulary of fluxes o
 
 - flux="upwind2" (default): second-order cell-centred upwind with a well-balanced field.
   F_ij = |f_ij| (ρ^f_i (u^E_ij)^+ + ρ^f_j (u^W_ij)^-) with the limited face values ρ^f of
-  ``meanfield.solvers.reconstruction`` (least-squares gradient, Barth–Jespersen limiter, 0 ≤ ρ^f ≤ 2ρ)
+  ``meanfield.solvers.meshes.reconstruction`` (least-squares gradient, Barth–Jespersen limiter, 0 ≤ ρ^f ≤ 2ρ)
   and face velocities extrapolated from the generators along the geodesic to the face midpoint,
   u^E_ij = <X_i, n_ij> + (d_ij/2) <∇_n X, n>_i,  u^W_ij = <X_j, n_ij> - (d_ij/2) <∇_n X, n>_j
   (exact derivatives of the discrete field: ``_slopes``), clipped to the speed bound.  The field
@@ -77,9 +77,11 @@ from meanfield.checks import as_choice, as_density, as_float_array, as_positive,
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
 
-from . import harmonics, particles, reconstruction, spectral
+from . import particles
+from .kernels import harmonics, spectral
+from .meshes import reconstruction
 from .circle import isotropic_model
-from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
+from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
@@ -236,7 +238,7 @@ def _check_mesh(mesh):
     if mesh is None:
         return icosphere(DEFAULT_LEVEL)
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a meanfield.solvers.mesh.Mesh (icosphere(level), fibonacci(n), "
+        raise TypeError(f"mesh must be a meanfield.solvers.meshes.voronoi.Mesh (icosphere(level), fibonacci(n), "
                         f"voronoi_mesh(points)) or None; got {type(mesh).__name__}")
     return mesh
 
@@ -337,7 +339,7 @@ def field_method(mesh, beta):
     of e^{β(<x,y>-1)} below 1e-17) is tabulated once per mesh at the generators, T (N, (L+1)^2), and
     S = T diag(ε_m κ_l) T^T W is two BLAS products per stage; chosen while T fits in
     ``TABLE_BYTES``.  "transform": the same sums by the Numba transforms of
-    ``meanfield.solvers.harmonics`` (no table; used for larger N (L+1)^2).
+    ``meanfield.solvers.kernels.harmonics`` (no table; used for larger N (L+1)^2).
 
     Parameters
     ----------

@@ -65,9 +65,10 @@ from meanfield.measures import sphere_area
 from meanfield.models import SA, USA
 from meanfield.theory import speed_bound
 
-from . import gegenbauer, stepping
+from . import stepping
+from .kernels import gegenbauer
 from .circle import CFL, isotropic_model
-from .circle_kernels import FLUX_CODES, flux_pass
+from .kernels.circle import FLUX_CODES, flux_pass
 from .results import ZonalSolution
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 

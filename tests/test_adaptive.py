@@ -1,5 +1,5 @@
 """Adaptive S^2 finite volumes: conservative transfer, uniform state, agreement with uniform meshes,
-energy report (solvers/adaptive.py, solvers/remesh.py, solvers/energy_report.py)."""
+energy report (solvers/adaptive.py, solvers/meshes/remesh.py, solvers/energy_report.py)."""
 import warnings
 
 import numpy as np
@@ -9,7 +9,7 @@ import meanfield as mf
 from meanfield.measures import perturbed_uniform
 from meanfield.solvers import adaptive, sphere
 from meanfield.solvers.energy_report import PinnedClusterWarning, energy_dips, pinned_cells
-from meanfield.solvers.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
+from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from meanfield.solvers.results import DensitySolution
 
 AXIS = np.array([0.2, 0.3, 0.93]) / np.linalg.norm([0.2, 0.3, 0.93])
@@ -80,7 +80,7 @@ def test_unchanged_cells_keep_their_mass_and_the_rest_matches_clipping_every_cel
     """Cells with the same generator and neighbours are the same polygon (areas equal to 1e-12) and
     keep their mass exactly; the transfer equals the one that clips every pair of overlapping cells
     (the slow path, forced by finding no unchanged cell) to round-off."""
-    from meanfield.solvers import remesh
+    from meanfield.solvers.meshes import remesh
     coarse, fine = _two_meshes()
     rho = np.exp(3 * (coarse.mesh.points @ AXIS)) * np.random.default_rng(1).uniform(0.5, 1.5, coarse.size)
     moved = transfer(coarse, fine, rho)

@@ -1,13 +1,13 @@
 """Adaptive S^1 finite volumes: dyadic meshes, conservative transfer, the scheme on cells of different
-widths, agreement with the uniform solver, checkpoints (solvers/adaptive_circle.py, solvers/dyadic.py,
-solvers/dyadic_kernels.py)."""
+widths, agreement with the uniform solver, checkpoints (solvers/adaptive_circle.py, solvers/meshes/dyadic.py,
+solvers/kernels/dyadic.py)."""
 import numpy as np
 import pytest
 
 import meanfield as mf
 from meanfield.measures import perturbed_uniform
 from meanfield.solvers import adaptive_circle, circle
-from meanfield.solvers.dyadic import select, transfer, uniform_mesh
+from meanfield.solvers.meshes.dyadic import select, transfer, uniform_mesh
 from meanfield.solvers.energy_report import PinnedClusterWarning
 from meanfield.solvers.results import DensitySolution
 

@@ -7,7 +7,7 @@ import meanfield as mf
 from meanfield.interpolation import SphericalTriangulation
 from meanfield.measures import perturbed_uniform
 from meanfield.solvers import circle, particles, sphere
-from meanfield.solvers.mesh import fibonacci_points
+from meanfield.solvers.meshes.voronoi import fibonacci_points
 from meanfield.solvers.results import DensitySolution
 
 CIRCLE_Q = mf.circle_points(2 * np.pi * (np.arange(4096) + 0.5) / 4096)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import compare_cli, convergence_cli
-from meanfield.causal_compare import CausalComparison, compare_causal, slice_density
-from meanfield.causal_convergence import causal_study
-from meanfield.causal_transport import binned_w1
+from meanfield.cli import compare as compare_cli, convergence as convergence_cli
+from meanfield.compare.causal import CausalComparison, compare_causal, slice_density
+from meanfield.convergence.causal import causal_study
+from meanfield.transport.causal import binned_w1
 from meanfield.compare import Comparison, compare, write_report
 from meanfield.solvers import causal
 
@@ -145,7 +145,9 @@ def test_compare_causal_refuses_foreign_density():
 def test_doctests_of_the_causal_comparison_modules():
     import doctest
 
-    from meanfield import causal_compare, causal_convergence, causal_transport
+    from meanfield.compare import causal as causal_compare
+    from meanfield.convergence import causal as causal_convergence
+    from meanfield.transport import causal as causal_transport
     for module in (causal_compare, causal_convergence, causal_transport):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__

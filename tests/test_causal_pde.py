@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.causal_transport import binned_w1, causal_tokens
+from meanfield.transport.causal import binned_w1, causal_tokens
 from meanfield.solvers import causal, circle, particles, stepping
 
 S = 8

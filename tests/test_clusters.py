@@ -173,7 +173,7 @@ def test_point_mass_measure_on_the_sphere_recovers_a_dirac_inside_three_cells():
     normalised mean is read back at p to round-off; a smooth density (every cell above the level,
     one component around the sphere) is left as cells; bad parameters are refused."""
     from meanfield.clusters import point_mass_measure
-    from meanfield.solvers.mesh import icosphere
+    from meanfield.solvers.meshes.voronoi import icosphere
     mesh = icosphere(2)
     rng = np.random.default_rng(3)
     three = np.argsort(np.linalg.norm(mesh.points - mesh.points[17], axis=1))[[0, 1, 2]]

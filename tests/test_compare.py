@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import compare as cmp
-from meanfield import compare_cli
+from meanfield.compare import core as cmp
+from meanfield.cli import compare as compare_cli
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein

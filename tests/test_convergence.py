@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import convergence, convergence_cli
+from meanfield.convergence import core as convergence
+from meanfield.cli import convergence as convergence_cli
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
 

@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import compare, compare_cli, sweep
+from meanfield import sweep
+from meanfield.compare import core as compare
+from meanfield.cli import compare as compare_cli
 from meanfield.clusters import cluster_count
 from meanfield.solvers import circle, particles, sphere, stepping
-from meanfield.solvers.mesh import Mesh
+from meanfield.solvers.meshes.voronoi import Mesh
 from meanfield.solvers.results import ParticleSolution
 from meanfield.theory import equiangular_curve, funk_hecke, growth_rate, log_ive, most_unstable_mode
 
@@ -564,7 +566,7 @@ def test_mesh_with_permuted_neighbours_is_refused(tmp_path):
 
 
 def test_huge_beta_gives_a_clear_error_not_a_numpy_traceback():
-    from meanfield.solvers import spectral
+    from meanfield.solvers.kernels import spectral
     with pytest.raises(ValueError, match="beta = 1e\\+308"):
         spectral.kernel_coefficients(1e308, 2)
     assert particles.resolve_summation(mf.SA(1e308), 2, 5000, 5000) == "direct"
@@ -587,7 +589,7 @@ def test_huge_densities_are_discretised_by_their_relative_sizes():
 
 def test_sizes_beyond_memory_are_refused_naming_n():
     from meanfield.sampling import discretise
-    from meanfield.zonal import sample
+    from meanfield.compare.zonal import sample
     with pytest.raises(ValueError, match="n = 10000000000 needs about"):
         discretise(lambda x: 1 + 0 * x[:, 0], 10 ** 10, 2)
     with pytest.raises(ValueError, match="n = 10000000000 needs about"):

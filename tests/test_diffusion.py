@@ -5,7 +5,7 @@ import pytest
 import meanfield as mf
 from meanfield.solvers import circle, sphere
 from meanfield.solvers.diffusion import circle_laplacian, mesh_laplacian
-from meanfield.solvers.mesh import icosphere
+from meanfield.solvers.meshes.voronoi import icosphere
 from meanfield.solvers.stepping import integrate
 
 

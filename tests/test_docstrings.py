@@ -81,7 +81,8 @@ def test_the_public_api_is_found():
     """The collection sees the whole public API (a broken walk would make the test above vacuous)."""
     names = {name for name, _ in PUBLIC}
     assert len(names) >= 150
-    for expected in ("meanfield.transport.wasserstein", "meanfield.models.SA", "meanfield.plotting.circle.spacetime",
+    for expected in ("meanfield.transport.sphere.wasserstein", "meanfield.models.SA",
+                     "meanfield.plotting.circle.spacetime",
                      "meanfield.exact.mobius_push", "meanfield.checks.as_points"):
         assert expected in names
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import atomic, compare, compare_cli, sweep
+from meanfield import atomic, sweep
+from meanfield.compare import core as compare
+from meanfield.cli import compare as compare_cli
 
 sys.path.insert(0, os.path.dirname(__file__))
 import sweep_tasks  # noqa: E402
@@ -101,7 +103,7 @@ def test_interrupted_report_keeps_the_previous_report(tmp_path, monkeypatch):
     paths = compare.write_report(first, folder)
     assert atomic.is_complete(folder) and {os.path.basename(p) for p in paths} <= set(os.listdir(folder))
     before = (folder / "report.json").read_text()
-    from meanfield.plotting import report
+    from meanfield.cli import report
 
     def interrupted(comparison, where):
         (open(os.path.join(where, "half.png"), "wb")).write(b"\x89PNG")
@@ -203,7 +205,7 @@ def test_compare_out_on_a_full_mount_names_the_folder_and_keeps_the_old_report(t
             "--out", str(folder)]
     assert compare_cli.main(argv) == 0
     before = (folder / "report.json").read_text()
-    from meanfield.plotting import report
+    from meanfield.cli import report
 
     def full(comparison, where):
         raise OSError(28, "No space left on device")
@@ -229,7 +231,7 @@ CONVERGENCE = textwrap.dedent("""
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
-    from meanfield import convergence_cli
+    from meanfield.cli import convergence as convergence_cli
     real = Figure.savefig
 
     def slow_savefig(self, *args, **kwargs):

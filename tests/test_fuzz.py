@@ -391,7 +391,7 @@ def test_fuzz_refined(which, output, n, jump, rounds):
 @given(beta=st.sampled_from([0.0, 1e-300, 1e3, 1e9, 1e12, 1e300]), d=st.sampled_from([2, 3, 10, 10 ** 4, 10 ** 6]),
        n=st.one_of(st.integers(-1, 20), st.just(10 ** 10)))
 def test_fuzz_zonal_extremes(beta, d, n):
-    from meanfield import zonal as zonal_analysis
+    from meanfield.compare import zonal as zonal_analysis
     from meanfield.solvers import zonal
     sol = answer_or_named_error(lambda: zonal.solve(mf.SA(beta), lambda s: 1 + 0.3 * s, [0.0, 0.05], d, cells=16),
                                 "beta", "d")
@@ -424,7 +424,7 @@ def test_fuzz_critical_points(n, beta, random_starts, symmetric):
                       max_size=2),
        t_end=st.one_of(st.floats(1e-3, 0.5), st.floats(1e-3, 0.5), extreme_floats))
 def test_fuzz_convergence_study(beta, ns, grids, t_end):
-    from meanfield import convergence
+    from meanfield.convergence import core as convergence
     result = answer_or_named_error(lambda: convergence.study(mf.SA(beta), mf.perturbed_uniform(2, seed=1), [0.0, t_end],
                                                              ns, grids), "beta", "n", "grid", "cells", "t_eval",
                                    "budget")

@@ -4,7 +4,7 @@ engine, and sparse tokens for large n); the three regimes' limits and rates."""
 import numpy as np
 import pytest
 
-from meanfield import figures
+from meanfield.cli import figures
 from meanfield.theory import equiangular_layer, long_context_limit
 
 LC = figures.load_script("long_context")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from scipy.spatial import SphericalVoronoi, cKDTree
 
-from meanfield.solvers import mesh as M
-from meanfield.solvers.mesh import Mesh, fibonacci, icosphere, voronoi_mesh
+from meanfield.solvers.meshes import voronoi as M
+from meanfield.solvers.meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
 
 
 @pytest.mark.parametrize("level", range(5))

@@ -3,7 +3,7 @@ closed forms, on S^2: uniform, weighted and clustered measures, several levels o
 import numpy as np
 import pytest
 
-from meanfield import multiscale_transport as ms
+from meanfield.transport import multiscale as ms
 from meanfield.geometry import random_rotation, uniform_sphere
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein

@@ -44,10 +44,16 @@ def test_short_aliases():
     assert meanfield.particles is particles and meanfield.circle is circle and meanfield.sphere is sphere
 
 
+def _package(path):
+    """The dotted package a file of meanfield or meanfield.solvers belongs to (subfolders included)."""
+    root, name = (SOLVERS, "meanfield.solvers") if path.is_relative_to(SOLVERS) else (ROOT, "meanfield")
+    return ".".join([name, *path.parent.relative_to(root).parts])
+
+
 def _meanfield_imports(path):
     """Modules of meanfield that a file imports (absolute or relative), at any depth in the file."""
     tree = ast.parse(path.read_text())
-    package = "meanfield.solvers" if path.parent == SOLVERS else "meanfield"
+    package = _package(path)
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -68,10 +74,18 @@ def test_mathematics_layer_does_not_import_engines_or_analysis(name):
         assert sub in CORE, f"meanfield.{name} imports {mod}"
 
 
-@pytest.mark.parametrize("path", sorted(SOLVERS.glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(SOLVERS.rglob("*.py")), ids=lambda p: str(p.relative_to(SOLVERS)))
 def test_engines_import_only_the_mathematics_layer(path):
     for mod in _meanfield_imports(path):
         parts = mod.split(".")
         if parts[:2] == ["meanfield", "solvers"]:
             continue
-        assert len(parts) > 1 and parts[1] in CORE, f"meanfield.solvers.{path.stem} imports {mod}"
+        assert len(parts) > 1 and parts[1] in CORE, f"{_package(path)}.{path.stem} imports {mod}"
+
+
+def test_package_folders_are_found():
+    """The layer rules walk the subfolders: the kernels and meshes of the engines, the analysis packages."""
+    assert {p.parent.name for p in SOLVERS.rglob("*.py")} >= {"solvers", "kernels", "meshes"}
+    assert _package(SOLVERS / "meshes" / "voronoi.py") == "meanfield.solvers.meshes"
+    assert _package(ROOT / "transport" / "sphere.py") == "meanfield.transport"
+    assert "meanfield.checks" in _meanfield_imports(ROOT / "transport" / "sphere.py")

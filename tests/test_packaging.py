@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import meanfield
-from meanfield import cli, figures
+from meanfield import cli
+from meanfield.cli import figures
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,7 +46,7 @@ def test_figures_from_the_unpacked_wheel(wheel, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "kuramoto" in run.stdout and "phase_diagram" in run.stdout
-    check = subprocess.run([sys.executable, "-c", "import meanfield.figures as f; print(f.validation_dir())"],
+    check = subprocess.run([sys.executable, "-c", "import meanfield.cli.figures as f; print(f.validation_dir())"],
                            cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
                            capture_output=True, text=True, timeout=300)
     assert check.stdout.strip().startswith(str(site)), check.stdout + check.stderr

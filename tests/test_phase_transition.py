@@ -6,7 +6,7 @@ from scipy import stats
 from scipy.special import betainc
 
 import meanfield as mf
-from meanfield import figures
+from meanfield.cli import figures
 from meanfield.geometry import span_coordinates, uniform_span_coordinates
 from meanfield.solvers import euclidean, particles, span
 from meanfield.theory import equiangular_curve

@@ -3,7 +3,7 @@ passes on the correct one: high_dimension, cone_collapse, metastability, metasta
 import numpy as np
 
 import meanfield as mf
-from meanfield import figures
+from meanfield.cli import figures
 from meanfield import landscape as L
 
 

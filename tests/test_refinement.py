@@ -7,7 +7,7 @@ import pytest
 from meanfield.geometry import icosahedral_triangulation
 from meanfield.measures import perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles, triangle_integrals
-from meanfield.solvers.mesh import icosahedron_points
+from meanfield.solvers.meshes.voronoi import icosahedron_points
 
 NORMAL = np.array([0.3, -0.2, 1.0]) / np.linalg.norm([0.3, -0.2, 1.0])
 

@@ -124,7 +124,7 @@ def test_scalar_task_is_stored_as_value_and_dataframe(tmp_path):
 
 def test_zonal_solution_and_comparison_round_trip(tmp_path):
     pytest.importorskip("xarray")
-    from meanfield.zonal import ZonalComparison, compare as zonal_compare
+    from meanfield.compare.zonal import ZonalComparison, compare as zonal_compare
     comp = zonal_compare(mf.SA(1.0), lambda c: 1.0 + 0.5 * c, [0.0, 0.5], d=5, n=30, seeds=2, cells=32)
     text = repr(comp)
     assert len(text) < REPR_LIMIT and "ZonalSolution" in text and "ParticleSolution" in text

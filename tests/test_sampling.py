@@ -6,7 +6,7 @@ import pytest
 import meanfield as mf
 from meanfield.measures import perturbed_uniform
 from meanfield.solvers import circle, particles, sphere
-from meanfield.solvers.mesh import fibonacci_points
+from meanfield.solvers.meshes.voronoi import fibonacci_points
 
 
 def features(x):

@@ -12,7 +12,8 @@ import pytest
 from scipy.special import eval_legendre, ive
 
 import meanfield as mf
-from meanfield.solvers import harmonics, kernels, particles, reference, spectral
+from meanfield.solvers import particles, reference
+from meanfield.solvers.kernels import direct as kernels, harmonics, spectral
 
 
 def weights_matrix(w, y):

@@ -7,8 +7,10 @@ import meanfield as mf
 from meanfield.exact import mobius_density, mobius_mean, mobius_radius, two_dirac_angle
 from meanfield.measures import perturbed_uniform
 from meanfield.theory import growth_rate
-from meanfield.solvers import harmonics, particles, reconstruction, spectral, sphere
-from meanfield.solvers.mesh import fibonacci, icosphere
+from meanfield.solvers import particles, sphere
+from meanfield.solvers.kernels import harmonics, spectral
+from meanfield.solvers.meshes import reconstruction
+from meanfield.solvers.meshes.voronoi import fibonacci, icosphere
 from meanfield.solvers.results import DensitySolution
 
 AXIS = np.array([0.2, 0.3, 0.93]) / np.linalg.norm([0.2, 0.3, 0.93])  # generic: no mesh symmetry

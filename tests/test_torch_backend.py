@@ -225,7 +225,7 @@ def test_phase_diagram_task_on_the_torch_backend(torch):
 
 
 def test_figures_forward_the_backend_to_the_phase_diagram_only(capsys):
-    from meanfield import figures
+    from meanfield.cli import figures
     assert figures.main(["kuramoto", "--backend", "torch"]) == 2
     assert "phase_diagram" in capsys.readouterr().err
     assert figures.main(["--backend", "torch"]) == 2       # every experiment: refused, not silently ignored

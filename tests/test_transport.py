@@ -5,7 +5,8 @@ import pytest
 from scipy import stats
 
 import meanfield as mf
-from meanfield import exact, measures, transport
+from meanfield import exact, measures
+from meanfield.transport import sphere as transport
 from meanfield.geometry import circle_points, random_rotation, uniform_sphere
 from meanfield.transport import wasserstein
 

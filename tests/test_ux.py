@@ -7,7 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from meanfield import compare, compare_cli, convergence, convergence_cli, sampling
+from meanfield import sampling
+from meanfield.compare import core as compare
+from meanfield.convergence import core as convergence
+from meanfield.cli import compare as compare_cli, convergence as convergence_cli
 from meanfield.cli import main as cli_main
 from meanfield.solvers import _numba_env
 
@@ -119,7 +122,7 @@ def test_help_and_rejected_options_import_no_engine():
 
 
 def test_import_meanfield_imports_neither_pot_nor_scipy_stats():
-    run = _run("import sys, meanfield as mf, meanfield.transport, meanfield.solvers.noise, meanfield.zonal\n"
+    run = _run("import sys, meanfield as mf, meanfield.transport, meanfield.solvers.noise, meanfield.compare.zonal\n"
                "print('ot' in sys.modules, 'scipy.stats' in sys.modules, mf.energy.__name__)")
     assert run.stdout.split() == ["False", "False", "energy"], run.stderr[-2000:]
 
@@ -130,7 +133,8 @@ def test_python_dash_m_meanfield_runs_the_command():
 
 
 def test_figures_and_sweep_accept_quiet_and_figures_help_lists_experiments(capsys):
-    from meanfield import figures, sweep
+    from meanfield import sweep
+    from meanfield.cli import figures
     assert figures._parser().parse_args(["--quiet"]).quiet and sweep._parser().parse_args(["c.toml", "--quiet"]).quiet
     assert "kuramoto" in figures._parser().format_help() and "phase_diagram" in figures._parser().format_help()
 
@@ -228,7 +232,7 @@ def test_figures_replot_redraws_a_stored_figure_from_its_json(tmp_path):
     import shutil
     from pathlib import Path
 
-    from meanfield import figures
+    from meanfield.cli import figures
     stored = Path(__file__).resolve().parent.parent / "validation" / "results"
     for name in ("high_dimension_pde", "kuramoto"):
         shutil.copy(stored / f"{name}.json", tmp_path)

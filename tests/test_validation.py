@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield import cli, exact, figures
+from meanfield import cli, exact
+from meanfield.cli import figures
 
 EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability", "kuramoto", "repulsive",
                "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",

@@ -8,7 +8,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.compare import compare
-from meanfield.zonal import compare as zonal_compare
+from meanfield.compare.zonal import compare as zonal_compare
 from meanfield.plotting.views import VIEWS, plot
 from meanfield.solvers import causal, circle, particles, results, sphere, zonal
 

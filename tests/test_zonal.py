@@ -6,7 +6,7 @@ from scipy.integrate import quad, solve_ivp
 from scipy.special import betainc, betaln, gammaln, logsumexp
 
 import meanfield as mf
-from meanfield import zonal
+from meanfield.compare import zonal
 from meanfield.exact import zonal_consensus_push, zonal_consensus_shift
 from meanfield.measures import sphere_area, zonal_harmonic
 from meanfield.solvers import circle, sphere, zonal as zfv

@@ -8,7 +8,7 @@ We use the greedy definition of the centres (their exact definition could not be
 in the order of the sequence, token i is a centre if it is at geodesic distance >= δ = 4 β^{-1/2}
 from every earlier centre.  The mean-field limit is the causal PDE on [0, 1] × S^1
 (``solvers.causal``): its distance to the particles is the mean over 4 bins of s of the circle W_1
-(``causal_transport.binned_w1``).
+(``transport.causal.binned_w1``).
 
 Checks: max_t |x_1(t) - x_1(0)| <= 1e-14 (random Q, K, V = I, S^2); every seed ends in one cluster
 (distance 1e-3) for random Q, K and V = I; in the Figure 2 setting the centres' median drift is
@@ -18,9 +18,9 @@ finest grid and with the grid at the largest n.
 import numpy as np
 
 import meanfield as mf
-from meanfield.causal_transport import binned_w1, causal_tokens
+from meanfield.transport.causal import binned_w1, causal_tokens
 from meanfield.clusters import cluster_count
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import causal, particles
 
 
@@ -146,5 +146,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

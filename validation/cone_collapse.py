@@ -27,7 +27,7 @@ from scipy.optimize import linprog
 from scipy.special import comb
 
 import meanfield as mf
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import particles
 
 MODELS = {"SA": mf.SA, "USA": mf.USA}
@@ -169,5 +169,5 @@ def figure(results):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

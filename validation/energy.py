@@ -21,7 +21,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import theory
-from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.cli.figures import Experiment, max_relative_decrease
 from meanfield.solvers import circle, particles
 
 BETAS = (1.0, 4.0)
@@ -147,5 +147,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

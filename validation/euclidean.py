@@ -16,7 +16,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 import meanfield as mf
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import euclidean
 
 
@@ -95,5 +95,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -43,7 +43,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.clusters import inner_product_histogram
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.theory import equiangular_curve
 from meanfield.solvers import particles
 
@@ -169,5 +169,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -6,7 +6,7 @@ concentrates at S0 with spread ~d^{-1/2}).
 
 (a) Particles vs PDE.  For d = 3, 16, 128 the zonal PDE (``meanfield.solvers.zonal``, 512 polar cells)
 and n tokens in R^d sampled from the same ρ_0 (mid-quantile polar angles, antithetic transverse
-directions, ``meanfield.zonal.sample``) run side by side (SA, β = 4, RK4); their distance is the exact
+directions, ``meanfield.compare.zonal.sample``) run side by side (SA, β = 4, RK4); their distance is the exact
 W_1 between polar-angle marginals.  Check: it decreases with n in every dimension.
 
 (c) Convergence in n in d = 128.  One zonal PDE run (4096 cells: with 1024 its error near the pole,
@@ -31,8 +31,8 @@ import numpy as np
 from scipy.optimize import brentq
 
 import meanfield as mf
-from meanfield import zonal
-from meanfield.figures import Experiment
+from meanfield.compare import zonal
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import particles, zonal as zfv
 from meanfield.theory import equiangular_curve
 
@@ -212,5 +212,5 @@ def figure(results):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

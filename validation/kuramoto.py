@@ -22,7 +22,7 @@ import numpy as np
 import meanfield as mf
 from meanfield import exact
 from meanfield.clusters import cluster_count
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import circle, particles
 
 R0 = 0.1
@@ -129,5 +129,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

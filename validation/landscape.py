@@ -29,7 +29,7 @@ searches find at β = 30 (a bijection up to rotation and permutation).
 import numpy as np
 
 from meanfield import landscape as L
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 
 BETAS = [0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0, 8.0, 10.0, 12.0, 20.0, 30.0]
 CONTINUATION = (10.0, 30.0, 60.0)      # from, checked at, followed to
@@ -176,5 +176,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -20,8 +20,8 @@ cosine at the largest n is within 10 |a - L| of the limit.
 import numpy as np
 from scipy.special import logsumexp
 
-from meanfield.figures import Experiment
-from meanfield.solvers import gemm
+from meanfield.cli.figures import Experiment
+from meanfield.solvers.kernels import gemm
 from meanfield.theory import equiangular_layer, long_context_limit
 
 RHO = 0.5
@@ -124,5 +124,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -29,7 +29,7 @@ from scipy import stats
 
 import meanfield as mf
 from meanfield.compare import compare, density_solver
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.measures import perturbed_uniform
 from meanfield.transport import wasserstein
 
@@ -138,5 +138,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -34,10 +34,10 @@ import numpy as np
 import meanfield as mf
 from meanfield import theory
 from meanfield.clusters import cluster_count
-from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.cli.figures import Experiment, max_relative_decrease
 from meanfield.geometry import circle_points
 from meanfield.solvers import circle, particles
-from meanfield.solvers.mesh import fibonacci_points
+from meanfield.solvers.meshes.voronoi import fibonacci_points
 
 EPS = 1e-8        # size of the initial perturbation
 TOL = 0.05        # geodesic cluster scale (below the initial spacing 2π/n)
@@ -391,5 +391,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

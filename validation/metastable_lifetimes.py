@@ -41,7 +41,7 @@ import numpy as np
 from scipy.integrate import quad
 
 import meanfield as mf
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import particles
 
 EPS = 1e-3         # cap size: <x, w_q> >= 1 - EPS
@@ -253,5 +253,5 @@ def figure(results):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -18,7 +18,7 @@ from scipy.optimize import brentq
 from scipy.special import ive
 
 import meanfield as mf
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import circle, particles
 
 
@@ -115,5 +115,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -44,7 +44,7 @@ from scipy.special import betainc
 import meanfield as mf
 from meanfield import sweep
 from meanfield.clusters import merge_statistics
-from meanfield.figures import Experiment, validation_dir
+from meanfield.cli.figures import Experiment, validation_dir
 from meanfield.solvers import particles
 from meanfield.theory import clustering_time
 
@@ -343,5 +343,5 @@ def _boundary_figure(exp, extra):
 
 
 if __name__ == "__main__":
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

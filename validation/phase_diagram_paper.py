@@ -36,7 +36,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.clusters import pair_fraction
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.geometry import uniform_span_coordinates
 from meanfield.solvers import particles
 from meanfield.theory import clustering_time
@@ -158,5 +158,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -33,7 +33,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.clusters import pair_fraction
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import particles
 from meanfield.theory import clustering_time
 from meanfield.validation.phase_diagram import _cell_edges, boundary, uniform_pair_probability
@@ -140,5 +140,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -18,7 +18,7 @@ never below it); the minimal angle matches to 0.5°.
 import numpy as np
 
 import meanfield as mf
-from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.cli.figures import Experiment, max_relative_decrease
 from meanfield.solvers import particles
 
 BETA = 3.0   # at β = 1 the landscape is nearly flat along tight frames (e^t ≈ 1 + t + t²/2): slow
@@ -123,5 +123,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 import meanfield as mf
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.solvers import particles
 
 THOMSON = {5: ("triangular bipyramid", 6.474691495), 7: ("pentagonal bipyramid", 14.452977414),
@@ -247,5 +247,5 @@ def figure(results):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -20,7 +20,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.convergence import observed_order, study
-from meanfield.figures import Experiment
+from meanfield.cli.figures import Experiment
 from meanfield.measures import perturbed_uniform
 
 

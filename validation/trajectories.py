@@ -18,7 +18,7 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.clusters import cluster_count
-from meanfield.figures import Experiment, max_relative_decrease
+from meanfield.cli.figures import Experiment, max_relative_decrease
 from meanfield.solvers import particles
 
 TOL = 1e-2            # geodesic cluster scale
@@ -159,5 +159,5 @@ def main(argv=None):
 
 if __name__ == "__main__":
     import sys
-    from meanfield.figures import run_script
+    from meanfield.cli.figures import run_script
     sys.exit(run_script(__file__))

@@ -20,7 +20,7 @@ def distance_figure(comparison):
 
     Parameters
     ----------
-    comparison : meanfield.causal_compare.CausalComparison
+    comparison : meanfield.compare.causal.CausalComparison
 
     Returns
     -------
@@ -31,7 +31,7 @@ def distance_figure(comparison):
     >>> import matplotlib.pyplot as plt
     >>> import numpy as np
     >>> import meanfield as mf
-    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.compare.causal import compare_causal
     >>> from meanfield.plotting.causal import distance_figure
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
     ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
@@ -66,7 +66,7 @@ def solution_figure(comparison):
 
     Parameters
     ----------
-    comparison : meanfield.causal_compare.CausalComparison
+    comparison : meanfield.compare.causal.CausalComparison
 
     Returns
     -------
@@ -77,7 +77,7 @@ def solution_figure(comparison):
     >>> import matplotlib.pyplot as plt
     >>> import numpy as np
     >>> import meanfield as mf
-    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.compare.causal import compare_causal
     >>> from meanfield.plotting.causal import solution_figure
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
     ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
@@ -113,7 +113,7 @@ def report_figures(comparison, folder):
 
     Parameters
     ----------
-    comparison : meanfield.causal_compare.CausalComparison
+    comparison : meanfield.compare.causal.CausalComparison
     folder : str
         An existing folder.
 
@@ -127,7 +127,7 @@ def report_figures(comparison, folder):
     >>> import os
     >>> import numpy as np
     >>> import meanfield as mf
-    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.compare.causal import compare_causal
     >>> from meanfield.plotting.causal import report_figures
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
     ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)

@@ -198,7 +198,7 @@ def _report(name):
     def draw(comparison, ax=None):
         if ax is not None:
             raise ValueError("a Comparison's views are whole figures (several panels): call plot() without ax")
-        from . import report
+        from ..cli import report
         return getattr(report, f"{name}_figure")(comparison)
     return draw
 

@@ -60,8 +60,8 @@ def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps
     --------
     >>> import os, tempfile
     >>> import numpy as np
-    >>> from meanfield.solvers import adaptive_state
-    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> from meanfield.solvers.meshes import adaptive_state
+    >>> from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size
     >>> from meanfield.solvers.stepping import Checkpoint
     >>> amesh = adaptive_mesh(np.arange(level_size(1)), 1)
     >>> rho = np.full(amesh.size, 1 / (4 * np.pi))
@@ -115,7 +115,7 @@ def load(checkpoint, start, t_eval, finest):
     --------
     >>> import os, tempfile
     >>> import numpy as np
-    >>> from meanfield.solvers import adaptive_state
+    >>> from meanfield.solvers.meshes import adaptive_state
     >>> from meanfield.solvers.stepping import Checkpoint
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     ckpt = Checkpoint(os.path.join(folder, "run.npz"))

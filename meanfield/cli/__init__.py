@@ -5,11 +5,11 @@ import importlib
 import sys
 
 COMMANDS = {
-    "compare": ("meanfield.compare_cli", "particles vs density PDE with optimal transport and energies "
+    "compare": ("meanfield.cli.compare", "particles vs density PDE with optimal transport and energies "
                                      "(default: circle, SA, beta=4, n=2000, T=20)"),
-    "convergence": ("meanfield.convergence_cli", "W_p(particles_n, density_h) over a grid of n and cells, "
+    "convergence": ("meanfield.cli.convergence", "W_p(particles_n, density_h) over a grid of n and cells, "
                                              "with the observed orders (circle or sphere)"),
-    "figures": ("meanfield.figures", "reproduce the paper's experiments (validation/ scripts)"),
+    "figures": ("meanfield.cli.figures", "reproduce the paper's experiments (validation/ scripts)"),
     "sweep": ("meanfield.sweep", "run a parameter sweep from a TOML config (Dask or in-process)"),
 }
 

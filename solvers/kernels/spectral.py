@@ -7,7 +7,7 @@ The shifted kernel has the expansions (Fourier on S^1, Funk–Hecke on S^2)
 
 with κ > 0 and sum_k κ_k = sum_l (2l+1) κ_l = 1.  Truncating where the tail of that sum
 drops below ``TRUNCATION`` = 1e-17 (degree K, L ≈ 8.6 √β + O(1)) and using the transforms of
-``meanfield.solvers.harmonics``, the potentials
+``meanfield.solvers.kernels.harmonics``, the potentials
 
     S_ic = sum_j W_jc e^{β(<x_i, y_j> - 1)},   W = (w, w y_1, ..., w y_d)   (columns c = 0..d)
 
@@ -36,7 +36,7 @@ Where Φ(x_i) is small compared with the total mass (SA at large β away from th
 S_0 can be as small as e^{-2β} W_tot) ε_i exceeds ``RTOL``, and those targets — only those —
 are recomputed by direct log-sum-exp summation over all sources (``particles.attention_field``).
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 from functools import lru_cache
 
@@ -44,7 +44,7 @@ import numpy as np
 
 from meanfield.geometry import normalise
 
-from . import harmonics, kernels
+from . import direct as kernels, harmonics
 
 TRUNCATION = 1e-17
 RTOL = 1e-10
@@ -75,7 +75,7 @@ def supports(model, d):
     Examples
     --------
     >>> from meanfield.models import SA
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> bool(spectral.supports(SA(beta=1.0), 3)), spectral.supports(SA(beta=1.0), 4)
     (True, False)
     """
@@ -118,7 +118,7 @@ def kernel_coefficients(beta, d):
     --------
     >>> import numpy as np
     >>> from scipy.special import ive
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> kappa = spectral.kernel_coefficients(1.0, 2)
     >>> kappa.size, bool(np.allclose(kappa, ive(np.arange(kappa.size), 1.0)))
     (16, True)
@@ -166,7 +166,7 @@ def table_weights(beta):
 
     Examples
     --------
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> w = spectral.table_weights(1.0)
     >>> w.size == (spectral.degree(1.0, 3) + 1) ** 2
     True
@@ -192,7 +192,7 @@ def degree(beta, d):
 
     Examples
     --------
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> spectral.degree(0.0, 2), spectral.degree(1.0, 2), spectral.degree(100.0, 3) > 50
     (0, 15, True)
     """
@@ -231,7 +231,7 @@ def kernel_sum(beta, x, y, W):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> x = np.array([[1.0, 0.0], [0.0, 1.0]])
     >>> S = spectral.kernel_sum(1.0, x, x, np.ones((2, 1)))
     >>> bool(np.allclose(S[:, 0], 1 + np.exp(-1.0)))
@@ -276,7 +276,7 @@ def roundoff(beta, d):
 
     Examples
     --------
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> bool(spectral.roundoff(1.0, 2) < 1e-14)
     True
     """
@@ -320,7 +320,7 @@ def attention_field(model, x, y, w, rtol=RTOL):
     --------
     >>> import numpy as np
     >>> from meanfield.models import SA
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> x = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> X, log_phi, trusted = spectral.attention_field(SA(beta=1.0), x, x, np.full((1, 2), 0.5))
     >>> np.round(X[0], 4), bool(trusted.all())
@@ -379,7 +379,7 @@ def cost(d, beta, n, m):
 
     Examples
     --------
-    >>> from meanfield.solvers import spectral
+    >>> from meanfield.solvers.kernels import spectral
     >>> direct, fast = spectral.cost(2, 1.0, 1000, 1000)
     >>> fast < direct
     True

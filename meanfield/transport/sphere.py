@@ -16,7 +16,7 @@ measures :math:`\mu = \sum_i a_i \delta_{x_i}`, :math:`\nu = \sum_j b_j \delta_{
       W_1 = 2\pi \int_0^1 |F(s) - \alpha| \, ds, \qquad F = F_\mu - F_\nu, \ \alpha \text{ a median of } F;
 
   p > 1: the shift formula (Delon–Salomon–Sobolevski), convex in α, evaluated exactly and
-  minimised by golden-section search (``meanfield.circle_transport``; POT's binary search was
+  minimised by golden-section search (``meanfield.transport.circle``; POT's binary search was
   replaced because it could return costs above the largest possible one):
 
   .. math::
@@ -36,7 +36,7 @@ measures :math:`\mu = \sum_i a_i \delta_{x_i}`, :math:`\nu = \sum_j b_j \delta_{
   too large. ``"auto"`` falls back to it beyond the exact size, and says so (info["exact"] is False).
 - ``"multiscale"`` (any d, exact): coarse-to-fine transport on a sparse set of candidate pairs,
   solved by POT's sparse network simplex and certified optimal over all n·m pairs by a dual
-  check (``meanfield.multiscale_transport``); memory O(n + m + pairs), ``info["gap"]`` is the
+  check (``meanfield.transport.multiscale``); memory O(n + m + pairs), ``info["gap"]`` is the
   certified duality gap on W_p^p. Exact with little memory, but POT 0.9.7's sparse solver
   makes it slower than ``"emd"`` (minutes at 10^4 atoms), so ``"auto"`` does not pick it.
 
@@ -49,11 +49,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
-from .checks import as_choice, as_count, as_seed
-from .circle_transport import circle_wp_cost, level_median_w1
-from .geometry import circle_angles, great_circle
-from .measures import as_measure
-from .multiscale_transport import multiscale_wasserstein
+from ..checks import as_choice, as_count, as_seed
+from .circle import circle_wp_cost, level_median_w1
+from ..geometry import circle_angles, great_circle
+from ..measures import as_measure
+from .multiscale import multiscale_wasserstein
 
 __all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
 

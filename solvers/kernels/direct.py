@@ -21,7 +21,7 @@ start at or before its last target, and row t of a tile starting at i0 keeps the
 i0 + t - j0 + 1 sources of the block at j0 (j <= i); the USA division by the prefix weight
 W_i = sum_{j<=i} w_j is the caller's (``particles._direct``).
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 import math
 from contextlib import contextmanager
@@ -63,7 +63,7 @@ def direct_seconds(B, n, m, d):
 
     Examples
     --------
-    >>> from meanfield.solvers.kernels import direct_seconds
+    >>> from meanfield.solvers.kernels.direct import direct_seconds
     >>> round(direct_seconds(1, 1000, 1000, 8) * 1000, 3)
     7.0
     """
@@ -91,7 +91,7 @@ def threads_for(seconds):
     Examples
     --------
     >>> import numba
-    >>> from meanfield.solvers.kernels import threads_for
+    >>> from meanfield.solvers.kernels.direct import threads_for
     >>> before = numba.get_num_threads()
     >>> with threads_for(1e-6):
     ...     numba.get_num_threads()
@@ -167,7 +167,7 @@ def exp_nonpositive(x):
     Examples
     --------
     >>> import math
-    >>> from meanfield.solvers.kernels import exp_nonpositive
+    >>> from meanfield.solvers.kernels.direct import exp_nonpositive
     >>> abs(exp_nonpositive(-1.5) / math.exp(-1.5) - 1) < 1e-15, exp_nonpositive(-math.inf) < 1e-307
     (True, True)
     """
@@ -375,7 +375,7 @@ def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, c
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.kernels import attention_field
+    >>> from meanfield.solvers.kernels.direct import attention_field
     >>> x = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> out, log_phi, one = np.empty((1, 2, 2)), np.empty((1, 2)), np.ones((1, 1))
     >>> attention_field(x, x, np.ascontiguousarray(np.swapaxes(x, 1, 2)), np.full((1, 2), 0.5), one, one, 1.0,
@@ -443,7 +443,7 @@ def circle_angle_field(theta, src, w, beta, sign, normalised, causal, out):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.kernels import circle_angle_field
+    >>> from meanfield.solvers.kernels.direct import circle_angle_field
     >>> th, out = np.array([[0.0, np.pi / 2]]), np.empty((1, 2))
     >>> circle_angle_field(th, th, np.full((1, 2), 0.5), 1.0, 1.0, True, False, out)
     >>> np.round(out, 4)

@@ -70,7 +70,7 @@ class Mesh:
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
     >>> mesh = icosphere(1)
     >>> mesh.size, bool(np.isclose(mesh.areas.sum(), 4 * np.pi))
     (42, True)
@@ -273,7 +273,7 @@ def voronoi_mesh(points, lloyd=0, name="voronoi"):
     Examples
     --------
     >>> import numpy as np, meanfield as mf
-    >>> from meanfield.solvers.mesh import voronoi_mesh
+    >>> from meanfield.solvers.meshes.voronoi import voronoi_mesh
     >>> mesh = voronoi_mesh(mf.uniform_sphere(50, 3, seed=0))
     >>> mesh.size, bool(np.isclose(mesh.areas.sum(), 4 * np.pi))
     (50, True)
@@ -369,7 +369,7 @@ def icosphere(level, lloyd=0):
 
     Examples
     --------
-    >>> from meanfield.solvers.mesh import icosphere
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
     >>> icosphere(2).size, icosphere(2) is icosphere(2)
     (162, True)
     """
@@ -394,7 +394,7 @@ def fibonacci(n, lloyd=0):
 
     Examples
     --------
-    >>> from meanfield.solvers.mesh import fibonacci
+    >>> from meanfield.solvers.meshes.voronoi import fibonacci
     >>> fibonacci(100).size
     100
     """

@@ -49,13 +49,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .checks import as_choice, as_count, as_time_grid
-from .clusters import density_clusters
-from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
-from .measures import merge_atoms, sphere_area
-from .models import as_model
-from .sampling import METHODS
-from .transport import wasserstein
+from ..checks import as_choice, as_count, as_time_grid
+from ..clusters import density_clusters
+from ..compare.core import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
+from ..measures import merge_atoms, sphere_area
+from ..models import as_model
+from ..sampling import METHODS
+from ..transport.sphere import wasserstein
 
 __all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
 
@@ -98,7 +98,7 @@ class ConvergenceStudy:
         The reference's own error (W_p between the two refined references).
     bins : int
         The distances are means over ``bins`` measures of n/bins tokens each (1; the causal study's
-        bins of s, ``causal_convergence.causal_study``), whose floor is that of n/bins tokens.  A
+        bins of s, ``convergence.causal.causal_study``), whose floor is that of n/bins tokens.  A
         causal study has W_1 only (w2 and its companions are NaN).
 
     Examples

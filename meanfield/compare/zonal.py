@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .checks import as_choice, as_count, as_float_array, as_points, as_seed, as_size, as_time_grid, as_weights
-from .models import SA, USA, as_model
-from .solvers import particles, zonal as zonal_solver
-from .solvers.results import ZonalSolution, _Saveable
+from ..checks import as_choice, as_count, as_float_array, as_points, as_seed, as_size, as_time_grid, as_weights
+from ..models import SA, USA, as_model
+from ..solvers import particles, zonal as zonal_solver
+from ..solvers.results import ZonalSolution, _Saveable
 
 __all__ = ["polar_angles", "sample", "polar_wasserstein", "ZonalComparison", "compare"]
 
@@ -58,7 +58,7 @@ def polar_angles(x: ArrayLike) -> np.ndarray:
 
     Examples
     --------
-    >>> from meanfield.zonal import polar_angles
+    >>> from meanfield.compare.zonal import polar_angles
     >>> polar_angles([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]).round(6)
     array([0.      , 1.570796, 3.141593])
     """
@@ -125,7 +125,7 @@ def sample(source: ZonalSolution | Callable[[np.ndarray], np.ndarray], n: int, d
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.zonal import sample
+    >>> from meanfield.compare.zonal import sample
     >>> x = sample(lambda s: 1.0 + 0.0 * s, 6, d=3, method="quantile", seed=0)   # uniform on S^2
     >>> x.shape, round(float(x.mean(axis=0)[1:].max()), 12)       # antithetic pairs: no transverse mean
     ((6, 3), 0.0)
@@ -187,7 +187,7 @@ def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: A
 
     Examples
     --------
-    >>> from meanfield.zonal import polar_wasserstein
+    >>> from meanfield.compare.zonal import polar_wasserstein
     >>> round(polar_wasserstein([0.0, 1.0], [1, 1], [0.5], [1]), 6)
     0.5
     """
@@ -230,7 +230,7 @@ class ZonalComparison(_Saveable):
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.zonal import compare
+    >>> from meanfield.compare.zonal import compare
     >>> c = compare(mf.SA(beta=1.0), lambda s: 1.0 + 0.5 * s, [0.0, 0.5], d=3, n=40, cells=64)
     >>> c.w1.shape, bool(c.w1.max() < 0.1)
     ((2, 1), True)
@@ -288,7 +288,7 @@ def compare(model: SA | USA, f0: Callable[[np.ndarray], np.ndarray], t_eval: Arr
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.zonal import compare
+    >>> from meanfield.compare.zonal import compare
     >>> c = compare(mf.SA(beta=1.0), lambda s: 1.0 + 0.5 * s, [0.0, 0.5], d=3, n=40, seeds=2, cells=64)
     >>> c.mean_particles.shape, bool(abs(c.mean_particles[-1] - c.mean_pde[-1]).max() < 0.05)
     ((2, 2), True)

@@ -49,7 +49,7 @@ class CheckFailed(AssertionError):
 
     Examples
     --------
-    >>> from meanfield.figures import CheckFailed
+    >>> from meanfield.cli.figures import CheckFailed
     >>> isinstance(CheckFailed("energy: 1 claim(s) failed"), AssertionError)
     True
     """
@@ -65,7 +65,7 @@ def validation_dir() -> Path:
 
     Examples
     --------
-    >>> from meanfield.figures import validation_dir
+    >>> from meanfield.cli.figures import validation_dir
     >>> (validation_dir() / "energy.py").exists()
     True
     """
@@ -83,7 +83,7 @@ def scripts() -> dict[str, Path]:
 
     Examples
     --------
-    >>> from meanfield.figures import scripts
+    >>> from meanfield.cli.figures import scripts
     >>> "kuramoto" in scripts(), "__init__" in scripts()
     (True, False)
     """
@@ -111,7 +111,7 @@ def load_script(name: str) -> types.ModuleType:
 
     Examples
     --------
-    >>> from meanfield.figures import load_script
+    >>> from meanfield.cli.figures import load_script
     >>> load_script("energy").__name__
     'meanfield.validation.energy'
     """
@@ -143,7 +143,7 @@ def run_script(path: str | os.PathLike, argv: list[str] | None = None) -> int:
 
     Examples
     --------
-    >>> from meanfield.figures import run_script
+    >>> from meanfield.cli.figures import run_script
     >>> run_script("validation/nosuch.py")
     Traceback (most recent call last):
     ...
@@ -177,7 +177,7 @@ def max_relative_decrease(values: ArrayLike) -> float:
 
     Examples
     --------
-    >>> from meanfield.figures import max_relative_decrease
+    >>> from meanfield.cli.figures import max_relative_decrease
     >>> max_relative_decrease([1.0, 2.0, 3.0]), max_relative_decrease([1.0, 4.0, 3.0])
     (0.0, 0.25)
     """
@@ -224,7 +224,7 @@ class Experiment:
     --------
     >>> import tempfile
     >>> import matplotlib.pyplot as plt
-    >>> from meanfield.figures import Experiment
+    >>> from meanfield.cli.figures import Experiment
     >>> with tempfile.TemporaryDirectory() as out:
     ...     exp = Experiment("demo", "a demonstration", ["--quick", "--out", out])
     ...     n = exp.size(10, 1000)
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Examples
     --------
-    >>> from meanfield.figures import main
+    >>> from meanfield.cli.figures import main
     >>> main(["nosuch"])                 # the message goes to stderr
     2
     """

@@ -17,7 +17,7 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..compare import Comparison
+    from ..compare.core import Comparison
 
 __all__ = ["solution_figure", "wasserstein_figure", "energy_figure", "report_figures"]
 
@@ -61,7 +61,7 @@ def solution_figure(comparison: Comparison) -> Figure:
     >>> import meanfield as mf
     >>> from meanfield.compare import compare
     >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
-    >>> from meanfield.plotting.report import solution_figure
+    >>> from meanfield.cli.report import solution_figure
     >>> fig = solution_figure(c)
     >>> fig.axes[0].get_xlabel()
     't'
@@ -70,14 +70,14 @@ def solution_figure(comparison: Comparison) -> Figure:
     plt = _pyplot()
     name = comparison.info.get("model_name", "")
     if comparison.density.points.shape[1] == 2:
-        from .circle import spacetime
+        from ..plotting.circle import spacetime
         n = comparison.particles.x.shape[-2]
         pick = np.linspace(0, n - 1, min(TRAJECTORIES, n)).astype(int)
         fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
         spacetime(comparison.density, ax=ax, particles=_one_draw(comparison.particles, pick), log=True)
         ax.set_title(f"{name}: density and {pick.size} of the {n} tokens")
         return fig
-    from .sphere import particles_on_density
+    from ..plotting.sphere import particles_on_density
     draw = _one_draw(comparison.particles)
     m = comparison.t.size
     ks = sorted({0, m // 2, m - 1})
@@ -117,7 +117,7 @@ def wasserstein_figure(comparison: Comparison) -> Figure:
     >>> import meanfield as mf
     >>> from meanfield.compare import compare
     >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
-    >>> from meanfield.plotting.report import wasserstein_figure
+    >>> from meanfield.cli.report import wasserstein_figure
     >>> fig = wasserstein_figure(c)
     >>> fig.axes[0].get_yscale()
     'log'
@@ -188,7 +188,7 @@ def energy_figure(comparison: Comparison) -> Figure:
     >>> import meanfield as mf
     >>> from meanfield.compare import compare
     >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
-    >>> from meanfield.plotting.report import energy_figure
+    >>> from meanfield.cli.report import energy_figure
     >>> fig = energy_figure(c)
     >>> len(fig.axes)
     2
@@ -235,7 +235,7 @@ def report_figures(comparison: Comparison, folder: str | os.PathLike) -> list[st
     >>> import meanfield as mf
     >>> from meanfield.compare import compare
     >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
-    >>> from meanfield.plotting.report import report_figures
+    >>> from meanfield.cli.report import report_figures
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     print([os.path.basename(p) for p in report_figures(c, folder)])
     ['solution.png', 'wasserstein.png', 'energy.png']

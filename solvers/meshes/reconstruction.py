@@ -21,7 +21,7 @@ A cell is *unresolved* when the linear fit misses a neighbour by more than ``UNR
 the largest of the values involved, max_k |ρ_j - ρ_i - <g_i, δ_k>| > UNRESOLVED · max(ρ_i, ρ_j):
 a smooth profile w cells wide misses by O(1/w²) of it, a cluster one or two cells wide by O(1).
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 from functools import lru_cache
 
@@ -37,7 +37,7 @@ def geometry(mesh):
 
     Parameters
     ----------
-    mesh : meanfield.solvers.mesh.Mesh
+    mesh : meanfield.solvers.meshes.voronoi.Mesh
 
     Returns
     -------
@@ -54,8 +54,8 @@ def geometry(mesh):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.mesh import icosphere
-    >>> from meanfield.solvers.reconstruction import geometry
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
+    >>> from meanfield.solvers.meshes.reconstruction import geometry
     >>> mesh = icosphere(1)
     >>> weights, offsets, slots = geometry(mesh)
     >>> weights.shape, offsets.shape, slots.shape
@@ -111,8 +111,8 @@ def face_values(rho, cell_ptr, neighbours, weights, offsets, out, unresolved):
     A constant density has every face value equal to it:
 
     >>> import numpy as np
-    >>> from meanfield.solvers.mesh import icosphere
-    >>> from meanfield.solvers.reconstruction import face_values, geometry
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
+    >>> from meanfield.solvers.meshes.reconstruction import face_values, geometry
     >>> mesh = icosphere(1)
     >>> weights, offsets, _ = geometry(mesh)
     >>> out, unresolved = np.empty(weights.shape[0]), np.empty(mesh.size, dtype=bool)

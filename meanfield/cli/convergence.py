@@ -10,16 +10,16 @@ import os
 import sys
 import time
 
-from .checks import as_beta, as_count, as_positive
-from .compare_cli import FLUXES, MODELS, SAMPLINGS
-from .geometry import GEOMETRIES
+from ..checks import as_beta, as_count, as_positive
+from .compare import FLUXES, MODELS, SAMPLINGS
+from ..geometry import GEOMETRIES
 
 __all__ = ["DEFAULTS", "CAUSAL_DEFAULTS", "options", "main"]
 
 DEFAULTS = {"circle": dict(beta=4.0, T=20.0, n=[500, 1000, 2000, 4000], grids=[256, 512, 1024, 2048], degree=3,
                            flux="upwind"),
             "sphere": dict(beta=3.0, T=10.0, n=[250, 500, 1000], grids=[2, 3, 4], degree=2, flux="upwind")}
-# --causal: grids are cells N in θ with N/4 slices in s (causal_convergence.grid_shape)
+# --causal: grids are cells N in θ with N/4 slices in s (convergence.causal.grid_shape)
 CAUSAL_DEFAULTS = dict(beta=3.0, T=4.0, n=[256, 512, 1024, 2048], grids=[64, 128, 256], degree=3, flux="upwind2")
 MAX_TIMES = 10             # output times 0, T/2^9, ..., T: finer than T/512 says nothing new
 
@@ -91,7 +91,7 @@ def options(argv):
 
     Examples
     --------
-    >>> from meanfield.convergence_cli import options
+    >>> from meanfield.cli.convergence import options
     >>> opts = options(["--n", "100", "200", "--grids", "32", "64"])
     >>> opts["n"], opts["grids"], opts["beta"], opts["T"]
     ([100, 200], [32, 64], 4.0, 20.0)
@@ -126,25 +126,25 @@ def _check(opts):
         if opts["causal"]:
             raise ValueError("--reference: the causal study has no refined reference (weighted atoms would change "
                              "causal attention itself; docs/causal.md)")
-        from .convergence import reference_size
+        from ..convergence.core import reference_size
         reference_size(opts["reference"], opts["geometry"], opts["n"])
     if opts["sampling"] == "quantile" and sphere:
         raise ValueError("sampling 'quantile' is the inverse CDF on the circle; on the sphere use 'stratified' "
                          "or 'weighted'")
-    from . import atomic
+    from .. import atomic
     atomic.check_folder(opts["out"], "out")               # before the study, not after it
     if opts["causal"]:
         _check_causal(opts)
         return
-    from .compare import check_density_settings
+    from ..compare.core import check_density_settings
     for grid in opts["grids"]:
         check_density_settings(opts["geometry"], _model(opts), cells=grid, level=grid, flux=opts["flux"])
 
 
 def _check_causal(opts):
     """--causal: the circle, the causal solver's flux and samplings, n and slices in whole bins."""
-    from .causal_compare import SAMPLINGS, check_causal_settings
-    from .causal_convergence import grid_shape
+    from ..compare.causal import SAMPLINGS, check_causal_settings
+    from ..convergence.causal import grid_shape
     if opts["geometry"] != "circle" or opts["flux"] != "upwind2":
         raise ValueError(f"--causal solves the causal PDE on [0, 1] x S^1 with its one flux upwind2; got geometry "
                          f"{opts['geometry']}, flux {opts['flux']}")
@@ -157,7 +157,7 @@ def _check_causal(opts):
 
 
 def _model(opts):
-    from .models import SA, USA
+    from ..models import SA, USA
     return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"])
 
 
@@ -188,7 +188,7 @@ def main(argv=None):
     Examples
     --------
     >>> import os, tempfile
-    >>> from meanfield.convergence_cli import main
+    >>> from meanfield.cli.convergence import main
     >>> with tempfile.TemporaryDirectory() as parent:
     ...     out = os.path.join(parent, "study")
     ...     status = main(["--n", "32", "64", "--grids", "32", "64", "--T", "1", "--times", "1", "--quiet",
@@ -199,16 +199,16 @@ def main(argv=None):
     opts = options(sys.argv[1:] if argv is None else argv)
     import numpy as np
 
-    from .convergence import figure, reference_size, study
-    from .measures import perturbed_uniform
+    from ..convergence.core import figure, reference_size, study
+    from ..measures import perturbed_uniform
     model = _model(opts)
     rho0 = perturbed_uniform(GEOMETRIES[opts["geometry"]], amplitude=opts["amplitude"], degree=opts["degree"],
                              seed=opts["seed"])
     t_eval = np.concatenate([[0.0], opts["T"] / 2.0 ** np.arange(opts["times"] - 1, -1, -1)])
     clock = time.perf_counter()
     if opts["causal"]:
-        from .causal_compare import twisted
-        from .causal_convergence import causal_study
+        from ..compare.causal import twisted
+        from ..convergence.causal import causal_study
         result = causal_study(model, twisted(rho0), t_eval, opts["n"], opts["grids"], bins=opts["bins"],
                               sampling=opts["sampling"], seed=opts["seed"], progress=not opts["quiet"])
     else:
@@ -216,7 +216,7 @@ def main(argv=None):
                        sampling=opts["sampling"], seed=opts["seed"], flux=opts["flux"], progress=not opts["quiet"],
                        reference=reference_size(opts["reference"], opts["geometry"], opts["n"]))
     import matplotlib.pyplot as plt
-    from . import atomic
+    from .. import atomic
     fig = figure(result)
 
     def write(folder):

@@ -32,7 +32,7 @@ sources into a number of chunks that depends only on m (not on the thread count)
 result is deterministic.  Powers e^m below ``TINY`` are flushed to zero: their terms are
 below 1e-200 of the sum and would otherwise turn subnormal.
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 import math
 
@@ -43,7 +43,7 @@ LANES = 64
 CHUNK = 2048      # sources per analysis chunk (at most MAX_CHUNKS chunks)
 MAX_CHUNKS = 32
 TINY = 1e-200
-_FAST = {"contract", "nsz"}   # no "reassoc": see solvers/kernels.py (bit-exact resume)
+_FAST = {"contract", "nsz"}   # no "reassoc": see solvers/kernels/direct.py (bit-exact resume)
 
 
 def _chunks(m):
@@ -109,7 +109,7 @@ def circle_analysis(y, W, K):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.harmonics import circle_analysis
+    >>> from meanfield.solvers.kernels.harmonics import circle_analysis
     >>> circle_analysis(np.array([[0.0, 1.0]]), np.ones((1, 1)), 2)
     array([[ 1.,  0.],
            [ 0.,  1.],
@@ -148,7 +148,7 @@ def circle_synthesis(x, A, S):
     sum_{k<=2} cos(k(θ - φ)) for a source and a target a quarter turn apart:
 
     >>> import numpy as np
-    >>> from meanfield.solvers.harmonics import circle_analysis, circle_synthesis
+    >>> from meanfield.solvers.kernels.harmonics import circle_analysis, circle_synthesis
     >>> A = circle_analysis(np.array([[0.0, 1.0]]), np.ones((1, 1)), 2)
     >>> S = np.empty((2, 1))
     >>> circle_synthesis(np.array([[1.0, 0.0], [0.0, 1.0]]), A, S)
@@ -207,7 +207,7 @@ def legendre_tables(L):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.harmonics import legendre_tables
+    >>> from meanfield.solvers.kernels.harmonics import legendre_tables
     >>> diag, a, b = legendre_tables(2)
     >>> np.round(diag, 4), round(float(a[0, 1]) ** 2, 12)
     (array([1.    , 1.2247, 1.118 ]), 3.0)
@@ -320,7 +320,7 @@ def sphere_analysis(y, W, L):
     At the north pole only the order m = 0 is seen, q_00 = 1 and q_10 = sqrt(3):
 
     >>> import numpy as np
-    >>> from meanfield.solvers.harmonics import sphere_analysis
+    >>> from meanfield.solvers.kernels.harmonics import sphere_analysis
     >>> A = sphere_analysis(np.array([[0.0, 0.0, 1.0]]), np.ones((1, 1)), 1)
     >>> np.round(A[0, :, 0], 4), float(abs(A[1]).max())
     (array([1.    , 1.7321]), 0.0)
@@ -395,7 +395,7 @@ def sphere_synthesis(x, A, S):
     Unscaled, the transforms give sum_l (2l+1) P_l(<x, y>) (addition theorem), 1 + 3 = 4 at <x, y> = 1:
 
     >>> import numpy as np
-    >>> from meanfield.solvers.harmonics import sphere_analysis, sphere_synthesis
+    >>> from meanfield.solvers.kernels.harmonics import sphere_analysis, sphere_synthesis
     >>> pole = np.array([[0.0, 0.0, 1.0]])
     >>> A = sphere_analysis(pole, np.ones((1, 1)), 1)
     >>> S = np.empty((1, 1))
@@ -492,7 +492,7 @@ def basis_indices(L):
 
     Examples
     --------
-    >>> from meanfield.solvers.harmonics import basis_indices
+    >>> from meanfield.solvers.kernels.harmonics import basis_indices
     >>> basis_indices(1)
     (array([0, 1, 1, 1]), array([0, 0, 1, 1]))
     """

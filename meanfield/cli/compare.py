@@ -18,9 +18,9 @@ try:
 except ModuleNotFoundError:      # Python 3.10: the same parser, as the package tomli
     import tomli as tomllib
 
-from . import atomic
-from .checks import as_beta, as_choice, as_count, as_flag, as_positive
-from .geometry import GEOMETRIES
+from .. import atomic
+from ..checks import as_beta, as_choice, as_count, as_flag, as_positive
+from ..geometry import GEOMETRIES
 
 __all__ = ["DEFAULTS", "GEOMETRY_DEFAULTS", "CAUSAL_DEFAULTS", "options", "run", "main"]
 
@@ -44,7 +44,7 @@ MESHES = ("adaptive", "uniform")               # meanfield.compare.MESHES
 MESH_OPTIONS = {"uniform": ("level",), "adaptive": ("base", "finest", "bulk")}
 # causal: n^2/2 pairs per field evaluation for every draw, and the PDE on slices × cells (docs/causal.md)
 CAUSAL_DEFAULTS = dict(n=1024, seeds=2, outputs=21, cells=256, T=10.0, slices=64, bins=8)
-CAUSAL_SAMPLINGS = ("stratified", "iid")     # meanfield.causal_compare.SAMPLINGS
+CAUSAL_SAMPLINGS = ("stratified", "iid")     # meanfield.compare.causal.SAMPLINGS
 
 
 def _parser():
@@ -148,10 +148,10 @@ def _check_causal_options(opts):
 def _check_engine_settings(opts):
     """What only the engines can say, still before any computation: the grid and flux against the
     density solver's limits, the model against the particle solver's."""
-    from .compare import check_density_settings
-    from .solvers import particles
+    from ..compare.core import check_density_settings
+    from ..solvers import particles
     if opts["causal"]:
-        from .causal_compare import check_causal_settings
+        from ..compare.causal import check_causal_settings
         check_causal_settings(_model(opts), opts["n"], opts["slices"], opts["cells"], opts["bins"], opts["sampling"])
     else:
         check_density_settings(opts["geometry"], _model(opts), opts["cells"], flux=opts["flux"], **_cells(opts))
@@ -184,7 +184,7 @@ def options(argv):
 
     Examples
     --------
-    >>> from meanfield.compare_cli import options
+    >>> from meanfield.cli.compare import options
     >>> opts = options(["--beta", "9", "--n", "500", "--out", "report"])
     >>> opts["beta"], opts["n"], opts["seeds"], opts["geometry"]
     (9.0, 500, 3, 'circle')
@@ -273,7 +273,7 @@ def _cells(opts):
 
 
 def _model(opts):
-    from .models import SA, USA
+    from ..models import SA, USA
     return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
 
 
@@ -296,20 +296,20 @@ def run(opts):
 
     Examples
     --------
-    >>> from meanfield.compare_cli import options, run
+    >>> from meanfield.cli.compare import options, run
     >>> opts = options(["--n", "64", "--seeds", "1", "--cells", "64", "--T", "1", "--outputs", "2", "--quiet"])
     >>> run(opts).w1.shape
     (2, 1)
     """
     import numpy as np
 
-    from .compare import compare
-    from .measures import perturbed_uniform
+    from ..compare.core import compare
+    from ..measures import perturbed_uniform
     d = GEOMETRIES[opts["geometry"]]
     rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
     t_eval = np.linspace(0.0, float(opts["T"]), int(opts["outputs"]))
     if opts["causal"]:
-        from .causal_compare import twisted
+        from ..compare.causal import twisted
         return compare(_model(opts), twisted(rho0), t_eval, n=opts["n"], seeds=opts["seeds"], causal=True,
                        slices=opts["slices"], cells=opts["cells"], bins=opts["bins"], seed=opts["seed"],
                        sampling=opts["sampling"], progress=not opts["quiet"])
@@ -339,14 +339,14 @@ def main(argv=None):
 
     Examples
     --------
-    >>> from meanfield.compare_cli import main
+    >>> from meanfield.cli.compare import main
     >>> main(["--beta", "-1"])                 # refused before any computation; the message goes to stderr
     Traceback (most recent call last):
     ...
     SystemExit: 2
     """
     opts = options(sys.argv[1:] if argv is None else argv)
-    from .compare import describe_grid, write_report
+    from ..compare.core import describe_grid, write_report
     clock = time.perf_counter()
     comparison = run(opts)
     try:

@@ -66,7 +66,7 @@ def level_median_w1(u: np.ndarray, a: np.ndarray, v: np.ndarray, b: np.ndarray) 
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.circle_transport import level_median_w1
+    >>> from meanfield.transport.circle import level_median_w1
     >>> round(level_median_w1(np.array([0.0]), np.array([1.0]), np.array([0.9]), np.array([1.0])), 12)  # across 0
     0.1
     """
@@ -125,7 +125,7 @@ def shift_cost(alpha: float, u: np.ndarray, cu: np.ndarray, v: np.ndarray, cv: n
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.circle_transport import shift_cost
+    >>> from meanfield.transport.circle import shift_cost
     >>> u, c = np.array([0.0, 0.5]), np.array([0.5, 1.0])
     >>> round(shift_cost(0.0, u, c, u + 0.1, c, 2.0), 12), round(shift_cost(0.5, u, c, u + 0.1, c, 2.0), 12)
     (0.01, 0.16)
@@ -181,7 +181,7 @@ def circle_wp_cost(u: np.ndarray, a: np.ndarray, v: np.ndarray, b: np.ndarray, p
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.circle_transport import circle_wp_cost
+    >>> from meanfield.transport.circle import circle_wp_cost
     >>> u = np.array([0.0, 0.25, 0.5, 0.75])
     >>> w = np.full(4, 0.25)
     >>> round(circle_wp_cost(u, w, np.mod(u + 0.05, 1.0), w, 2.0), 12)       # a rotation by 0.05 turns

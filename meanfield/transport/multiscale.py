@@ -87,7 +87,7 @@ def multiscale_wasserstein(x: np.ndarray, a: np.ndarray, y: np.ndarray, b: np.nd
     --------
     >>> import numpy as np
     >>> import meanfield as mf
-    >>> from meanfield.multiscale_transport import multiscale_wasserstein
+    >>> from meanfield.transport.multiscale import multiscale_wasserstein
     >>> x, y = mf.uniform_sphere(60, 3, seed=0), mf.uniform_sphere(60, 3, seed=1)
     >>> w = np.full(60, 1 / 60)
     >>> value, info = multiscale_wasserstein(x, w, y, w, 2.0)
@@ -110,7 +110,7 @@ def _sparse_optimum(x, a, y, b, p, rng, stats, certify):
     import ot   # imported where transport is computed: `import ot` loads every array backend it finds
     n, m = x.shape[0], y.shape[0]
     if not certify and n * m <= DIRECT:
-        from .transport import geodesic_cost
+        from .sphere import geodesic_cost
         plan = ot.emd(a, b, geodesic_cost(x, y, p), numItermax=MAX_ITER)
         rows, cols = np.nonzero(plan)
         return rows, cols, plan[rows, cols], None, None

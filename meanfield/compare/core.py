@@ -51,17 +51,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import atomic
-from .checks import as_choice, as_count, as_flag, as_seed, as_time_grid
-from .clusters import density_clusters, particle_clusters
-from .energy import energy
-from .geometry import GEOMETRIES
-from .measures import drop_negligible, merge_atoms, sample_density
-from .models import as_model
-from .sampling import METHODS, RANDOMISED, discretise
-from .solvers.results import _Saveable
-from .theory import growth_rate, most_unstable_mode
-from .transport import wasserstein
+from .. import atomic
+from ..checks import as_choice, as_count, as_flag, as_seed, as_time_grid
+from ..clusters import density_clusters, particle_clusters
+from ..energy import energy
+from ..geometry import GEOMETRIES
+from ..measures import drop_negligible, merge_atoms, sample_density
+from ..models import as_model
+from ..sampling import METHODS, RANDOMISED, discretise
+from ..solvers.results import _Saveable
+from ..theory import growth_rate, most_unstable_mode
+from ..transport.sphere import wasserstein
 
 __all__ = ["Comparison", "compare", "write_report", "sphere_cells", "coarser_cells", "describe_grid"]
 
@@ -225,7 +225,7 @@ class Comparison(_Saveable):
         return "\n".join(lines)
 
     def plot(self, kind="distances"):
-        """A figure of the comparison (``meanfield.plotting.report``): "distances" (W_1 and W_2 against t
+        """A figure of the comparison (``meanfield.cli.report``): "distances" (W_1 and W_2 against t
         with the reference lines), "energy" (E_β of both measures and their gap) or "solution" (the
         density with the tokens on top).
 
@@ -233,7 +233,7 @@ class Comparison(_Saveable):
         -------
         matplotlib.figure.Figure
         """
-        from .plotting.report import energy_figure, solution_figure, wasserstein_figure
+        from ..cli.report import energy_figure, solution_figure, wasserstein_figure
         views = {"distances": wasserstein_figure, "energy": energy_figure, "solution": solution_figure}
         return views[as_choice(kind, "kind", tuple(views))](self)
 
@@ -255,16 +255,16 @@ class Comparison(_Saveable):
         Returns
         -------
         Comparison
-            (a ``causal_compare.CausalComparison`` for a report of ``meanfield compare --causal``)
+            (a ``compare.causal.CausalComparison`` for a report of ``meanfield compare --causal``)
         """
         report = read_report(path)
         if report is None:
             return super().load(path)
         folder, numbers = report
         if numbers.get("info", {}).get("causal"):
-            from .causal_compare import CausalComparison
+            from .causal import CausalComparison
             return CausalComparison.from_report(folder, numbers)
-        from .solvers.results import DensitySolution, ParticleSolution
+        from ..solvers.results import DensitySolution, ParticleSolution
         particles = ParticleSolution.load(os.path.join(folder, "particles.npz"))
         density = DensitySolution.load(os.path.join(folder, "density.npz"))
         grid_error = numbers.get("grid_error")
@@ -597,7 +597,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
         W_p\Big(\frac1n \sum_i \delta_{x_i(t)}, \sum_i \rho_i(t) |C_i| \delta_{c_i}\Big).
 
     With ``causal=True``: causal particles against the causal PDE on [0, 1] × S^1
-    (``meanfield.causal_compare.compare_causal``: the mean over ``bins`` bins of s of the circle
+    (``meanfield.compare.causal.compare_causal``: the mean over ``bins`` bins of s of the circle
     W_1, cluster counts, no energies — causal attention is not a gradient flow); returns a
     ``CausalComparison``.
 
@@ -796,10 +796,10 @@ class _Clock:
 
 
 def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
-    """``compare(..., causal=True)``: the geometry and flux checked, then ``causal_compare.compare_causal``."""
+    """``compare(..., causal=True)``: the geometry and flux checked, then ``compare.causal.compare_causal``."""
     from meanfield.solvers import circle
 
-    from .causal_compare import CELLS, compare_causal
+    from .causal import CELLS, compare_causal
     if as_choice(geometry, "geometry", tuple(GEOMETRIES)) != "circle":
         raise ValueError("causal=True compares with the causal PDE on [0, 1] × S^1: geometry must be 'circle'")
     if as_choice(flux, "flux", circle.FLUXES) != FLUX:
@@ -879,9 +879,9 @@ def write_report(comparison, folder, options=None):
     ['complete.json', 'density.npz', 'particles.npz', 'report.json']
     """
     if comparison.info.get("causal"):
-        from .plotting.causal import report_figures
+        from ..plotting.causal import report_figures
     else:
-        from .plotting.report import report_figures
+        from ..cli.report import report_figures
     numbers = comparison.to_dict()
     if options is not None:
         numbers["options"] = options

@@ -25,15 +25,15 @@ so the jobs never start threads of their own.  Memory: O((n + m) d) for the padd
 plus O(R C) per thread.  The tiling depends on d only and no loop is reassociated, so equal
 inputs give equal bits on a given machine, whatever the thread count.
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 import math
 
 import numpy as np
 from numba import njit, prange
 
-from .kernels import _FAST, exp_nonpositive
-from .small import BLAS_MAX_WORK, NO_MASK, _times, first_target, weighted_exponentials
+from .direct import _FAST, exp_nonpositive
+from ..small import BLAS_MAX_WORK, NO_MASK, _times, first_target, weighted_exponentials
 
 MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
 BLAS_MIN_D = 16  # below, a dgemm call costs more than the product: vectorised loops (small._times)
@@ -56,7 +56,7 @@ def supports(d):
 
     Examples
     --------
-    >>> from meanfield.solvers import gemm
+    >>> from meanfield.solvers.kernels import gemm
     >>> gemm.supports(3), gemm.supports(2048)
     (True, False)
     """
@@ -84,7 +84,7 @@ def tiles(d, n=ROWS, m=COLUMNS):
 
     Examples
     --------
-    >>> from meanfield.solvers import gemm
+    >>> from meanfield.solvers.kernels import gemm
     >>> gemm.tiles(3), gemm.tiles(3, 5, 20), gemm.tiles(1024)
     ((32, 128), (8, 24), (8, 32))
     """
@@ -200,7 +200,7 @@ def softmax_sums(U, y, w, normalised, dtype=np.float64, causal=False):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.gemm import softmax_sums
+    >>> from meanfield.solvers.kernels.gemm import softmax_sums
     >>> y = np.array([[[1.0, 0.0], [0.0, 1.0]]])
     >>> G, log_phi = softmax_sums(y, y, np.full((1, 2), 0.5), True)
     >>> np.round(G[0], 4)

@@ -1,12 +1,12 @@
 """Causal particles and the causal PDE converging to each other: ``meanfield convergence --causal``.
 
 For one causal model and initial density ρ_0(s, θ), solve the causal particle system for several
-token counts n (``causal_compare``'s stratified levels) and the causal PDE (``solvers.causal``) on
+token counts n (``compare.causal``'s stratified levels) and the causal PDE (``solvers.causal``) on
 several grids S × N (slices × cells, refined together), and tabulate
 
     D(μ^n_t, ρ^h_t)    for every n, every grid and every output time,
 
-D the mean over B bins of s of the circle W_1 (``causal_transport.binned_w1``), with the observed
+D the mean over B bins of s of the circle W_1 (``transport.causal.binned_w1``), with the observed
 orders of ``convergence.ConvergenceStudy`` (h = 2π/N the cell width in θ): in h on the most tokens,
 in n on the finest grid, and the self-convergence of each discretisation alone, D(ρ_h, ρ_{h/2})
 and D(μ^n, μ^{n'}).  Once clusters have formed (the s-averaged finest density has a part denser
@@ -22,12 +22,12 @@ import time
 
 import numpy as np
 
-from .causal_compare import _marginal, _tokens, check_causal_settings, slice_density
-from .causal_transport import binned_w1
-from .checks import as_count, as_time_grid
-from .clusters import density_clusters
-from .convergence import CLUSTER_LEVEL, ConvergenceStudy
-from .geometry import circle_angles
+from ..compare.causal import _marginal, _tokens, check_causal_settings, slice_density
+from ..transport.causal import binned_w1
+from ..checks import as_count, as_time_grid
+from ..clusters import density_clusters
+from .core import CLUSTER_LEVEL, ConvergenceStudy
+from ..geometry import circle_angles
 
 __all__ = ["causal_study", "grid_shape", "ASPECT"]
 
@@ -53,7 +53,7 @@ def grid_shape(grid):
 
     Examples
     --------
-    >>> from meanfield.causal_convergence import grid_shape
+    >>> from meanfield.convergence.causal import grid_shape
     >>> grid_shape(128), grid_shape((16, 64))
     ((32, 128), (16, 64))
     """
@@ -72,7 +72,7 @@ def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified
     ----------
     model : SA or USA (Q = K = I, V = ±I; run causally)
     rho0 : callable
-        f(s, θ) or f(points) (``causal_compare.slice_density``).
+        f(s, θ) or f(points) (``compare.causal.slice_density``).
     t_eval : array (m,)
     ns : list of int
         Token counts, multiples of ``bins``, at least two different.

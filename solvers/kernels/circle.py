@@ -25,7 +25,7 @@ rate = max_i out_i / (h ρ_i) (+ 2D/h² with diffusion D, whose stage loses 2Dρ
 reconstructed fluxes out_i <= 2 ρ_i max|u| and for the first-order ones out_i = ρ_i |u_i|, so the rate
 never exceeds the global bound the fixed step uses, and it is the actual one.
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 import math
 
@@ -68,7 +68,7 @@ def degree(beta, cells, tolerance=TRUNCATION):
 
     Examples
     --------
-    >>> from meanfield.solvers.circle_kernels import degree
+    >>> from meanfield.solvers.kernels.circle import degree
     >>> degree(3.0, 4096), degree(50.0, 4096), degree(3.0, 16)
     (22, 66, 8)
     """
@@ -104,7 +104,7 @@ def fourier_tables(cells, K):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.circle_kernels import fourier_tables
+    >>> from meanfield.solvers.kernels.circle import fourier_tables
     >>> cos_t, sin_t = fourier_tables(8, 2)
     >>> cos_t.shape, np.round(sin_t[2], 12) + 0.0
     ((3, 5), array([ 0.,  1.,  0., -1.,  0.]))
@@ -182,7 +182,7 @@ def fourier_fields(rho, spectra, cos_t, sin_t, fold, small, out):
     With K = N/2 the sum is the exact circular convolution:
 
     >>> import numpy as np
-    >>> from meanfield.solvers.circle_kernels import fourier_fields, fourier_tables
+    >>> from meanfield.solvers.kernels.circle import fourier_fields, fourier_tables
     >>> N = 8
     >>> rho, k_hat = np.arange(1.0, N + 1), np.fft.rfft(np.cos(2 * np.pi * np.arange(N) / N))
     >>> spectra = np.ascontiguousarray(np.stack([k_hat.real, k_hat.imag], axis=-1)[None])
@@ -236,7 +236,7 @@ def centre_velocities(fields, mass, beta, sign, normalised, flux, floor, accumul
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, centre_velocities
+    >>> from meanfield.solvers.kernels.circle import FLUX_CODES, centre_velocities
     >>> fields = np.array([[0.2, -0.2], [0.0, 1.0]])     # G and Q for the upwind flux, SA
     >>> u, slope, pot = np.zeros(2), np.zeros(2), np.zeros(2)
     >>> centre_velocities(fields, 1.0, 1.0, 1.0, True, FLUX_CODES["upwind"], 0.0, False, u, slope, pot)
@@ -387,7 +387,7 @@ def flux_pass(rho, u, slope, pot, bound, h, flux, diffusion, work, out):
     First-order upwind fluxes for a constant velocity 1: mass is conserved and the rate is 1/h.
 
     >>> import numpy as np
-    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, flux_pass
+    >>> from meanfield.solvers.kernels.circle import FLUX_CODES, flux_pass
     >>> rho, u, out = np.array([1.0, 2.0, 3.0, 4.0]), np.ones(4), np.empty(4)
     >>> flux_pass(rho, u, np.zeros(4), np.zeros(4), 1.0, 0.5, FLUX_CODES["upwind"], 0.0, np.empty((5, 4)), out)
     2.0
@@ -477,7 +477,7 @@ def fused_stage(rho, heads, spectra, cos_t, sin_t, h, flux, diffusion, fields, c
     One USA head (β = 1, upwind): the G kernel -e^{β(cos δ - 1)} sin δ scaled by e^β h; mass is conserved.
 
     >>> import numpy as np
-    >>> from meanfield.solvers.circle_kernels import FLUX_CODES, fourier_tables, fused_stage
+    >>> from meanfield.solvers.kernels.circle import FLUX_CODES, fourier_tables, fused_stage
     >>> N, beta = 8, 1.0
     >>> h = 2 * np.pi / N
     >>> delta = np.where(np.arange(N) <= N // 2, np.arange(N), np.arange(N) - N) * h

@@ -13,8 +13,8 @@ B one-dimensional problems (exact, O(n log n)) where the product space needs an 
 """
 import numpy as np
 
-from .checks import as_count, as_float_array
-from .circle_transport import level_median_w1
+from ..checks import as_count, as_float_array
+from .circle import level_median_w1
 
 __all__ = ["causal_tokens", "binned_w1"]
 

@@ -6,8 +6,8 @@ from functools import partial
 
 import numpy as np
 
-from .energy_report import energy_dips, pinned_on_fixed_mesh
-from .results import DensitySolution
+from ..energy_report import energy_dips, pinned_on_fixed_mesh
+from ..results import DensitySolution
 
 __all__ = ["stretches", "remesh_energy", "pinned_on_stretches", "padded_solution"]
 
@@ -105,7 +105,7 @@ def pinned_on_stretches(t, meshes, rhos, adjacency, points, areas, field, size):
 
     Examples
     --------
-    >>> from meanfield.solvers.dyadic import uniform_mesh
+    >>> from meanfield.solvers.meshes.dyadic import uniform_mesh
     >>> from meanfield.solvers.energy_report import ring_adjacency
     >>> mesh = uniform_mesh(16, 0)
     >>> rho = np.zeros(16); rho[5] = 1 / mesh.widths[5]          # a cluster that stays in cell 5
@@ -172,7 +172,7 @@ def padded_solution(t, points, areas, rhos, energy, model, info, sign=1.0):
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.solvers.dyadic import uniform_mesh, select
+    >>> from meanfield.solvers.meshes.dyadic import uniform_mesh, select
     >>> coarse = uniform_mesh(2, 1)
     >>> meshes = [coarse, select(coarse, [1, 0], buffer=0)]
     >>> centres = [np.column_stack([np.cos(m.angles), np.sin(m.angles)]) for m in meshes]

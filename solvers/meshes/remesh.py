@@ -32,7 +32,7 @@ intersection of its bisector half-spaces) keeps its mass exactly, without being 
 changes a band of cells where the levels move, and only that band is clipped (the unchanged cells
 cover the rest of the sphere on both meshes, so no changed cell overlaps an unchanged one).
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,7 +45,7 @@ from scipy.spatial import cKDTree
 from meanfield.checks import as_count
 
 from . import reconstruction
-from .mesh import Mesh, _assemble, _unit, _voronoi, icosahedron_points
+from .voronoi import Mesh, _assemble, _unit, _voronoi, icosahedron_points
 
 __all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "select", "transfer"]
 
@@ -69,7 +69,7 @@ def level_size(level):
 
     Examples
     --------
-    >>> from meanfield.solvers.remesh import level_size
+    >>> from meanfield.solvers.meshes.remesh import level_size
     >>> [level_size(k) for k in range(4)]
     [12, 42, 162, 642]
     """
@@ -106,7 +106,7 @@ def hierarchy(finest):
 
     Examples
     --------
-    >>> from meanfield.solvers.remesh import hierarchy
+    >>> from meanfield.solvers.meshes.remesh import hierarchy
     >>> vertices, birth, trees = hierarchy(2)
     >>> vertices.shape, int(birth[0]), int(birth[-1]), sorted(trees)
     ((162, 3), 0, 2, [1, 2])
@@ -128,7 +128,7 @@ class AdaptiveMesh:
 
     Parameters
     ----------
-    mesh : meanfield.solvers.mesh.Mesh
+    mesh : meanfield.solvers.meshes.voronoi.Mesh
     index : ndarray, shape (N,)
         Sorted indices of the generators among the vertices of level ``finest``.
     finest : int
@@ -144,7 +144,7 @@ class AdaptiveMesh:
 
     Examples
     --------
-    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size
     >>> a = adaptive_mesh(range(level_size(1)), 2)
     >>> a.size, int(a.levels.min()), int(a.levels.max())
     (42, 1, 1)
@@ -178,7 +178,7 @@ def adaptive_mesh(index, finest):
 
     Examples
     --------
-    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size
+    >>> from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size
     >>> adaptive_mesh(range(level_size(0)), 3).size
     12
     """
@@ -223,7 +223,7 @@ def wanted_levels(rho, areas, base, finest, threshold):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.remesh import wanted_levels
+    >>> from meanfield.solvers.meshes.remesh import wanted_levels
     >>> areas = np.full(4, np.pi)
     >>> wanted_levels(np.array([1.0, 1.0, 1.0, 40.0]), areas, 2, 5, 2.0)
     array([2, 2, 2, 3])
@@ -258,7 +258,7 @@ def select(amesh, levels, base, buffer):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size, select
+    >>> from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size, select
     >>> a = adaptive_mesh(range(level_size(1)), 2)
     >>> bool(np.array_equal(select(a, np.full(a.size, 1), 1, 1), np.arange(level_size(1))))
     True
@@ -422,7 +422,7 @@ def transfer(old, new, rho):
 
     Examples
     --------
-    >>> from meanfield.solvers.remesh import adaptive_mesh, level_size, transfer
+    >>> from meanfield.solvers.meshes.remesh import adaptive_mesh, level_size, transfer
     >>> a, b = adaptive_mesh(range(level_size(2)), 3), adaptive_mesh(range(level_size(3)), 3)
     >>> r = transfer(a, b, np.full(a.size, 1 / (4 * np.pi)))
     >>> bool(np.allclose(r, 1 / (4 * np.pi), rtol=1e-12))

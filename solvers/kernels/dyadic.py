@@ -2,7 +2,7 @@
 the SA field in log space where Φ is tiny.
 
 Cells C_i of widths w_i, centres c_i, gaps g_i = (w_i + w_{i+1})/2 between consecutive centres.
-The fluxes are ``circle_kernels.flux_pass``'s, with the differences divided by the actual distances:
+The fluxes are ``kernels.circle.flux_pass``'s, with the differences divided by the actual distances:
 
 - slopes σ_i = minmod((ρ_{i+1} - ρ_i)/g_i, (ρ_i - ρ_{i-1})/g_{i-1}) per unit angle and face states
   ρ_i ± σ_i w_i/2 (between the neighbours' values: ≥ 0 and ≤ 2ρ_i, so the positivity rate keeps its
@@ -15,20 +15,20 @@ The fluxes are ``circle_kernels.flux_pass``'s, with the differences divided by t
 
 Each flux leaves one cell and enters its neighbour, so Σ_i w_i dρ_i/dt = 0 to round-off.
 """
-from . import _numba_env  # noqa: F401
+from .. import _numba_env  # noqa: F401
 
 import math
 
 import numpy as np
 from numba import njit
 
-from .circle_kernels import UNRESOLVED, face_fluxes
+from .circle import UNRESOLVED, face_fluxes
 
 
 @njit(cache=True)
 def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
     r"""out_i = -(F_{i+1/2} - F_{i-1/2})/w_i; returns the positivity rate (module docstring).
-    ``flux`` as ``circle_kernels.FLUX_CODES``; work: (5, N) scratch.
+    ``flux`` as ``kernels.circle.FLUX_CODES``; work: (5, N) scratch.
 
     .. math::
 
@@ -49,7 +49,7 @@ def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
     bound : float
         Speed bound the upwind2 face velocities are clipped to.
     flux : int
-        ``circle_kernels.FLUX_CODES``.
+        ``kernels.circle.FLUX_CODES``.
     work : ndarray, shape (5, N)
         Scratch.
     out : ndarray, shape (N,)
@@ -62,7 +62,7 @@ def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
 
     Examples
     --------
-    >>> from meanfield.solvers.dyadic import select, uniform_mesh
+    >>> from meanfield.solvers.meshes.dyadic import select, uniform_mesh
     >>> mesh = select(uniform_mesh(4, 1), [1, 0, 0, 0], buffer=0)       # widths π/4, π/4, π/2, π/2, π/2
     >>> rho, ones, zero, out = 1 + 0.5 * np.cos(mesh.angles), np.ones(5), np.zeros(5), np.empty(5)
     >>> rate = flux_pass(rho, mesh.widths, mesh.gaps, ones, zero, zero, 1.0, 1, np.empty((5, 5)), out)

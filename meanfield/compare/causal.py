@@ -3,14 +3,14 @@
 From one initial density ρ_0(s, θ) and one causal model (SA or USA, Q = K = I, V = ±I), run
 
 - the causal particle system: token i of n at the position s_i = (i - 1/2)/n of the sequence, its
-  angle θ_i drawn from the slice ρ_0(s_i, ·) (``causal_transport.causal_tokens``), for several
+  angle θ_i drawn from the slice ρ_0(s_i, ·) (``transport.causal.causal_tokens``), for several
   independent draws (one batched solve), and
 - the finite-volume solver of the causal PDE (``meanfield.solvers.causal``, S slices × N cells),
 
 and report at every output time:
 
 - **D**, the mean over B bins of s of the circle W_1 (radians) between the bin's tokens and the
-  bin's average density (``causal_transport.binned_w1``).  Why this and not W_1 on the product
+  bin's average density (``transport.causal.binned_w1``).  Why this and not W_1 on the product
   [0, 1] × S^1: the tokens never move in s, so the s-marginals agree by construction and only the
   θ-parts can differ; pairing mass within bins gives W_1([0, 1] × S^1) <= D + 1/B, and D is B
   exact one-dimensional problems (O(n log n)) where the product needs an n × (S N) one
@@ -34,13 +34,13 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .causal_transport import GOLDEN, binned_w1, causal_tokens
-from .checks import as_choice, as_count, as_seed, as_time_grid
-from .clusters import density_clusters, particle_clusters
-from .compare import quantum_level, read_report
-from .geometry import circle_angles, circle_points
-from .models import as_model
-from .solvers.results import CausalDensitySolution, ParticleSolution, _Saveable
+from ..transport.causal import GOLDEN, binned_w1, causal_tokens
+from ..checks import as_choice, as_count, as_seed, as_time_grid
+from ..clusters import density_clusters, particle_clusters
+from .core import quantum_level, read_report
+from ..geometry import circle_angles, circle_points
+from ..models import as_model
+from ..solvers.results import CausalDensitySolution, ParticleSolution, _Saveable
 
 __all__ = ["CausalComparison", "compare_causal", "check_causal_settings", "slice_density", "twisted", "SAMPLINGS",
            "ENERGY_NOTE"]
@@ -85,7 +85,7 @@ class CausalComparison(_Saveable):
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.causal_compare import compare_causal
+    >>> from meanfield.compare.causal import compare_causal
     >>> c = compare_causal(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 0.5], n=32,
     ...                    seeds=1, slices=4, cells=16, bins=2, grid_reference=False)
     >>> type(c).__name__, c.w1.shape, round(c.floor, 4)
@@ -165,7 +165,7 @@ class CausalComparison(_Saveable):
         -------
         matplotlib.figure.Figure
         """
-        from .plotting.causal import distance_figure, solution_figure
+        from ..plotting.causal import distance_figure, solution_figure
         views = {"distances": distance_figure, "solution": solution_figure}
         return views[as_choice(kind, "kind", tuple(views))](self)
 
@@ -211,7 +211,7 @@ def slice_density(rho0):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.causal_compare import slice_density
+    >>> from meanfield.compare.causal import slice_density
     >>> f = slice_density(lambda x: 1 + 0.5 * x[:, 0])
     >>> f(np.array([[0.25], [0.75]]), np.array([[0.0, np.pi]]))
     array([[1.5, 0.5],
@@ -260,7 +260,7 @@ def twisted(rho0, turns=1.0):
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.causal_compare import twisted
+    >>> from meanfield.compare.causal import twisted
     >>> f = twisted(lambda x: 1 + 0.5 * x[:, 0])
     >>> np.round(f(np.array([[0.0], [0.5]]), np.array([[0.0]])), 12)
     array([[1.5],
@@ -305,7 +305,7 @@ def check_causal_settings(model, n, slices=SLICES, cells=CELLS, bins=BINS, sampl
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.causal_compare import check_causal_settings
+    >>> from meanfield.compare.causal import check_causal_settings
     >>> check_causal_settings(mf.SA(1.0), 64, slices=8, cells=32, bins=4).causal
     True
     >>> check_causal_settings(mf.SA(1.0), 30, slices=8, cells=32, bins=4)
