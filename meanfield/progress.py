@@ -1,0 +1,132 @@
+"""Progress of a long run: a tqdm bar on a terminal, periodic log lines elsewhere.
+
+One ``Progress`` reports one run, however many pieces it is computed in (an adaptive solve
+integrates once per stretch between remeshes and passes the same reporter to each piece).
+``show`` chooses when it speaks:
+
+=========  ====================================================================================
+``show``   what the run prints (to standard error)
+=========  ====================================================================================
+``None``   after ``delay`` seconds: a tqdm bar on a terminal; otherwise (scripts, notebooks, CI
+           logs) one plain line every ``interval`` seconds, e.g.
+           ``solve: t=3.2/10 (32%), 12 s elapsed, ~25 s left``, and a last line at the end
+``True``   the same from the start
+``False``  nothing
+=========  ====================================================================================
+"""
+import sys
+import time
+
+__all__ = ["Progress", "DELAY", "INTERVAL"]
+
+DELAY = 2.0        # seconds a run lasts before show=None reports anything
+INTERVAL = 10.0    # seconds between two log lines outside a terminal
+
+
+class Progress:
+    """The progress of one run towards ``total`` (simulated time, or a count of tasks).
+
+    Parameters
+    ----------
+    total : float
+        The amount of work: the simulated time span, or the number of tasks.
+    desc : str
+        The run's name, first on every line.
+    show : bool or None
+        None (default): only once the run has lasted ``delay`` seconds; True: always; False: never.
+    unit : str
+        ``"t"`` (default) writes ``t=3.2/10``; any other unit writes ``3/10 figures``.
+    delay, interval : float
+        Seconds before a ``show=None`` run reports, and between two log lines.
+    stream : file, optional
+        Where to write; standard error (read when the reporter is made) by default.
+
+    Examples
+    --------
+    >>> import io
+    >>> from meanfield.progress import Progress
+    >>> out = io.StringIO()             # not a terminal: log lines
+    >>> with Progress(2.0, "demo", show=True, interval=0.0, stream=out) as progress:
+    ...     progress.update(0.5)
+    >>> print(out.getvalue().splitlines()[0].split(",")[0])
+    demo: t=0.5/2 (25%)
+    """
+
+    def __init__(self, total: float, desc: str = "solve", show: bool | None = None, unit: str = "t",
+                 delay: float = DELAY, interval: float = INTERVAL, stream=None):
+        self.total, self.desc, self.unit, self.interval = float(total), desc, unit, float(interval)
+        self.n = 0.0
+        self.stream = sys.stderr if stream is None else stream
+        self.start = time.monotonic()
+        self.delay = 0.0 if show else float(delay)
+        self.bar = None
+        self.lines = 0
+        self.last = -float("inf")
+        self.enabled = show is not False
+        if self.enabled and _is_terminal(self.stream):
+            from tqdm import tqdm
+            counting = unit != "t"
+            fmt = ("{l_bar}{bar}| {n:.0f}/{total:.0f} " + unit if counting else
+                   "{l_bar}{bar}| t={n:.3g}/{total:.3g}") + " [{elapsed}<{remaining}]"
+            self.bar = tqdm(total=self.total, desc=desc, delay=self.delay, file=self.stream, bar_format=fmt)
+
+    def update(self, amount: float) -> None:
+        """Advance by ``amount`` (clamped to what is left: summed step sizes overshoot by round-off).
+
+        Examples
+        --------
+        >>> from meanfield.progress import Progress
+        >>> p = Progress(1.0, show=False)
+        >>> p.update(0.75); p.update(0.5); p.n
+        1.0
+        """
+        amount = max(0.0, min(float(amount), self.total - self.n))
+        self.n += amount
+        if self.bar is not None:
+            self.bar.update(amount)
+        elif self.enabled:
+            now = time.monotonic()
+            if now - self.start >= self.delay and now - self.last >= self.interval:
+                self._line(now)
+
+    def _line(self, now, final=False):
+        self.last, self.lines = now, self.lines + 1
+        elapsed = now - self.start
+        amount = f"t={self.n:.3g}/{self.total:.3g}" if self.unit == "t" else \
+            f"{self.n:.0f}/{self.total:.0f} {self.unit}"
+        share = self.n / self.total if self.total > 0 else 1.0
+        if final:
+            tail = f"done in {elapsed:.0f} s"
+        elif share > 0:
+            tail = f"{elapsed:.0f} s elapsed, ~{elapsed * (1 - share) / share:.0f} s left"
+        else:
+            tail = f"{elapsed:.0f} s elapsed"
+        print(f"{self.desc}: {amount} ({100 * share:.0f}%), {tail}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """End the report: close the bar, or write a last line if any line was written.
+
+        Examples
+        --------
+        >>> from meanfield.progress import Progress
+        >>> Progress(1.0, show=False).close()
+        """
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        elif self.lines and self.enabled:
+            self._line(time.monotonic(), final=True)
+            self.enabled = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
