@@ -36,8 +36,9 @@ class Progress:
         None (default): only once the run has lasted ``delay`` seconds; True: always; False: never.
     unit : str
         ``"t"`` (default) writes ``t=3.2/10``; any other unit writes ``3/10 figures``.
-    delay, interval : float
-        Seconds before a ``show=None`` run reports, and between two log lines.
+    delay, interval : float, optional
+        Seconds before a ``show=None`` run reports, and between two log lines (default: the module's
+        ``DELAY`` and ``INTERVAL``).
     stream : file, optional
         Where to write; standard error (read when the reporter is made) by default.
 
@@ -53,12 +54,13 @@ class Progress:
     """
 
     def __init__(self, total: float, desc: str = "solve", show: bool | None = None, unit: str = "t",
-                 delay: float = DELAY, interval: float = INTERVAL, stream=None):
-        self.total, self.desc, self.unit, self.interval = float(total), desc, unit, float(interval)
+                 delay: float | None = None, interval: float | None = None, stream=None):
+        self.total, self.desc, self.unit = float(total), desc, unit
+        self.interval = INTERVAL if interval is None else float(interval)
         self.n = 0.0
         self.stream = sys.stderr if stream is None else stream
         self.start = time.monotonic()
-        self.delay = 0.0 if show else float(delay)
+        self.delay = 0.0 if show else DELAY if delay is None else float(delay)
         self.bar = None
         self.lines = 0
         self.last = -float("inf")
