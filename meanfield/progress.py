@@ -83,6 +83,8 @@ class Progress:
         1.0
         """
         amount = max(0.0, min(float(amount), self.total - self.n))
+        if amount == 0:
+            return
         self.n += amount
         if self.bar is not None:
             self.bar.update(amount)
