@@ -37,10 +37,14 @@ class Controller(abc.ABC):
     and ``run.accepted(y, h, done, count=1)`` after every accepted step, updating the counters
     ``nfev``, ``nrejected``, ``j`` and ``t`` of ``run.state``; return y at t1.
 
+    Parameters
+    ----------
+    scheme : Scheme
+        The scheme whose steps it chooses.
+
     Examples
     --------
     >>> import numpy as np
-    >>> from meanfield.solvers.controllers import FixedSteps
     >>> from meanfield.solvers.stepping import integrate
     >>> Y, info = integrate(lambda y: -y, np.ones(1), np.array([0.0, 1.0]), dt=0.25, scheme="euler")
     >>> info["nsteps"], float(Y[-1, 0]) == 0.75 ** 4
@@ -61,6 +65,14 @@ class FixedSteps(Controller):
     ``kick(y, h, step)``, with the global step counter, is added to every step before the
     projection (a reproducible noise increment); ``advance(y, h, count)`` replaces ``count``
     consecutive steps + projections by one call of a fused engine returning (y, evaluations).
+
+    Parameters
+    ----------
+    scheme : Scheme
+    dt : float
+        The largest step.
+    kick, advance : callable, optional
+        See above.
 
     Examples
     --------
@@ -100,8 +112,18 @@ class FixedSteps(Controller):
 
 
 class PositivityControl(Controller):
-    """Steps bounded by the positivity rate (module docstring); ``dt`` caps them, ``cfl`` in (0, 1] is
-    the fraction of the bound taken, ``context`` is named in the error of a step that underflows.
+    """Steps bounded by the positivity rate (module docstring).
+
+    Parameters
+    ----------
+    scheme : Scheme
+        A ``ShuOsher`` scheme (every stage checked) or any other (results with a negative entry rejected).
+    dt : float
+        The largest step.
+    cfl : float
+        The fraction in (0, 1] of the bound 1/rate taken.
+    context : str, optional
+        Named in the error of a step that underflows (e.g. the model and grid).
 
     Examples
     --------
@@ -164,6 +186,13 @@ class PositivityControl(Controller):
 class ErrorControl(Controller):
     """Steps chosen from an embedded pair's error estimate, within tolerances ``rtol`` and ``atol``;
     the step size is carried in ``run.state["h"]`` (and so in checkpoints).
+
+    Parameters
+    ----------
+    scheme : Scheme
+        An embedded pair (``adaptive = True``, with ``error_order``).
+    rtol, atol : float
+        The tolerances: a step is accepted when the RMS of error / (atol + rtol |y|) is at most 1.
 
     Examples
     --------

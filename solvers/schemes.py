@@ -38,6 +38,15 @@ __all__ = ["StepResult", "Scheme", "ShuOsher", "ForwardEuler", "SSPRK3", "RK4", 
 class StepResult(NamedTuple):
     """What one step returns: the new state, the number of calls of f, and an error estimate.
 
+    Parameters
+    ----------
+    y : ndarray
+        The state at t + h.
+    nfev : int
+        Calls of f made by the step (a ``k1`` passed in not counted).
+    error : ndarray, optional
+        The local error estimate of an embedded pair.
+
     Examples
     --------
     >>> import numpy as np
