@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
+from meanfield.progress import track
+
 __all__ = ["Experiment", "CheckFailed", "max_relative_decrease", "validation_dir", "scripts", "load_script",
            "run_script", "main"]
 
@@ -409,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield figures: {refused}", file=sys.stderr)
         return 2
     names = args.names or list(known)
-    for name in names:
+    for name in track(names, "figures", False if args.quiet else None, unit="figures"):
         if not args.quiet:
             print(f"== {name}")
         try:

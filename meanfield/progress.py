@@ -17,7 +17,7 @@ integrates once per stretch between remeshes and passes the same reporter to eac
 import sys
 import time
 
-__all__ = ["Progress", "DELAY", "INTERVAL"]
+__all__ = ["Progress", "track", "DELAY", "INTERVAL"]
 
 DELAY = 2.0        # seconds a run lasts before show=None reports anything
 INTERVAL = 10.0    # seconds between two log lines outside a terminal
@@ -127,6 +127,37 @@ class Progress:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def track(items, desc: str, show: bool | None = None, unit: str = "items"):
+    """Iterate over ``items`` (a sized collection), reporting the count done as ``Progress`` does.
+
+    Parameters
+    ----------
+    items : sequence
+        What to iterate over (``len`` gives the total).
+    desc : str
+        The run's name, first on every line.
+    show : bool or None
+        As for ``Progress``.
+    unit : str
+        What is counted, e.g. ``"figures"``.
+
+    Yields
+    ------
+    object
+        The items, in order.
+
+    Examples
+    --------
+    >>> from meanfield.progress import track
+    >>> [k * k for k in track(range(4), "squares", show=False)]
+    [0, 1, 4, 9]
+    """
+    with Progress(len(items), desc, show, unit=unit) as report:
+        for item in items:
+            yield item
+            report.update(1)
 
 
 def _is_terminal(stream) -> bool:
