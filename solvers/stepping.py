@@ -24,11 +24,13 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
 
 import numpy as np
 
 from meanfield.atomic import write_file
+from meanfield.budget import as_budget, over_budget
 from meanfield.checks import as_count, as_positive
 from meanfield.npzfile import NPZ_ERRORS
 from meanfield.progress import Progress
@@ -262,7 +264,7 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None, positivity=False, cfl=CFL, context=None):
+              observe=None, positivity=False, cfl=CFL, context=None, budget=None):
     r"""Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).
 
@@ -317,6 +319,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     cfl : float
         In (0, 1].
     context : str, optional
+        The run (e.g. the model and grid), named in errors.
+    budget : float, optional
+        Seconds of wall-clock time: past them, the run saves its checkpoint after the step under way and
+        raises RuntimeError (``resume=True`` then continues it bit for bit); None (default): no limit.
 
     Returns
     -------
@@ -333,7 +339,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     TypeError
         For a scheme that is neither a name nor a ``Scheme``.
     RuntimeError
-        When the run needs more than ``MAX_STEPS`` steps.
+        When the run needs more than ``MAX_STEPS`` steps, or passes its ``budget``.
 
     Examples
     --------
@@ -346,7 +352,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     controller = _controller(as_scheme(scheme), dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval)
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
-    run = _Run(f if time_dependent else (lambda t, y: f(y)), project or (lambda y: y), checkpoint, t_eval)
+    run = _Run(f if time_dependent else (lambda t, y: f(y)), project or (lambda y: y), checkpoint, t_eval,
+               as_budget(budget), context or "this integration")
     observed = observe is not None
     observe = observe or (lambda y: y)
     y = np.array(y0, dtype=np.float64)
@@ -364,8 +371,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
                 raise ValueError(f"checkpoint {checkpoint.path} holds a state off the constraint (e.g. "
                                  f"tokens that are not unit vectors); delete it to start afresh")
             state.update({key: saved[key].item() for key in state})
-    run.save = lambda y: checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
-                                              **{key: np.array(val) for key, val in state.items()}))
+    if checkpoint is not None:
+        run.save = lambda y: checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
+                                                  **{key: np.array(val) for key, val in state.items()}))
+    run.reached = state["t"]
     own = not isinstance(progress, Progress)
     run.bar = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress) if own else progress
     if own:
@@ -376,9 +385,11 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
             y = controller.interval(run, y, t0, t1)
             out[state["k"]] = observe(y)
             state.update(k=state["k"] + 1, j=0, t=float(t1))
-            if run.counter >= run.every:
+            if run.counter >= run.every or run.stop is not None:
                 run.counter = 0
                 run.save(y)
+            if run.stop is not None and state["k"] < t_eval.size:
+                raise run.stop
         if checkpoint is not None:
             run.save(y)
     finally:
@@ -420,26 +431,40 @@ class _Run:
     """What a controller sees of the run: the right-hand side, the projection, the counters
     (``state``, saved in checkpoints), and ``accepted`` for the book-keeping of each accepted step."""
 
-    def __init__(self, f, project, checkpoint, t_eval):
+    def __init__(self, f, project, checkpoint, t_eval, budget, what):
         self.f, self.project, self.t_eval = f, project, t_eval
+        self.budget, self.what, self.start = budget, what, time.perf_counter()
+        self.path = None if checkpoint is None else checkpoint.path
         self.state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0, hmin=np.inf,
                           hmax=0.0)
         self.every = checkpoint.every if checkpoint is not None else np.inf
         self.counter = 0
-        self.bar = self.save = None
+        self.bar = self.stop = None
+        self.reached = float(t_eval[0])
+
+    def save(self, y):
+        """Save the run's state (replaced by the checkpoint's writer when the run has one)."""
 
     def until_save(self):
         """Steps left before the next checkpoint (inf without one)."""
         return self.every - self.counter
 
     def accepted(self, y, h, done, count=1):
-        """Book-keeping after ``count`` accepted steps spanning h: progress, counters, mid-interval checkpoints."""
+        """Book-keeping after ``count`` accepted steps spanning h: progress, counters, mid-interval checkpoints,
+        the budget."""
         self.bar.update(h)
+        self.reached += h
         self.state["nsteps"] += count
         if self.state["nsteps"] > MAX_STEPS:
             raise RuntimeError(f"more than {MAX_STEPS:.0e} steps before t = {self.t_eval[-1]:g}; shorten t_eval "
                                f"(resume from a checkpoint) or loosen rtol/atol")
         self.counter += count
-        if self.counter >= self.every and not done:
+        stop = over_budget(self.start, self.budget, self.what, self.reached, self.path)
+        if (self.counter >= self.every or stop is not None) and not done:
             self.counter = 0
             self.save(y)
+        if stop is not None:
+            if done:                    # the interval's end: the loop stores the output, then saves
+                self.stop = stop
+            else:
+                raise stop

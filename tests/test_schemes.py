@@ -160,6 +160,27 @@ def test_checkpoint_resume_is_bit_for_bit_with_a_scheme_given_as_a_class(tmp_pat
     assert np.array_equal(whole, resumed) and again == info
 
 
+@pytest.mark.parametrize("scheme, positivity", [("rk4", False), ("dopri5", False), (SSPRK2, True)])
+def test_a_run_past_its_budget_saves_and_resumes_bit_for_bit(tmp_path, scheme, positivity):
+    def f(y):
+        return (-y, 1.0) if positivity else -y
+    t = np.linspace(0.0, 3.0, 4)
+    whole, info = integrate(f, np.ones(2), t, scheme=scheme, dt=0.01, positivity=positivity)
+    path = tmp_path / "run.npz"
+    with pytest.raises(RuntimeError, match="a test passed its budget of 1e-09 s at t = .*resume=True on .*run.npz"):
+        integrate(f, np.ones(2), t, scheme=scheme, dt=0.01, positivity=positivity, budget=1e-9, context="a test",
+                  checkpoint=Checkpoint(path, every=10 ** 6))
+    with np.load(path) as saved:
+        assert int(saved["nsteps"]) == 1                # stopped after the first step
+    resumed, again = integrate(f, np.ones(2), t, scheme=scheme, dt=0.01, positivity=positivity,
+                               checkpoint=Checkpoint(path), resume=True)
+    assert np.array_equal(whole, resumed)
+    # nfev counts the evaluation at the resumed state again (the error controller's first stage)
+    assert again["nsteps"] == info["nsteps"] and again["nrejected"] == info["nrejected"]
+    with pytest.raises(RuntimeError, match="pass checkpoint=PATH to be able to resume"):
+        integrate(f, np.ones(2), t, scheme=scheme, dt=0.01, positivity=positivity, budget=1e-9)
+
+
 def test_as_scheme_names_classes_instances_and_errors():
     assert {name: type(as_scheme(name)).__name__ for name in SCHEMES} == {
         "euler": "ForwardEuler", "ssprk3": "SSPRK3", "rk4": "RK4", "dopri5": "DormandPrince"}
