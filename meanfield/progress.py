@@ -100,7 +100,7 @@ class Progress:
             f"{self.n:.0f}/{self.total:.0f} {self.unit}"
         share = self.n / self.total if self.total > 0 else 1.0
         if final:
-            tail = f"done in {elapsed:.0f} s"
+            tail = f"{'done' if share >= 1 - 1e-9 else 'stopped'} in {elapsed:.0f} s"
         elif share > 0:
             tail = f"{elapsed:.0f} s elapsed, ~{elapsed * (1 - share) / share:.0f} s left"
         else:
@@ -108,7 +108,8 @@ class Progress:
         print(f"{self.desc}: {amount} ({100 * share:.0f}%), {tail}", file=self.stream, flush=True)
 
     def close(self) -> None:
-        """End the report: close the bar, or write a last line if any line was written.
+        """End the report: close the bar, or write a last line ("done", or "stopped" short of the total)
+        if any line was written.
 
         Examples
         --------

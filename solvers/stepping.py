@@ -390,8 +390,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
                 run.save(y)
             if run.stop is not None and state["k"] < t_eval.size:
                 raise run.stop
-        if checkpoint is not None:
-            run.save(y)
+        run.save(y)
     finally:
         if own:
             run.bar.close()

@@ -220,6 +220,14 @@ def test_progress_lines_when_the_output_is_not_a_terminal(capsys, monkeypatch):
     integrate(slow_decay, np.ones(1), np.linspace(0.0, 10.0, 3), dt=0.5, progress=False)
     assert capsys.readouterr().err == ""
 
+    def interrupted(y):
+        if y[0] < 0.1:
+            raise KeyboardInterrupt
+        return slow_decay(y)
+    with pytest.raises(KeyboardInterrupt):
+        integrate(interrupted, np.ones(1), np.linspace(0.0, 10.0, 3), dt=0.5)
+    assert ", stopped in" in capsys.readouterr().err.splitlines()[-1]
+
 
 def test_progress_waits_for_long_runs_by_default(capsys):
     integrate(lambda y: -y, np.ones(1), np.linspace(0.0, 1.0, 3), dt=0.1)    # far below DELAY: silent
