@@ -13,14 +13,18 @@ integrates once per stretch between remeshes and passes the same reporter to eac
 ``True``   the same from the start
 ``False``  nothing
 =========  ====================================================================================
+
+Inside ``with quiet():`` (the commands' ``--quiet``), ``show=None`` reports nothing.
 """
+import contextlib
 import sys
 import time
 
-__all__ = ["Progress", "track", "DELAY", "INTERVAL"]
+__all__ = ["Progress", "track", "quiet", "DELAY", "INTERVAL"]
 
 DELAY = 2.0        # seconds a run lasts before show=None reports anything
 INTERVAL = 10.0    # seconds between two log lines outside a terminal
+_QUIET = [False]   # inside ``quiet()``: show=None reports nothing
 
 
 class Progress:
@@ -64,7 +68,7 @@ class Progress:
         self.bar = None
         self.lines = 0
         self.last = -float("inf")
-        self.enabled = show is not False
+        self.enabled = bool(show) or (show is None and not _QUIET[0])
         if self.enabled and _is_terminal(self.stream):
             from tqdm import tqdm
             counting = unit != "t"
@@ -144,10 +148,10 @@ def track(items, desc: str, show: bool | None = None, unit: str = "items"):
     unit : str
         What is counted, e.g. ``"figures"``.
 
-    Yields
-    ------
-    object
-        The items, in order.
+    Returns
+    -------
+    generator
+        The items, in order, each counted once the loop body that used it has run.
 
     Examples
     --------
@@ -159,6 +163,32 @@ def track(items, desc: str, show: bool | None = None, unit: str = "items"):
         for item in items:
             yield item
             report.update(1)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Within this context, runs left at the default ``show=None`` report nothing (``--quiet`` of the
+    commands); ``show=True`` still reports.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager
+        The context (entering it yields None).
+
+    Examples
+    --------
+    >>> import io
+    >>> from meanfield.progress import Progress, quiet
+    >>> with quiet():
+    ...     Progress(1.0, delay=0.0).enabled, Progress(1.0, show=True, stream=io.StringIO()).enabled
+    (False, True)
+    """
+    before = _QUIET[0]
+    _QUIET[0] = True
+    try:
+        yield
+    finally:
+        _QUIET[0] = before
 
 
 def _is_terminal(stream) -> bool:

@@ -219,6 +219,9 @@ def test_progress_lines_when_the_output_is_not_a_terminal(capsys, monkeypatch):
     assert lines[-1].startswith("solve: t=10/10 (100%), done in")
     integrate(slow_decay, np.ones(1), np.linspace(0.0, 10.0, 3), dt=0.5, progress=False)
     assert capsys.readouterr().err == ""
+    with reporting.quiet():                     # the commands' --quiet
+        integrate(slow_decay, np.ones(1), np.linspace(0.0, 10.0, 3), dt=0.5)
+    assert capsys.readouterr().err == ""
 
     def interrupted(y):
         if y[0] < 0.1:
