@@ -232,6 +232,15 @@ def test_progress_lines_when_the_output_is_not_a_terminal(capsys, monkeypatch):
     assert ", stopped in" in capsys.readouterr().err.splitlines()[-1]
 
 
+def test_sphere_and_particle_solves_report_outside_a_terminal(capsys, monkeypatch):
+    monkeypatch.setattr(reporting, "DELAY", 0.0)
+    monkeypatch.setattr(reporting, "INTERVAL", 0.0)
+    mf.particles.solve(mf.SA(1.0), mf.uniform_sphere(5, 3, seed=0), [0.0, 0.5], dt=0.05)
+    sphere.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 2], [0.0, 0.5], mesh=sphere.icosphere(1))
+    lines = capsys.readouterr().err.splitlines()
+    assert sum(line.startswith("solve: t=0.5/0.5 (100%), done in") for line in lines) == 2, lines
+
+
 def test_progress_waits_for_long_runs_by_default(capsys):
     integrate(lambda y: -y, np.ones(1), np.linspace(0.0, 1.0, 3), dt=0.1)    # far below DELAY: silent
     assert capsys.readouterr().err == ""
