@@ -113,13 +113,14 @@ class Scheme(abc.ABC):
         return f"{type(self).__name__}()"
 
 
-def _term(coefficient, x):
-    """coefficient · x, a coefficient 1/m applied as x / m (correctly rounded, as hand-written schemes do)."""
+def _weight(coefficient):
+    """(operation, value) applying a Shu–Osher coefficient: 0 (identity), 1 (divide: a coefficient 1/m
+    is applied as x / m, correctly rounded, as hand-written schemes do) or 2 (multiply)."""
     if coefficient == 1:
-        return x
+        return 0, 1.0
     if isinstance(coefficient, Fraction) and coefficient.numerator == 1:
-        return x / float(coefficient.denominator)
-    return float(coefficient) * x
+        return 1, float(coefficient.denominator)
+    return 2, float(coefficient)
 
 
 class ShuOsher(Scheme):
@@ -173,15 +174,17 @@ class ShuOsher(Scheme):
         self.stages = s
         self.substeps = [max((float(Fraction(beta[i][k]) / Fraction(alpha[i][k])) for i in range(k, s)
                               if beta[i][k] > 0), default=0.0) for k in range(s)]
+        # row i: (k, sub-step β_ik/α_ik or None, operation and value applying α_ik) for every α_ik > 0
+        self._rows = [[(k, float(Fraction(b) / Fraction(a)) if b else None) + _weight(a)
+                       for k, (a, b) in enumerate(zip(alpha[i], beta[i])) if a != 0] for i in range(s)]
+        self._times = [float(ck) for ck in c]
 
     def _stage(self, i, ys, ks, h):
         """y_{i+1} = Σ_k α_ik (y_k + h β_ik/α_ik F(y_k)), left to right."""
         total = None
-        for k, (a, b) in enumerate(zip(self.alpha[i], self.beta[i])):
-            if a == 0:
-                continue
-            x = ys[k] if b == 0 else ys[k] + (h if b == a else h * float(Fraction(b) / Fraction(a))) * ks[k]
-            x = _term(a, x)
+        for k, ratio, operation, value in self._rows[i]:
+            x = ys[k] if ratio is None else ys[k] + (h * ratio) * ks[k]
+            x = x if operation == 0 else x / value if operation == 1 else value * x
             total = x if total is None else total + x
         return total
 
@@ -191,7 +194,7 @@ class ShuOsher(Scheme):
             if i == 0 and k1 is not None:
                 ks.append(k1)
             else:
-                ks.append(f(t + float(self.c[i]) * h, ys[i]) if any(row[i] > 0 for row in self.beta[i:]) else None)
+                ks.append(f(t + self._times[i] * h, ys[i]) if self.substeps[i] > 0 else None)
                 nfev += ks[i] is not None
             ys.append(self._stage(i, ys, ks, h))
         return StepResult(ys[-1], nfev)
@@ -215,7 +218,7 @@ class ShuOsher(Scheme):
             if i > 0:
                 ks.append(None)
                 if self.substeps[i] > 0:
-                    ks[i], rate = f(t + float(self.c[i]) * h, ys[i])
+                    ks[i], rate = f(t + self._times[i] * h, ys[i])
                     nfev += 1
                     rate = rate * self.substeps[i]
                     if h * rate > 1.0:

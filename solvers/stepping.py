@@ -458,7 +458,8 @@ class _Run:
             raise RuntimeError(f"more than {MAX_STEPS:.0e} steps before t = {self.t_eval[-1]:g}; shorten t_eval "
                                f"(resume from a checkpoint) or loosen rtol/atol")
         self.counter += count
-        stop = over_budget(self.start, self.budget, self.what, self.reached, self.path)
+        stop = None if self.budget is None else over_budget(self.start, self.budget, self.what, self.reached,
+                                                            self.path)
         if (self.counter >= self.every or stop is not None) and not done:
             self.counter = 0
             self.save(y)
