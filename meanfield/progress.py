@@ -45,6 +45,8 @@ class Progress:
         ``DELAY`` and ``INTERVAL``).
     stream : file, optional
         Where to write; standard error (read when the reporter is made) by default.
+    initial : float
+        Work already done (a resumed run): counted in the share, not in the rate of the time estimate.
 
     Examples
     --------
@@ -58,10 +60,10 @@ class Progress:
     """
 
     def __init__(self, total: float, desc: str = "solve", show: bool | None = None, unit: str = "t",
-                 delay: float | None = None, interval: float | None = None, stream=None):
+                 delay: float | None = None, interval: float | None = None, stream=None, initial: float = 0.0):
         self.total, self.desc, self.unit = float(total), desc, unit
         self.interval = INTERVAL if interval is None else float(interval)
-        self.n = 0.0
+        self.n = self.initial = min(float(initial), self.total)
         self.stream = sys.stderr if stream is None else stream
         self.start = time.monotonic()
         self.delay = 0.0 if show else DELAY if delay is None else float(delay)
@@ -74,7 +76,8 @@ class Progress:
             counting = unit != "t"
             fmt = ("{l_bar}{bar}| {n:.0f}/{total:.0f} " + unit if counting else
                    "{l_bar}{bar}| t={n:.3g}/{total:.3g}") + " [{elapsed}<{remaining}]"
-            self.bar = tqdm(total=self.total, desc=desc, delay=self.delay, file=self.stream, bar_format=fmt)
+            self.bar = tqdm(total=self.total, initial=self.n, desc=desc, delay=self.delay, file=self.stream,
+                            bar_format=fmt)
 
     def update(self, amount: float) -> None:
         """Advance by ``amount`` (clamped to what is left: summed step sizes overshoot by round-off).
@@ -105,8 +108,8 @@ class Progress:
         share = self.n / self.total if self.total > 0 else 1.0
         if final:
             tail = f"{'done' if share >= 1 - 1e-9 else 'stopped'} in {elapsed:.0f} s"
-        elif share > 0:
-            tail = f"{elapsed:.0f} s elapsed, ~{elapsed * (1 - share) / share:.0f} s left"
+        elif self.n > self.initial:
+            tail = f"{elapsed:.0f} s elapsed, ~{elapsed * (self.total - self.n) / (self.n - self.initial):.0f} s left"
         else:
             tail = f"{elapsed:.0f} s elapsed"
         print(f"{self.desc}: {amount} ({100 * share:.0f}%), {tail}", file=self.stream, flush=True)

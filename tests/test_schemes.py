@@ -267,4 +267,8 @@ def test_progress_counts_tasks():
             report.update(1)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("figures: 1/4 figures (25%)") and lines[-1].startswith("figures: 4/4 figures (100%)")
+    out = io.StringIO()                     # a resumed sweep: the tasks done before count in the share only
+    with reporting.Progress(10, "sweep", show=True, unit="tasks", interval=0.0, stream=out, initial=4) as report:
+        report.update(1)
+    assert out.getvalue().startswith("sweep: 5/10 tasks (50%)")
     assert stepping.Progress is reporting.Progress
