@@ -247,7 +247,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     max_cells : the most cells a mesh may have (θ is raised until the mesh fits).
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
-    progress : passed to ``stepping.integrate``.
+    progress : bool or None: one report for the whole run (``meanfield.progress``), across its stretches.
     checkpoint : path, optional: the run's state is saved there at every check of the criterion
         (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
         uninterrupted run (the outputs are equal bit for bit).

@@ -448,7 +448,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     energy : bool
         Compute E_β at the outputs and across the remeshes.
     progress : bool or None
-        Passed to ``stepping.integrate``.
+        One report for the whole run (``meanfield.progress``), across its stretches between remeshes.
     checkpoint, checkpoint_every, resume : path, int, bool
         A path where the run's state is saved after every ``checkpoint_every`` criterion checks;
         ``resume=True`` continues it bit for bit.
