@@ -55,6 +55,7 @@ import numpy as np
 from .atomic import write_file
 from .checks import as_count, as_positive
 from .npzfile import NPZ_ERRORS
+from .progress import Progress
 
 __all__ = ["run", "load", "task_key", "SweepResult", "SweepError", "CorruptTask", "TaskTimeout",
            "particle_clusters", "gpu_resources", "main"]
@@ -684,11 +685,6 @@ def _cores():
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def _progress(progress, total, done):
-    from tqdm.auto import tqdm
-    return tqdm(total=total, initial=done, unit="task", desc="sweep", disable=not progress)
-
-
 def _run_here(func, todo, timeout):
     for task in todo:
         try:
@@ -742,7 +738,7 @@ def run(func: Callable[[dict, int], dict | float], grid: dict | list[dict], seed
     workers : int, optional
         Worker processes of a ``"local"`` cluster (default one per core).
     progress : bool
-        A progress bar over the tasks.
+        A progress report over the tasks (a bar on a terminal, log lines elsewhere).
     timeout : float, optional
         Seconds after which a task fails (in-process runs only, POSIX).
     resources : dict or callable, optional
@@ -852,7 +848,7 @@ def _run_locked(func, func_id, tasks, store, client, workers, progress, timeout,
         if needs and todo:
             _check_workers(dask_client, needs)
         stream = _run_here(func, todo, timeout) if dask_client is None else _run_dask(dask_client, func, todo, needs)
-        with _progress(progress, len(tasks), len(finished)) as bar:
+        with Progress(len(tasks), "sweep", progress, unit="tasks", initial=len(finished)) as bar:
             for task, result, exc in stream:
                 if exc is None:
                     try:

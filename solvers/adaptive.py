@@ -35,6 +35,7 @@ import numpy as np
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.models import as_model
+from meanfield.progress import Progress
 
 from . import sphere
 from .meshes import adaptive_state
@@ -247,7 +248,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     max_cells : the most cells a mesh may have (θ is raised until the mesh fits).
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
-    progress : passed to ``stepping.integrate``.
+    progress : bool or None: one report for the whole run (``meanfield.progress``), across its stretches.
     checkpoint : path, optional: the run's state is saved there at every check of the criterion
         (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
         uninterrupted run (the outputs are equal bit for bit).
@@ -308,6 +309,8 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
                                                         ("counters", "meshes", "jumps", "out", "remesh_seconds"))
     stage = sphere._Stage(model, amesh.mesh, flux, summation, diffusion)
+    reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
+    reporter.update(t - float(t_eval[0]))
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
@@ -316,7 +319,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
         states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=sphere.step_cap(model, stage.mesh, flux),
-                                 positivity=True, cfl=cfl, progress=progress)
+                                 positivity=True, cfl=cfl, progress=reporter)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
         counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -346,7 +349,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
                                 remesh_seconds)
         stop = over_budget(start, budget, "the adaptive S^2 solve", t, None if ckpt is None else ckpt.path)
         if stop is not None:
+            reporter.close()
             raise stop
+    reporter.close()
     return _solution(model, t_eval, out, flux, summation, energy, counters,
                      dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],

@@ -59,6 +59,7 @@ from scipy.special import ive
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
+from meanfield.progress import Progress
 
 from . import circle
 from .kernels import circle as kernels
@@ -447,7 +448,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     energy : bool
         Compute E_β at the outputs and across the remeshes.
     progress : bool or None
-        Passed to ``stepping.integrate``.
+        One report for the whole run (``meanfield.progress``), across its stretches between remeshes.
     checkpoint, checkpoint_every, resume : path, int, bool
         A path where the run's state is saved after every ``checkpoint_every`` criterion checks;
         ``resume=True`` continues it bit for bit.
@@ -573,6 +574,8 @@ class _Run:
         t_eval, counters = self.t_eval, self.counters
         last = float(t_eval[-1])
         chunks = 0
+        reporter = Progress(float(last - t_eval[0]), "solve", progress)      # one report for every stretch
+        reporter.update(self.t - float(t_eval[0]))
         while self.k < t_eval.size:
             rate = self.stage(self.rho)[1]
             step = self.settings["every"] * STEP_CFL / rate if rate > 0 else np.inf
@@ -580,7 +583,7 @@ class _Run:
             stops = np.concatenate([[self.t], t_eval[(t_eval > self.t) & (t_eval < horizon)], [horizon]])
             states, info = integrate(self.stage, self.rho, stops, scheme="ssprk3",
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
-                                     cfl=STEP_CFL, progress=progress)
+                                     cfl=STEP_CFL, progress=reporter)
             for key in ("nfev", "nsteps", "nrejected"):
                 counters[key] += info[key]
             counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -597,7 +600,9 @@ class _Run:
             if ckpt is not None and (chunks % ckpt.every == 0 or stop is not None):   # also where it stops
                 ckpt.save(self._state())
             if stop is not None:
+                reporter.close()
                 raise stop
+        reporter.close()
         if ckpt is not None:
             ckpt.save(self._state())
 

@@ -845,7 +845,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     rtol, atol : float
         Tolerances of the adaptive method.
     progress : bool or None
-        A progress bar (None: after a few seconds, on a terminal).
+        A progress report (None: after a few seconds; a bar on a terminal, log lines elsewhere).
     energy : bool
         Compute E_β at the output times.
     checkpoint : str or path, optional

@@ -728,7 +728,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     energy : bool
         Compute E_β of the cell measure at the output times.
     progress : bool or None
-        A progress bar (None: after a few seconds on a terminal).
+        A progress report (None: after a few seconds; a bar on a terminal, log lines elsewhere).
     checkpoint : str or path, optional
         Save the state every ``checkpoint_every`` steps (on adaptive cells: at every check of the
         refinement criterion); ``resume=True`` continues an existing checkpoint bit for bit.

@@ -1,25 +1,22 @@
-"""Time integration shared by the particle and finite-volume solvers.
+"""Time integration shared by the particle and finite-volume solvers: one loop for every scheme.
 
 ``integrate`` advances y' = f(y) (or y' = f(t, y) with ``time_dependent=True``: the stages see
-their own times) through the output times ``t_eval`` with
+their own times) through the output times ``t_eval``, hitting each exactly, with a scheme
+(``schemes.py``: a registered name, a ``Scheme`` subclass or an instance) whose steps a controller
+chooses (``controllers.py``):
 
-- fixed-step schemes ``euler``, ``rk4`` and ``ssprk3`` (Shu–Osher SSP-RK3): each interval
-  [t_k, t_{k+1}] is cut into ceil((t_{k+1}-t_k)/dt) equal steps, so no step exceeds ``dt``
-  (which matters when ``dt`` is a positivity bound);
-- the adaptive Dormand–Prince 5(4) pair ``dopri5`` with the usual error controller.
+- fixed steps for a scheme without error estimate: each interval [t_k, t_{k+1}] is cut into
+  ceil((t_{k+1}-t_k)/dt) equal steps, so no step exceeds ``dt`` (which matters when ``dt`` is a
+  positivity bound);
+- error control for an embedded pair (``dopri5``), with ``rtol`` and ``atol``;
+- positivity control (``positivity=True``): the right-hand side returns ``(dy/dt, rate)`` and the
+  steps follow the rate, every stage of a Shu–Osher scheme (``euler``, ``ssprk3``) checked.
 
-- positivity-controlled steps (``positivity=True``, for ``euler`` and ``ssprk3``): the right-hand
-  side returns ``(dy/dt, rate)``, where ``rate`` bounds the state's forward-Euler step, a stage
-  y + h f(y) staying admissible (for finite volumes: every density ≥ 0) whenever h · rate ≤ 1.
-  Each step takes h = min(dt, cfl / rate(y_n)), shortened so that the steps left in [t_k, t_{k+1}]
-  are equal and end on t_{k+1} exactly; a step whose later stage needs a smaller h (h · rate > 1 at
-  that stage) is rejected and retried with h = cfl / rate there, so every stage of every accepted
-  step is admissible.  The step depends only on (t, y), so a resumed run repeats it exactly.
-
-An optional ``project`` (e.g. x -> x/|x|) is applied after every step, and an optional
-``kick(y, h, step)`` (a random increment: Euler–Maruyama with ``euler``) is added before it.  Long runs write a
-checkpoint every ``checkpoint_every`` steps (atomically: temporary file + rename) and
-resume from it; the resumed run repeats exactly the arithmetic of an uninterrupted one.
+The loop owns what every run needs: output times, a checkpoint every ``checkpoint_every`` steps
+(atomically: temporary file + rename) from which a resumed run repeats exactly the arithmetic of an
+uninterrupted one, and one progress report per run (``meanfield.progress``, which a caller may pass
+across several calls).  An optional ``project`` (e.g. x -> x/|x|) is applied after every step, and an
+optional ``kick(y, h, step)`` (a random increment: Euler–Maruyama with ``euler``) is added before it.
 """
 import glob
 import contextlib
@@ -27,38 +24,25 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import warnings
 
 import numpy as np
 
 from meanfield.atomic import write_file
-from meanfield.checks import as_choice, as_count, as_positive
+from meanfield.budget import as_budget, over_budget
+from meanfield.checks import as_count, as_positive
 from meanfield.npzfile import NPZ_ERRORS
+from meanfield.progress import Progress
 
-FIXED = ("euler", "rk4", "ssprk3")
-ADAPTIVE = ("dopri5",)
-SCHEMES = FIXED + ADAPTIVE
+from .controllers import ErrorControl, FixedSteps, PositivityControl
+from .schemes import as_scheme
+
 MAX_STEPS = 10 ** 7        # a run needing more steps is refused (fixed steps) or stopped (adaptive)
 MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a smaller rtol
 COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
-POSITIVE = ("euler", "ssprk3")   # the schemes whose stages are forward-Euler steps
 CFL = 0.9                        # default fraction of the positivity bound taken by a controlled step
 TIME_STEP = 0.1                  # density solvers: largest controlled step TIME_STEP / speed_bound (or global bound)
-
-# Dormand–Prince 5(4) tableau (FSAL not exploited for clarity of the error estimate).
-_DP_C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
-_DP_A = [
-    [],
-    [1 / 5],
-    [3 / 40, 9 / 40],
-    [44 / 45, -56 / 15, 32 / 9],
-    [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
-    [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
-    [35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84],
-]
-_DP_B = np.array([35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0])
-_DP_E = _DP_B - np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40])
-
 
 def positivity_step(dt, bound, context):
     """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound.
@@ -101,14 +85,7 @@ def positivity_step(dt, bound, context):
 
 
 def fixed_step(f, t, y, h, scheme):
-    r"""One step of size h from (t, y) of an explicit fixed-step scheme for y' = f(t, y).
-
-    Forward Euler, the classical Runge–Kutta scheme of order 4, or the strong-stability-preserving
-    scheme of order 3 (a convex combination of forward-Euler steps), e.g. for ``"rk4"``
-
-    .. math::
-
-        y_{n+1} = y_n + \frac{h}{6}\,(k_1 + 2 k_2 + 2 k_3 + k_4).
+    """One step of size h from (t, y) of an explicit scheme for y' = f(t, y) (``schemes.as_scheme``).
 
     Parameters
     ----------
@@ -120,7 +97,8 @@ def fixed_step(f, t, y, h, scheme):
         The state.
     h : float
         The step.
-    scheme : {"euler", "rk4", "ssprk3"}
+    scheme : str, Scheme subclass or Scheme
+        E.g. ``"euler"``, ``"rk4"``, ``"ssprk3"``.
 
     Returns
     -------
@@ -142,34 +120,8 @@ def fixed_step(f, t, y, h, scheme):
     >>> n, bool(abs(y[0] - np.exp(-0.1)) < 1e-6)
     (4, True)
     """
-    if scheme == "euler":
-        return y + h * f(t, y), 1
-    if scheme == "rk4":
-        k1 = f(t, y)
-        k2 = f(t + 0.5 * h, y + 0.5 * h * k1)
-        k3 = f(t + 0.5 * h, y + 0.5 * h * k2)
-        k4 = f(t + h, y + h * k3)
-        return y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), 4
-    if scheme == "ssprk3":
-        y1 = y + h * f(t, y)
-        y2 = 0.75 * y + 0.25 * (y1 + h * f(t + h, y1))
-        return y / 3.0 + (2.0 / 3.0) * (y2 + h * f(t + 0.5 * h, y2)), 3
-    raise ValueError(f"unknown scheme {scheme!r}")
-
-
-def _dopri_step(f, t, y, h, k1):
-    ks = [k1]
-    for i in range(1, 7):
-        incr = sum(a * k for a, k in zip(_DP_A[i], ks) if a != 0)
-        ks.append(f(t + _DP_C[i] * h, y + h * incr))
-    y_new = y + h * sum(b * k for b, k in zip(_DP_B, ks) if b != 0)
-    err = h * sum(e * k for e, k in zip(_DP_E, ks) if e != 0)
-    return y_new, err, ks[-1]
-
-
-def _error_norm(err, y, y_new, rtol, atol):
-    scale = atol + rtol * np.maximum(np.abs(y), np.abs(y_new))
-    return float(np.sqrt(np.mean((err / scale) ** 2)))
+    y_new, nfev, _ = as_scheme(scheme).step(f, t, y, h)
+    return y_new, nfev
 
 
 def digest(y):
@@ -312,31 +264,20 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None, positivity=False, cfl=CFL, context=None):
+              observe=None, positivity=False, cfl=CFL, context=None, budget=None):
     r"""Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
-    (Y, info) with Y[k] = y(t_eval[k]).  ``kick(y, h, step)``, with the global step counter, is
-    added to every fixed step before the projection (a reproducible noise increment).
-
-    The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k]
-    the number j of fixed steps taken, or the time t reached by the adaptive scheme.
-    progress: True (a bar over simulated time), False (none) or None (the default: a bar
-    appears only once the solve has run ``AUTO_PROGRESS_DELAY`` seconds, on a terminal).
-
-    ``advance(y, h, count)``, for a fixed-step scheme, replaces ``count`` consecutive calls of
-    ``fixed_step`` + ``project`` by one call (a fused engine) and returns (y, evaluations).
-    ``observe(y)``, if given, returns an array stored at each output time instead of y itself
-    (Y[k] = observe(y(t_eval[k])), same shape at every k): statistics of long runs of large
-    batches without holding every state in memory; info["state"] is then y(t_eval[-1]).
-
-    ``positivity=True`` (``euler`` or ``ssprk3``): ``f`` returns ``(dy/dt, rate)`` and the steps are
-    controlled by the rate (module docstring): ``dt`` is then the largest step allowed and ``cfl`` the
-    fraction of the bound 1/rate taken; info gains the smallest and largest step taken, ``hmin``
-    and ``hmax``; ``context`` (e.g. the model and grid) is named in the error of a step that
-    underflows.
+    (Y, info) with Y[k] = y(t_eval[k]).
 
     .. math::
 
         Y_k = y(t_k), \qquad y(t_0) = y_0, \quad \dot y = f(y).
+
+    The run's position is (k, j, t): the next output index k, and within [t_{k-1}, t_k] the number
+    j of steps taken and the time t reached.  ``positivity=True``: ``f`` returns ``(dy/dt, rate)`` and
+    ``controllers.PositivityControl`` chooses the steps (``dt`` is then the largest step allowed and
+    ``cfl`` the fraction of the bound 1/rate taken; info gains the smallest and largest step taken,
+    ``hmin`` and ``hmax``; ``context`` is named in the error of a step that underflows).  Otherwise a
+    scheme with an error estimate gets ``controllers.ErrorControl`` and any other ``FixedSteps``.
 
     Parameters
     ----------
@@ -347,25 +288,41 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         The initial state.
     t_eval : ndarray
         Increasing output times; the run starts at ``t_eval[0]``.
-    scheme : {"euler", "rk4", "ssprk3", "dopri5"}
-        Fixed-step schemes (step ``dt``) or the adaptive Dormand–Prince pair (``rtol``, ``atol``).
+    scheme : str, Scheme subclass or Scheme
+        A name of ``schemes.SCHEMES`` (``"euler"``, ``"rk4"``, ``"ssprk3"``, ``"dopri5"``), or a scheme
+        (``schemes.as_scheme``).
     dt : float, optional
-        The fixed step (the largest step with ``positivity``).
+        The fixed step (the largest step with ``positivity``); unused by an error-controlled pair.
     rtol, atol : float
-        Tolerances of the adaptive scheme.
+        Tolerances of an error-controlled pair.
     project : callable, optional
         Applied to the state after every step (e.g. back onto the sphere).
     checkpoint : Checkpoint, optional
         Where to save the state; ``resume=True`` continues from it bit for bit.
     resume : bool
-    progress : bool or None
+    progress : bool, None or meanfield.progress.Progress
+        True (always report), False (never) or None (the default: report once the solve has run a
+        few seconds; a bar on a terminal, log lines elsewhere); or a ``Progress`` of a longer run, which
+        this call advances and leaves open.
     time_dependent : bool
-    kick, advance, observe : callable, optional
-        See above.
+    kick : callable, optional
+        ``kick(y, h, step)``, with the global step counter, added to every fixed step before the
+        projection (a reproducible noise increment).
+    advance : callable, optional
+        ``advance(y, h, count)``, for fixed steps, replaces ``count`` consecutive steps + projections
+        by one call (a fused engine) and returns (y, evaluations).
+    observe : callable, optional
+        ``observe(y)`` returns an array stored at each output time instead of y itself (same shape at
+        every k): statistics of long runs without holding every state; info["state"] is then
+        y(t_eval[-1]).
     positivity : bool
     cfl : float
         In (0, 1].
     context : str, optional
+        The run (e.g. the model and grid), named in errors.
+    budget : float, optional
+        Seconds of wall-clock time: past them, the run saves its checkpoint after the step under way and
+        raises RuntimeError (``resume=True`` then continues it bit for bit); None (default): no limit.
 
     Returns
     -------
@@ -379,8 +336,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ValueError
         For an unknown scheme, bad tolerances, a ``dt`` needing more than ``MAX_STEPS`` steps,
         ``resume`` without ``checkpoint``, or a checkpoint of another run.
+    TypeError
+        For a scheme that is neither a name nor a ``Scheme``.
     RuntimeError
-        When the adaptive scheme needs more than ``MAX_STEPS`` steps.
+        When the run needs more than ``MAX_STEPS`` steps, or passes its ``budget``.
 
     Examples
     --------
@@ -390,95 +349,51 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     >>> round(float(Y[-1, 0]), 5), info["nsteps"]
     (0.36788, 10)
     """
-    as_choice(scheme, "method", SCHEMES)
-    if positivity:
-        if scheme not in POSITIVE or kick is not None or advance is not None:
-            raise ValueError(f"positivity-controlled steps need the scheme 'euler' or 'ssprk3' without kick or "
-                             f"advance; got {scheme!r}")
-        if not 0 < as_positive(cfl, "cfl") <= 1:
-            raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
-    rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
-    if rtol < MIN_RTOL:
-        raise ValueError(f"rtol = {rtol:g} is below 100 machine epsilons ({MIN_RTOL:.1e}), which no step size "
-                         f"can reach in double precision; use rtol >= {MIN_RTOL:.1e}")
+    controller = _controller(as_scheme(scheme), dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval)
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
-    if scheme in FIXED and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
-        where = "" if context is None else f" for {context}"
-        raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
-                         f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
-    project = project or (lambda y: y)
+    run = _Run(f if time_dependent else (lambda t, y: f(y)), project or (lambda y: y), checkpoint, t_eval,
+               as_budget(budget), context or "this integration")
     observed = observe is not None
     observe = observe or (lambda y: y)
-    rhs = f if time_dependent else (lambda t, y: f(y))
     y = np.array(y0, dtype=np.float64)
     start = digest(y) if checkpoint is not None else None
     first = np.asarray(observe(y))
     out = np.empty((t_eval.size,) + first.shape, dtype=first.dtype)
     out[0] = first
-    state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0)
+    state = run.state
     if checkpoint is not None and resume:
         saved = checkpoint.load(t_eval, y)
         if saved is not None:
             out[:int(saved["k"])] = saved["out"]
             y = saved["y"].copy()
-            if not np.allclose(project(y), y, rtol=0, atol=1e-8):
+            if not np.allclose(run.project(y), y, rtol=0, atol=1e-8):
                 raise ValueError(f"checkpoint {checkpoint.path} holds a state off the constraint (e.g. "
                                  f"tokens that are not unit vectors); delete it to start afresh")
             state.update({key: saved[key].item() for key in state})
-
-    def save(y):
-        if checkpoint is not None:
-            checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
-                                 **{key: np.array(val) for key, val in state.items()}))
-
-    every = checkpoint.every if checkpoint is not None else np.inf
-    counter = [0]
-
-    def step_taken(y, done, count=1):
-        """Book-keeping after ``count`` accepted steps; checkpoints mid-interval."""
-        state["nsteps"] += count
-        if state["nsteps"] > MAX_STEPS:
-            raise RuntimeError(f"more than {MAX_STEPS:.0e} steps before t = {t_eval[-1]:g}; shorten t_eval "
-                               f"(resume from a checkpoint) or loosen rtol/atol")
-        counter[0] += count
-        if counter[0] >= every and not done:
-            counter[0] = 0
-            save(y)
-
-    bar = _progress_bar(progress, t_eval)
+    if checkpoint is not None:
+        run.save = lambda y: checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
+                                                  **{key: np.array(val) for key, val in state.items()}))
+    run.reached = state["t"]
+    own = not isinstance(progress, Progress)
+    run.bar = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress) if own else progress
+    if own:
+        run.bar.update(state["t"] - float(t_eval[0]))     # a resumed run's bar starts where it stopped
     try:
         while state["k"] < t_eval.size:
             t0, t1 = t_eval[state["k"] - 1], t_eval[state["k"]]
-            if positivity:
-                y = _controlled_interval(rhs, y, t1, state, dt, cfl, scheme, project, bar, step_taken, context)
-            elif scheme in FIXED:
-                nsub = max(1, int(np.ceil((t1 - t0) / dt * (1 - 1e-12))))
-                h = (t1 - t0) / nsub
-                while state["j"] < nsub:
-                    if advance is None:
-                        count = 1
-                        y_new, nf = fixed_step(rhs, t0 + state["j"] * h, y, h, scheme)
-                        if kick is not None:
-                            y_new = y_new + kick(y, h, state["nsteps"])
-                        y = project(y_new)
-                    else:
-                        count = int(min(nsub - state["j"], every - counter[0]))
-                        y, nf = advance(y, h, count)
-                    state["j"] += count
-                    state["nfev"] += nf
-                    bar.update(h * count)
-                    step_taken(y, state["j"] == nsub, count)
-            else:
-                y = _adaptive_interval(rhs, y, t1, state, rtol, atol, project, bar, step_taken)
+            y = controller.interval(run, y, t0, t1)
             out[state["k"]] = observe(y)
             state.update(k=state["k"] + 1, j=0, t=float(t1))
-            if counter[0] >= every:
-                counter[0] = 0
-                save(y)
-        save(y)
+            if run.counter >= run.every or run.stop is not None:
+                run.counter = 0
+                run.save(y)
+            if run.stop is not None and state["k"] < t_eval.size:
+                raise run.stop
+        run.save(y)
     finally:
-        bar.close()
+        if own:
+            run.bar.close()
     info = {key: int(state[key]) for key in ("nfev", "nsteps", "nrejected")}
     if positivity:
         info.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
@@ -487,140 +402,69 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     return out, info
 
 
-def _controlled_interval(f, y, t1, state, dt, cfl, scheme, project, bar, step_taken, context):
-    """Positivity-controlled steps from state['t'] to t1 (module docstring)."""
-    t = state["t"]
-    while t < t1:
-        k1, rate = f(t, y)
-        state["nfev"] += 1
-        h, last = _controlled_step(dt, cfl, rate, t1 - t, t, context)
-        while True:
-            y_new, rate = _positive_stages(f, t, y, h, k1, rate, scheme, state)
-            if rate is None:
-                break
-            state["nrejected"] += 1                 # a later stage needs a smaller step
-            h, last = _controlled_step(h, cfl, rate, t1 - t, t, context)
-        y = project(y_new)
-        t = t1 if last else t + h
-        state.update(t=float(t), j=state["j"] + 1, hmin=min(state["hmin"], h), hmax=max(state["hmax"], h))
-        bar.update(h)
-        step_taken(y, t >= t1)
-    return y
+def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval):
+    """The controller of a run, its settings checked."""
+    rtol, atol = as_positive(rtol, "rtol"), as_positive(atol, "atol")
+    if rtol < MIN_RTOL:
+        raise ValueError(f"rtol = {rtol:g} is below 100 machine epsilons ({MIN_RTOL:.1e}), which no step size "
+                         f"can reach in double precision; use rtol >= {MIN_RTOL:.1e}")
+    if not scheme.adaptive or positivity:
+        if dt is None:
+            raise ValueError(f"the scheme {scheme.name!r} takes fixed or positivity-controlled steps: give dt")
+        if not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+            where = "" if context is None else f" for {context}"
+            raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
+                             f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
+    if positivity:
+        if kick is not None or advance is not None:
+            raise ValueError("positivity-controlled steps take no kick or advance")
+        if not 0 < as_positive(cfl, "cfl") <= 1:
+            raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
+        return PositivityControl(scheme, dt, cfl, context)
+    if scheme.adaptive:
+        return ErrorControl(scheme, rtol, atol)
+    return FixedSteps(scheme, dt, kick, advance)
 
 
-def _controlled_step(cap, cfl, rate, left, t, context=None):
-    """(h, last): the largest h <= min(cap, cfl/rate) that cuts ``left`` into equal steps."""
-    rate = float(rate)
-    where = "" if context is None else f" ({context})"
-    if not (np.isfinite(rate) and rate >= 0):
-        raise ValueError(f"the positivity rate is {rate!r} at t = {t:g}{where}; the state is no longer finite")
-    bound = cap if rate == 0 else min(cap, cfl / rate)
-    if bound < 1e-14 * max(1.0, abs(t)):
-        raise ValueError(f"positivity step size underflow at t = {t:g} (rate {rate:.3g}){where}: the field is too "
-                         f"fast for an explicit step; use a smaller beta or rescale time")
-    count = max(1, int(np.ceil(left / bound * (1 - 1e-12))))
-    return left / count, count == 1
+class _Run:
+    """What a controller sees of the run: the right-hand side, the projection, the counters
+    (``state``, saved in checkpoints), and ``accepted`` for the book-keeping of each accepted step."""
 
+    def __init__(self, f, project, checkpoint, t_eval, budget, what):
+        self.f, self.project, self.t_eval = f, project, t_eval
+        self.budget, self.what, self.start = budget, what, time.perf_counter()
+        self.path = None if checkpoint is None else checkpoint.path
+        self.state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0, hmin=np.inf,
+                          hmax=0.0)
+        self.every = checkpoint.every if checkpoint is not None else np.inf
+        self.counter = 0
+        self.bar = self.stop = None
+        self.reached = float(t_eval[0])
 
-def _positive_stages(f, t, y, h, k1, rate, scheme, state):
-    """One step of ``scheme`` from (t, y) with f(t, y) = (k1, rate); returns (y_new, None), or
-    (None, rate) with the rate of the first later stage at which h · rate > 1 (the step is rejected)."""
-    y1 = y + h * k1
-    if scheme == "euler":
-        return y1, None
-    k2, rate = f(t + h, y1)
-    state["nfev"] += 1
-    if h * rate > 1.0:
-        return None, rate
-    y2 = 0.75 * y + 0.25 * (y1 + h * k2)
-    k3, rate = f(t + 0.5 * h, y2)
-    state["nfev"] += 1
-    if h * rate > 1.0:
-        return None, rate
-    return y / 3.0 + (2.0 / 3.0) * (y2 + h * k3), None
+    def save(self, y):
+        """Save the run's state (replaced by the checkpoint's writer when the run has one)."""
 
+    def until_save(self):
+        """Steps left before the next checkpoint (inf without one)."""
+        return self.every - self.counter
 
-def _adaptive_interval(f, y, t1, state, rtol, atol, project, bar, step_taken):
-    """Dormand–Prince steps from state['t'] to t1; the step size is carried in state['h']."""
-    t = state["t"]
-    k1 = f(t, y)
-    state["nfev"] += 1
-    if not np.isfinite(state["h"]):
-        state["h"] = _initial_step(f, t, y, k1, rtol, atol, state)
-    while t < t1:
-        h = state["h"]
-        step = min(h, t1 - t)
-        last = step >= t1 - t
-        y_new, err, _ = _dopri_step(f, t, y, step, k1)
-        state["nfev"] += 6
-        norm = _error_norm(err, y, y_new, rtol, atol)
-        if norm <= 1.0 and np.all(np.isfinite(y_new)):
-            y = project(y_new)
-            t = t1 if last else t + step
-            bar.update(step)
-            factor = 5.0 if norm == 0 else min(5.0, max(0.2, 0.9 * norm ** -0.2))
-            state["h"] = max(h, step * factor) if last else step * factor
-            state["t"] = t
-            if t < t1:
-                k1 = f(t, y)
-                state["nfev"] += 1
-            state["j"] += 1
-            step_taken(y, t >= t1)
-        else:
-            state["nrejected"] += 1
-            state["h"] = step * max(0.2, 0.9 * norm ** -0.2) if np.isfinite(norm) else 0.2 * step
-            if state["h"] < 1e-14 * max(1.0, abs(t)):
-                raise ValueError(f"adaptive step size underflow at t = {t:g}; the problem is too stiff for dopri5 "
-                                 f"at rtol = {rtol:g}, atol = {atol:g}: loosen rtol/atol or use a fixed step")
-    return y
-
-
-def _initial_step(f, t, y, k1, rtol, atol, state):
-    """Hairer–Nørsett–Wanner's starting step; 1e-6 wherever the estimate is not a finite positive number."""
-    scale = atol + rtol * np.abs(y)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        d0 = np.sqrt(np.mean((y / scale) ** 2))
-        d1 = np.sqrt(np.mean((k1 / scale) ** 2))
-        h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-        if not (np.isfinite(h0) and h0 > 0):
-            h0 = 1e-6
-        k2 = f(t + h0, y + h0 * k1)
-        state["nfev"] += 1
-        d2 = np.sqrt(np.mean(((k2 - k1) / scale) ** 2)) / h0
-        h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** 0.2
-    h = min(100 * h0, h1)
-    return float(h) if np.isfinite(h) and h > 0 else 1e-6
-
-
-class _NoBar:
-    def update(self, _):
-        pass
-
-    def close(self):
-        pass
-
-
-class _TimeBar:
-    """A tqdm bar over simulated time; summed step sizes may overshoot the total by
-    round-off, so updates are clamped to what is left.  ``delay``: seconds before it shows;
-    ``disable=None``: tqdm's rule, no bar when the output is not a terminal."""
-
-    def __init__(self, t_eval, delay=0.0, disable=False):
-        from tqdm.auto import tqdm
-        self.bar = tqdm(total=float(t_eval[-1] - t_eval[0]), unit="t", desc="solve", delay=delay, disable=disable,
-                        bar_format="{l_bar}{bar}| t={n:.3g}/{total:.3g} [{elapsed}<{remaining}]")
-
-    def update(self, h):
-        self.bar.update(max(0.0, min(h, self.bar.total - self.bar.n)))
-
-    def close(self):
-        self.bar.close()
-
-
-AUTO_PROGRESS_DELAY = 3.0   # seconds a solve runs before progress=None shows its bar
-
-
-def _progress_bar(progress, t_eval):
-    if progress is None:
-        return _TimeBar(t_eval, delay=AUTO_PROGRESS_DELAY, disable=None)
-    return _TimeBar(t_eval) if progress else _NoBar()
+    def accepted(self, y, h, done, count=1):
+        """Book-keeping after ``count`` accepted steps spanning h: progress, counters, mid-interval checkpoints,
+        the budget."""
+        self.bar.update(h)
+        self.reached += h
+        self.state["nsteps"] += count
+        if self.state["nsteps"] > MAX_STEPS:
+            raise RuntimeError(f"more than {MAX_STEPS:.0e} steps before t = {self.t_eval[-1]:g}; shorten t_eval "
+                               f"(resume from a checkpoint) or loosen rtol/atol")
+        self.counter += count
+        stop = None if self.budget is None else over_budget(self.start, self.budget, self.what, self.reached,
+                                                            self.path)
+        if (self.counter >= self.every or stop is not None) and not done:
+            self.counter = 0
+            self.save(y)
+        if stop is not None:
+            if done:                    # the interval's end: the loop stores the output, then saves
+                self.stop = stop
+            else:
+                raise stop

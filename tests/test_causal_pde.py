@@ -7,7 +7,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.transport.causal import binned_w1, causal_tokens
-from meanfield.solvers import causal, circle, particles, stepping
+from meanfield.solvers import causal, circle, particles, schemes
 
 S = 8
 
@@ -90,14 +90,14 @@ def test_checkpoint_resumes_bit_for_bit(tmp_path, monkeypatch):
     start = smooth(causal.slice_positions(4)[:, None], causal.slice_positions(32)[None, :] * 2 * np.pi)
     full = causal.solve(model, start, [0, 0.5, 1.0])
     path = tmp_path / "c.npz"
-    real, calls = stepping.fixed_step, [0]
+    real, calls = schemes.SSPRK3.step, [0]
 
     def interrupted(*args):
         calls[0] += 1
         if calls[0] > 10:
             raise KeyboardInterrupt
         return real(*args)
-    monkeypatch.setattr(stepping, "fixed_step", interrupted)
+    monkeypatch.setattr(schemes.SSPRK3, "step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         causal.solve(model, start, [0, 0.5, 1.0], checkpoint=path, checkpoint_every=3)
     monkeypatch.undo()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import circle, particles, small, sphere, stepping, zonal
+from meanfield.solvers import circle, particles, schemes, small, sphere, zonal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T = np.linspace(0.0, 2.0, 5)
@@ -22,23 +22,29 @@ class Interrupted(Exception):
 
 
 def count_steps(monkeypatch, name, stop_after=None):
-    """Wrap stepping.<name> (one call per step) or small.advance (``count`` steps per call) to
-    count steps, raising before a call that would take more than ``stop_after``."""
-    module = small if name == "advance" else stepping
-    real = getattr(module, name)
+    """Wrap every registered scheme's ``step`` (one call per step; "dopri5": DormandPrince's only),
+    ``ShuOsher.stages_within`` (one call per positivity-controlled attempt) or small.advance (``count``
+    steps per call) to count steps, raising before a call that would take more than ``stop_after``."""
+    owners, attribute = {"step": (list(schemes.SCHEMES.values()), "step"),
+                         "dopri5": ([schemes.DormandPrince], "step"),
+                         "stages_within": ([schemes.ShuOsher], "stages_within"),
+                         "advance": ([small], "advance")}[name]
     calls = [0]
 
-    def step(*args, **kwargs):
-        count = args[3] if name == "advance" else 1
-        if stop_after is not None and calls[0] + count > stop_after:
-            raise Interrupted
-        calls[0] += count
-        return real(*args, **kwargs)
-    monkeypatch.setattr(module, name, step)
+    def wrap(real):
+        def step(*args, **kwargs):
+            count = args[3] if name == "advance" else 1
+            if stop_after is not None and calls[0] + count > stop_after:
+                raise Interrupted
+            calls[0] += count
+            return real(*args, **kwargs)
+        return step
+    for owner in owners:
+        monkeypatch.setattr(owner, attribute, wrap(getattr(owner, attribute)))
     return calls
 
 
-def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, every, step="fixed_step"):
+def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, every, step="step"):
     """Interrupt ``solve(**kw)`` after ``stop_after`` steps, resume it, compare with a clean run."""
     path = tmp_path / "run.ckpt.npz"
     full_steps = count_steps(monkeypatch, step)
@@ -54,7 +60,7 @@ def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, eve
     resumed = solve(checkpoint=path, checkpoint_every=every, resume=True)
     monkeypatch.undo()
     # it restarted from the last checkpoint, not from t = 0
-    if step in ("fixed_step", "advance"):
+    if step in ("step", "advance"):
         assert resumed_steps[0] == full_steps[0] - stop_after // every * every
     else:                                   # dopri5: rejected steps count too
         assert resumed_steps[0] < full_steps[0]
@@ -65,7 +71,7 @@ def assert_resumes_exactly(monkeypatch, tmp_path, solve, fields, stop_after, eve
     return full
 
 
-@pytest.mark.parametrize("engine, step", [("kernels", "fixed_step"), ("small", "advance")])
+@pytest.mark.parametrize("engine, step", [("kernels", "step"), ("small", "advance")])
 @pytest.mark.parametrize("method, stop_after, every", [
     ("rk4", 23, 7),          # stopped mid-interval, checkpoint mid-interval
     ("rk4", 20, 10),         # checkpoint exactly at an output time
@@ -81,7 +87,7 @@ def test_particles_fixed_step(monkeypatch, tmp_path, method, stop_after, every, 
     assert full.info["nsteps"] == 40 and full.info["engine"] == engine
 
 
-@pytest.mark.parametrize("engine, step", [("kernels", "fixed_step"), ("small", "advance")])
+@pytest.mark.parametrize("engine, step", [("kernels", "step"), ("small", "advance")])
 def test_particles_causal(monkeypatch, tmp_path, engine, step):
     """Causal attention (the mask inside both engines) resumes bit for bit."""
     x0 = mf.uniform_sphere(10, 3, seed=3)
@@ -108,7 +114,7 @@ def test_particles_adaptive(monkeypatch, tmp_path):
 
     def solve(**kw):
         return particles.solve(mf.SA(5.0), x0, T, method="adaptive", rtol=1e-9, atol=1e-12, **kw)
-    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x", "energy"], 13, 3, step="_dopri_step")
+    full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "x", "energy"], 13, 3, step="dopri5")
     assert full.info["nsteps"] > 13
 
 
@@ -125,9 +131,9 @@ def test_particles_batched_models_and_weights(monkeypatch, tmp_path, model):
 
 
 @pytest.mark.parametrize("summation", ["fast", "direct"])
-@pytest.mark.parametrize("dt, step", [(0.04, "fixed_step"), (None, "_positive_stages")], ids=["fixed", "controlled"])
+@pytest.mark.parametrize("dt, step", [(0.04, "step"), (None, "stages_within")], ids=["fixed", "controlled"])
 def test_circle_finite_volumes(monkeypatch, tmp_path, dt, step, summation):
-    """Fixed steps, and steps from the positivity rate (one ``_positive_stages`` call per attempt)."""
+    """Fixed steps, and steps from the positivity rate (one ``ShuOsher.stages_within`` call per attempt)."""
     def solve(**kw):
         return circle.solve(mf.SA(4.0), lambda x: 1.0 + 0.3 * x[:, 0] + 0.2 * x[:, 1] ** 3, T, cells=64, dt=dt,
                             summation=summation, **kw)
@@ -139,19 +145,19 @@ def test_zonal_controlled_steps(monkeypatch, tmp_path):
     def solve(**kw):
         return zonal.solve(mf.SA(4.0), lambda s: np.exp(2.0 * s), T, 4, cells=48, **kw)
     full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "masses", "mass", "energy"], 15, 4,
-                                  "_positive_stages")
+                                  "stages_within")
     assert full.info["nsteps"] > 15 and full.info["dt"] is None
 
 
 def test_sphere_finite_volumes(monkeypatch, tmp_path):
-    """The default controlled steps (one ``_positive_stages`` call per attempt)."""
+    """The default controlled steps (one ``ShuOsher.stages_within`` call per attempt)."""
     mesh = sphere.icosphere(1)
 
     def solve(**kw):
         return sphere.solve(mf.SA(2.0), lambda x: 1.0 + 0.5 * x[:, 2] + 0.2 * x[:, 0] * x[:, 1],
                             np.linspace(0.0, 3.0, 4), mesh=mesh, **kw)
     full = assert_resumes_exactly(monkeypatch, tmp_path, solve, ["t", "rho", "mass", "energy"], 3, 2,
-                                  "_positive_stages")
+                                  "stages_within")
     assert full.info["nsteps"] > 3
 
 

@@ -44,7 +44,7 @@ def test_docs_build_with_warnings_as_errors_and_every_example_executed(tmp_path)
     assert "ParticleSolution" in solvers and "to_xarray" in solvers
 
 
-@pytest.mark.parametrize("page", sorted((DOCS / "tutorials").glob("*.md")) + [ROOT / "README.md"],
+@pytest.mark.parametrize("page", sorted((DOCS / "tutorials").glob("*.md")) + [ROOT / "README.md", DOCS / "extending.md"],
                          ids=lambda p: p.stem)
 def test_tutorial_and_readme_code_runs(page, tmp_path, monkeypatch):
     blocks = python_blocks(page)

@@ -268,14 +268,14 @@ def test_killed_convergence_run_leaves_the_old_or_the_new_results(tmp_path):
 KILLED_RUN = textwrap.dedent("""
     import time, numpy as np
     import meanfield as mf
-    from meanfield.solvers import particles, sphere, stepping
-    real = stepping.fixed_step
+    from meanfield.solvers import particles, schemes, sphere
+    real = schemes.ShuOsher.step
 
     def slow_step(*args):
         time.sleep({pause})            # so that the test can kill the run mid-way
         return real(*args)
 
-    stepping.fixed_step = slow_step
+    schemes.ShuOsher.step = slow_step
     {call}
 """)
 NOISY = ("particles.solve(mf.SA(2.0), mf.uniform_sphere(8, 3, seed=2), np.linspace(0, 2, 9), method='euler', "

@@ -67,22 +67,18 @@ def test_no_command_prints_help(capsys):
 
 
 def test_progress_bar_appears_only_for_long_solves_by_default(monkeypatch):
+    from meanfield import progress as reporting
     from meanfield.solvers import stepping
     created = []
 
-    class Recorder:
-        def __init__(self, t_eval, delay=0.0, disable=False):
-            created.append((delay, disable))
+    class Recorder(reporting.Progress):
+        def __init__(self, total, desc="solve", show=None, **kwargs):
+            super().__init__(total, desc, show, **kwargs)
+            created.append((self.delay, self.enabled))
 
-        def update(self, h):
-            pass
-
-        def close(self):
-            pass
-
-    monkeypatch.setattr(stepping, "_TimeBar", Recorder)
+    monkeypatch.setattr(stepping, "Progress", Recorder)
     import meanfield as mf
     x0 = mf.uniform_sphere(5, 3, seed=0)
     for progress in (None, True, False):
         mf.particles.solve(mf.SA(1.0), x0, [0.0, 0.1], dt=0.05, progress=progress)
-    assert created == [(stepping.AUTO_PROGRESS_DELAY, None), (0.0, False)]
+    assert created == [(reporting.DELAY, True), (0.0, True), (reporting.DELAY, False)]

@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import ArrayLike
 
+from meanfield.progress import quiet, track
+
 __all__ = ["Experiment", "CheckFailed", "max_relative_decrease", "validation_dir", "scripts", "load_script",
            "run_script", "main"]
 
@@ -409,11 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield figures: {refused}", file=sys.stderr)
         return 2
     names = args.names or list(known)
-    for name in names:
+    for name in track(names, "figures", False if args.quiet else None, unit="figures"):
         if not args.quiet:
             print(f"== {name}")
         try:
-            with contextlib.redirect_stdout(io.StringIO()) if args.quiet else contextlib.nullcontext():
+            with contextlib.redirect_stdout(io.StringIO()) if args.quiet else contextlib.nullcontext(), \
+                    quiet() if args.quiet else contextlib.nullcontext():
                 load_script(name).main((["--quick"] if args.quick else []) + ["--out", out] + extra)
         except CheckFailed as exc:
             failed.append(name)

@@ -58,6 +58,7 @@ from ..energy import energy
 from ..geometry import GEOMETRIES
 from ..measures import drop_negligible, merge_atoms, sample_density
 from ..models import as_model
+from ..progress import track
 from ..sampling import METHODS, RANDOMISED, discretise
 from ..solvers.results import _Saveable
 from ..theory import growth_rate, most_unstable_mode
@@ -519,8 +520,8 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=None, mesh
         from meanfield.solvers import sphere
         return sphere.solve(model, rho0, t_eval, mesh=sphere.icosphere(spec["level"]), flux=flux, progress=progress)
     from meanfield.solvers import adaptive
-    # no progress bars: adaptive.solve would draw one per stretch between two checks of its criterion
-    return adaptive.solve(model, rho0, t_eval, flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"])
+    return adaptive.solve(model, rho0, t_eval, flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"],
+                          progress=progress)
 
 
 def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, mesh=None, base=None, finest=None,
@@ -754,7 +755,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     w1, w2 = np.empty((m, seeds)), np.empty((m, seeds))
     cp, cd = np.empty((m, seeds), dtype=int), np.empty(m, dtype=int)
     methods = set()
-    for k in _steps(m, progress, "transport"):
+    for k in track(range(m), "transport", progress, unit="outputs"):
         y, b = drop_negligible(*density.measure(k), tol=NEGLIGIBLE)
         for s in range(seeds):
             atoms = merge_atoms(part.x[k, s], ws[s], tol=MERGE_TOL)
@@ -830,13 +831,6 @@ def instability(model, d, n):
     if not rate > 0:
         return {}
     return dict(lambda_star=rate, mode=mode, horizon=float(np.log(n) / (2.0 * rate)))
-
-
-def _steps(m, progress, desc):
-    if not progress:
-        return range(m)
-    from tqdm.auto import tqdm
-    return tqdm(range(m), desc=desc, unit="output")
 
 
 def write_report(comparison, folder, options=None):

@@ -1,0 +1,376 @@
+r"""Explicit time schemes for y' = f(t, y), as registered classes (like scipy's ``OdeSolver`` methods).
+
+A scheme knows how to take one step; *when* to step (fixed steps, positivity control, error
+control), output times, checkpoints and progress belong to the controllers and to
+``stepping.integrate``, which take a scheme by name, class or instance (``as_scheme``):
+
+==========  ======================  =====  ======  ========================================
+name        class                   order  stages  notes
+==========  ======================  =====  ======  ========================================
+``euler``   ``ForwardEuler``        1      1       Shu–Osher (SSP, coefficient 1)
+``ssprk3``  ``SSPRK3``              3      3       Shu–Osher (SSP, coefficient 1)
+``rk4``     ``RK4``                 4      4       classical Runge–Kutta, not SSP
+``dopri5``  ``DormandPrince``       5      7       embedded 5(4) pair (error control)
+==========  ======================  =====  ======  ========================================
+
+Strong-stability-preserving schemes are written in Shu–Osher form (Shu & Osher 1988; Gottlieb,
+Ketcheson & Shu 2011): with y_0 = y_n,
+
+.. math::
+
+    y_{i+1} = \sum_{k \le i} \alpha_{ik}\Big(y_k + h\,\frac{\beta_{ik}}{\alpha_{ik}}\,F(y_k)\Big),
+    \qquad y_{n+1} = y_s,
+
+every stage a convex combination of forward-Euler sub-steps of size h β_ik/α_ik, so a state that
+a forward-Euler step of size h' keeps admissible (e.g. non-negative) stays admissible whenever
+every sub-step is at most h'.
+"""
+import abc
+from fractions import Fraction
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+__all__ = ["StepResult", "Scheme", "ShuOsher", "ForwardEuler", "SSPRK3", "RK4", "DormandPrince", "SCHEMES",
+           "as_scheme"]
+
+
+class StepResult(NamedTuple):
+    """What one step returns: the new state, the number of calls of f, and an error estimate.
+
+    Parameters
+    ----------
+    y : ndarray
+        The state at t + h.
+    nfev : int
+        Calls of f made by the step (a ``k1`` passed in not counted).
+    error : ndarray, optional
+        The local error estimate of an embedded pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import StepResult
+    >>> StepResult(np.ones(2), 1).error is None
+    True
+    """
+
+    y: np.ndarray
+    nfev: int
+    error: np.ndarray | None = None
+
+
+class Scheme(abc.ABC):
+    r"""An explicit one-step scheme for y' = f(t, y): the protocol every scheme implements.
+
+    To implement a new scheme, subclass ``Scheme`` (or ``ShuOsher`` for a strong-stability-preserving
+    scheme given by its Shu–Osher arrays, which then needs nothing else) and define
+
+    - ``name`` (str): the name stored in checkpoints and results;
+    - ``order`` (int): the order of accuracy of ``step``; ``stages`` (int): calls of f per step;
+    - ``step(f, t, y, h, k1=None)``: one step from (t, y) of size h, returning a ``StepResult``
+      ``(y_new, nfev, error)``; ``k1``, when given, is f(t, y) already computed (the controllers pass
+      it when they had to evaluate f at y to choose h) and must not be counted in ``nfev``;
+    - ``adaptive = True`` and ``error_order`` (int) for an embedded pair whose ``step`` returns
+      ``error`` (an estimate of the local error, same shape as y): the error controller then picks h.
+
+    ``step`` must be a pure function of its arguments (no state kept between steps), so that a run
+    resumed from a checkpoint repeats the arithmetic of an uninterrupted one.  The controllers use
+    nothing else: fixed steps call ``step``; the positivity controller gives non-Shu–Osher schemes
+    a step h ≤ cfl/rate and rejects a result with a negative entry; ``ShuOsher`` schemes get a
+    check of each stage's forward-Euler sub-step instead.  Register the class in ``SCHEMES`` to make
+    its name a valid ``scheme=`` string; unregistered classes and instances are accepted as they are.
+
+    Examples
+    --------
+    Heun's method (the explicit trapezoidal rule) in six lines:
+
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import Scheme, StepResult
+    >>> class Heun(Scheme):
+    ...     name, order, stages = "heun", 2, 2
+    ...     def step(self, f, t, y, h, k1=None):
+    ...         fresh = k1 is None
+    ...         k1 = f(t, y) if fresh else k1
+    ...         k2 = f(t + h, y + h * k1)
+    ...         return StepResult(y + 0.5 * h * (k1 + k2), 1 + fresh)
+    >>> y, nfev, _ = Heun().step(lambda t, y: -y, 0.0, np.ones(1), 0.1)
+    >>> nfev, round(float(y[0]), 6)
+    (2, 0.905)
+    """
+
+    name: str = ""
+    order: int = 0
+    stages: int = 0
+    adaptive: bool = False
+    error_order: int | None = None
+
+    @abc.abstractmethod
+    def step(self, f: Callable, t: float, y: np.ndarray, h: float, k1: np.ndarray | None = None) -> StepResult:
+        """One step of size h from (t, y); see the class docstring."""
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+def _weight(coefficient):
+    """(operation, value) applying a Shu–Osher coefficient: 0 (identity), 1 (divide: a coefficient 1/m
+    is applied as x / m, correctly rounded, as hand-written schemes do) or 2 (multiply)."""
+    if coefficient == 1:
+        return 0, 1.0
+    if isinstance(coefficient, Fraction) and coefficient.numerator == 1:
+        return 1, float(coefficient.denominator)
+    return 2, float(coefficient)
+
+
+class ShuOsher(Scheme):
+    r"""An explicit SSP scheme given by its Shu–Osher arrays ``alpha`` and ``beta`` (module docstring).
+
+    Subclasses set ``alpha`` and ``beta``: s rows, row i holding α_ik, β_ik for k = 0..i (lower
+    triangular; give exact ``fractions.Fraction`` entries where possible: a coefficient 1/m is applied
+    as a division by m).  Each row of alpha sums to 1, α ≥ 0, β ≥ 0, and β_ik > 0 only where
+    α_ik > 0.  The stage times c_k follow from the arrays.  ``substeps[k]`` is the largest
+    forward-Euler sub-step, in units of h, taken from stage k: the positivity controller keeps
+    h · substeps[k] · rate(y_k) ≤ 1 at every stage (``stages_within``).
+
+    Examples
+    --------
+    Heun's SSP-RK2, y_1 = y + h F(y), y_2 = ½ y + ½ (y_1 + h F(y_1)):
+
+    >>> from fractions import Fraction as Fr
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import ShuOsher
+    >>> class SSPRK2(ShuOsher):
+    ...     name, order = "ssprk2", 2
+    ...     alpha = [[1], [Fr(1, 2), Fr(1, 2)]]
+    ...     beta = [[1], [0, Fr(1, 2)]]
+    >>> scheme = SSPRK2()
+    >>> scheme.stages, [float(c) for c in scheme.c], scheme.substeps
+    (2, [0.0, 1.0], [1.0, 1.0])
+    >>> y = scheme.step(lambda t, y: -y, 0.0, np.ones(1), 0.1).y
+    >>> round(float(y[0]), 6)
+    0.905
+    """
+
+    alpha: list = []
+    beta: list = []
+
+    def __init__(self):
+        alpha, beta = self.alpha, self.beta
+        s = len(alpha)
+        if s == 0 or len(beta) != s or any(len(alpha[i]) != i + 1 or len(beta[i]) != i + 1 for i in range(s)):
+            raise ValueError(f"{type(self).__name__}: alpha and beta must be lower-triangular rows of lengths "
+                             f"1, 2, ..., s")
+        for i in range(s):
+            if any(a < 0 for a in alpha[i]) or any(b < 0 for b in beta[i]) \
+                    or any(b > 0 and a == 0 for a, b in zip(alpha[i], beta[i])) or abs(sum(alpha[i]) - 1) > 1e-14:
+                raise ValueError(f"{type(self).__name__}: row {i} of the Shu–Osher arrays is not a convex "
+                                 f"combination of forward-Euler steps (alpha >= 0 summing to 1, beta >= 0, "
+                                 f"beta > 0 only where alpha > 0)")
+        c = [Fraction(0)]
+        for i in range(s - 1):
+            c.append(sum(Fraction(a) * c[k] + Fraction(b) for k, (a, b) in enumerate(zip(alpha[i], beta[i]))))
+        self.c = c
+        self.stages = s
+        self.substeps = [max((float(Fraction(beta[i][k]) / Fraction(alpha[i][k])) for i in range(k, s)
+                              if beta[i][k] > 0), default=0.0) for k in range(s)]
+        # row i: (k, sub-step β_ik/α_ik or None, operation and value applying α_ik) for every α_ik > 0
+        self._rows = [[(k, float(Fraction(b) / Fraction(a)) if b else None) + _weight(a)
+                       for k, (a, b) in enumerate(zip(alpha[i], beta[i])) if a != 0] for i in range(s)]
+        self._times = [float(ck) for ck in c]
+
+    def _stage(self, i, ys, ks, h):
+        """y_{i+1} = Σ_k α_ik (y_k + h β_ik/α_ik F(y_k)), left to right."""
+        total = None
+        for k, ratio, operation, value in self._rows[i]:
+            x = ys[k] if ratio is None else ys[k] + (h * ratio) * ks[k]
+            x = x if operation == 0 else x / value if operation == 1 else value * x
+            total = x if total is None else total + x
+        return total
+
+    def step(self, f, t, y, h, k1=None):
+        ys, ks, nfev = [y], [], 0
+        for i in range(self.stages):
+            if i == 0 and k1 is not None:
+                ks.append(k1)
+            else:
+                ks.append(f(t + self._times[i] * h, ys[i]) if self.substeps[i] > 0 else None)
+                nfev += ks[i] is not None
+            ys.append(self._stage(i, ys, ks, h))
+        return StepResult(ys[-1], nfev)
+
+    def stages_within(self, f, t, y, h, k1):
+        """A positivity-checked step: f returns (F, rate); f(t, y) = (k1, rate) is known and h ·
+        substeps[0] · rate ≤ 1 holds.  Returns (y_new, nfev, None), or (None, nfev, r) with r =
+        substeps[k] · rate(y_k) of the first later stage k at which h · r > 1 (the step is rejected).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from meanfield.solvers.schemes import SSPRK3
+        >>> f = lambda t, y: (-y, 1.0)
+        >>> y, nfev, r = SSPRK3().stages_within(f, 0.0, np.ones(1), 0.5, -np.ones(1))
+        >>> nfev, r, bool(np.array_equal(y, SSPRK3().step(lambda t, y: -y, 0.0, np.ones(1), 0.5).y))
+        (2, None, True)
+        """
+        ys, ks, nfev = [y], [k1], 0
+        for i in range(self.stages):
+            if i > 0:
+                ks.append(None)
+                if self.substeps[i] > 0:
+                    ks[i], rate = f(t + self._times[i] * h, ys[i])
+                    nfev += 1
+                    rate = rate * self.substeps[i]
+                    if h * rate > 1.0:
+                        return None, nfev, rate
+            ys.append(self._stage(i, ys, ks, h))
+        return ys[-1], nfev, None
+
+
+class ForwardEuler(ShuOsher):
+    """Forward Euler, y_{n+1} = y_n + h f(t_n, y_n): order 1, one stage.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import ForwardEuler
+    >>> ForwardEuler().step(lambda t, y: -y, 0.0, np.ones(1), 0.1).y
+    array([0.9])
+    """
+
+    name, order = "euler", 1
+    alpha = [[1]]
+    beta = [[1]]
+
+
+class SSPRK3(ShuOsher):
+    r"""Shu and Osher's strong-stability-preserving scheme of order 3 (SSP coefficient 1):
+
+    .. math::
+
+        y_1 = y_n + h F(y_n), \quad y_2 = \tfrac34 y_n + \tfrac14 (y_1 + h F(y_1)), \quad
+        y_{n+1} = \tfrac13 y_n + \tfrac23 (y_2 + h F(y_2)).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import SSPRK3
+    >>> y = SSPRK3().step(lambda t, y: -y, 0.0, np.ones(1), 0.1).y
+    >>> bool(abs(y[0] - np.exp(-0.1)) < 1e-5)
+    True
+    """
+
+    name, order = "ssprk3", 3
+    alpha = [[1], [Fraction(3, 4), Fraction(1, 4)], [Fraction(1, 3), 0, Fraction(2, 3)]]
+    beta = [[1], [0, Fraction(1, 4)], [0, 0, Fraction(2, 3)]]
+
+
+class RK4(Scheme):
+    r"""The classical Runge–Kutta scheme of order 4 (not SSP):
+
+    .. math::
+
+        y_{n+1} = y_n + \frac{h}{6}\,(k_1 + 2 k_2 + 2 k_3 + k_4).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import RK4
+    >>> y, nfev, _ = RK4().step(lambda t, y: -y, 0.0, np.array([1.0]), 0.1)
+    >>> nfev, bool(abs(y[0] - np.exp(-0.1)) < 1e-6)
+    (4, True)
+    """
+
+    name, order, stages = "rk4", 4, 4
+
+    def step(self, f, t, y, h, k1=None):
+        fresh = k1 is None
+        k1 = f(t, y) if fresh else k1
+        k2 = f(t + 0.5 * h, y + 0.5 * h * k1)
+        k3 = f(t + 0.5 * h, y + 0.5 * h * k2)
+        k4 = f(t + h, y + h * k3)
+        return StepResult(y + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4), 3 + fresh)
+
+
+class DormandPrince(Scheme):
+    """The Dormand–Prince 5(4) embedded pair: a step of order 5 and an error estimate of order 4
+    (FSAL not exploited, so the error estimate is plain).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.schemes import DormandPrince
+    >>> y, nfev, err = DormandPrince().step(lambda t, y: -y, 0.0, np.array([1.0]), 0.1)
+    >>> nfev, bool(abs(y[0] - np.exp(-0.1)) < 1e-9), bool(abs(err[0]) < 1e-7)
+    (7, True, True)
+    """
+
+    name, order, stages, adaptive, error_order = "dopri5", 5, 7, True, 4
+    C = np.array([0, 1 / 5, 3 / 10, 4 / 5, 8 / 9, 1, 1])
+    A = [
+        [],
+        [1 / 5],
+        [3 / 40, 9 / 40],
+        [44 / 45, -56 / 15, 32 / 9],
+        [19372 / 6561, -25360 / 2187, 64448 / 6561, -212 / 729],
+        [9017 / 3168, -355 / 33, 46732 / 5247, 49 / 176, -5103 / 18656],
+        [35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84],
+    ]
+    B = np.array([35 / 384, 0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84, 0])
+    E = B - np.array([5179 / 57600, 0, 7571 / 16695, 393 / 640, -92097 / 339200, 187 / 2100, 1 / 40])
+
+    def step(self, f, t, y, h, k1=None):
+        fresh = k1 is None
+        ks = [f(t, y) if fresh else k1]
+        for i in range(1, 7):
+            incr = sum(a * k for a, k in zip(self.A[i], ks) if a != 0)
+            ks.append(f(t + self.C[i] * h, y + h * incr))
+        y_new = y + h * sum(b * k for b, k in zip(self.B, ks) if b != 0)
+        err = h * sum(e * k for e, k in zip(self.E, ks) if e != 0)
+        return StepResult(y_new, 6 + fresh, err)
+
+
+SCHEMES: dict[str, type[Scheme]] = {cls.name: cls for cls in (ForwardEuler, SSPRK3, RK4, DormandPrince)}
+
+
+def as_scheme(scheme: "str | type[Scheme] | Scheme") -> Scheme:
+    """The scheme named by a registered name, a ``Scheme`` subclass or an instance (as
+    ``solve_ivp(method=...)``).
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+        A name of ``SCHEMES``, a class (instantiated without arguments) or an instance (returned).
+
+    Returns
+    -------
+    Scheme
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the registered names).
+    TypeError
+        For anything else.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.schemes import RK4, as_scheme
+    >>> as_scheme("ssprk3"), as_scheme(RK4).name
+    (SSPRK3(), 'rk4')
+    >>> as_scheme("rk45")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown scheme 'rk45'; choose one of 'euler', 'ssprk3', 'rk4', 'dopri5', or pass a Scheme subclass
+    """
+    if isinstance(scheme, Scheme):
+        return scheme
+    if isinstance(scheme, type) and issubclass(scheme, Scheme):
+        return scheme()
+    if isinstance(scheme, str):
+        if scheme in SCHEMES:
+            return SCHEMES[scheme]()
+        names = ", ".join(repr(name) for name in SCHEMES)
+        raise ValueError(f"unknown scheme {scheme!r}; choose one of {names}, or pass a Scheme subclass")
+    raise TypeError(f"scheme must be a name ({', '.join(SCHEMES)}), a Scheme subclass or a Scheme; "
+                    f"got {type(scheme).__name__}")
