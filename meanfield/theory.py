@@ -139,12 +139,13 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
 
     with the Funk–Hecke coefficient c_l(β) (``funk_hecke``), sign - for V = -I. At β = 0 both reduce
     to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2. With diffusion D Δ_S
-    (noise σ = √(2D)) the harmonic's Laplace eigenvalue times D is subtracted.
+    (noise σ = √(2D)) the harmonic's Laplace eigenvalue times D is subtracted.  For QᵀK = c I and
+    V = v I the field is v times that of β' = |c| β (kernel reflected, factor (-1)^(l+1), if c < 0).
 
     Parameters
     ----------
     model : SA or USA
-        With QᵀK = I and V = ±I.
+        With QᵀK = c I and V = v I (Q = K = R a rotation, Q = 2, V = -1, ...).
     d : int
         Ambient dimension (the sphere is S^{d-1}).
     l : int
@@ -160,7 +161,7 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
     Raises
     ------
     ValueError
-        If the model is not isotropic, D < 0, or d, l are out of range.
+        If QᵀK or V is not a multiple of the identity, D < 0, or d, l are out of range.
 
     Examples
     --------
@@ -169,6 +170,8 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
     0.666667
     >>> round(mf.growth_rate(mf.USA(beta=1.0, V=-1), d=2, l=1), 6)  # -I_1(1)
     -0.565159
+    >>> mf.growth_rate(mf.SA(beta=1.0, Q=2.0), d=3, l=2) == mf.growth_rate(mf.SA(beta=2.0), d=3, l=2)
+    True
     """
     diffusion = float(as_float_array(diffusion, "diffusion"))
     if diffusion < 0:
@@ -179,20 +182,32 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
 
 def _interaction_rate(model, d, l):
     model = as_model(model)
-    if not model.is_isotropic:
-        raise ValueError("growth rates are for Q^T K = I and V = ±I")
     d = as_count(d, "d", minimum=2)
     l = as_count(l, "l", minimum=0)
-    beta = model.beta
+    c, v = _scalar_weights(model, d)
+    beta = abs(c) * model.beta                     # e^{cβ<x,y>}: the kernel at β' = |c|β, reflected if c < 0
+    parity = 1.0 if c >= 0 else (-1.0) ** (l + 1)    # c_l(-β') / (-β') = (-1)^(l+1) c_l(β') / β'
     eig = l * (l + d - 2)
-    if l == 0:
+    if l == 0 or v == 0:
         return 0.0
     if beta == 0:
-        return model.sign * (d - 1) / d if l == 1 else 0.0
+        return v * (d - 1) / d if l == 1 else 0.0
     log_c = _log_funk_hecke(beta, d, l)
     if model.normalised:
         log_c = log_c - _log_funk_hecke(beta, d, 0)
-    return model.sign * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
+    return parity * v * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
+
+
+def _scalar_weights(model, d):
+    """(c, v) with Q^T K = c I and V = v I (to 1e-12 relative), or a ValueError: the uniform measure
+    is stationary, and its linearisation diagonal in harmonics, only then."""
+    A, V = model.interaction(d)
+    c, v = A[0, 0], V[0, 0]
+    scale = max(1.0, abs(c), abs(v))
+    if np.abs(A - c * np.eye(d)).max() > 1e-12 * scale or np.abs(V - v * np.eye(d)).max() > 1e-12 * scale:
+        raise ValueError("growth rates are for Q^T K = c I and V = v I (the uniform measure is then stationary); "
+                         f"got Q^T K = {np.round(A, 6).tolist()}, V = {np.round(V, 6).tolist()}")
+    return float(c), float(v)
 
 
 def most_unstable_mode(model: SA | USA, d: int) -> int:
