@@ -259,6 +259,8 @@ class GeneralField:
     TypeError, ValueError
         For a model that is not SA/USA/MultiHead, causal or time-dependent weights, points that are
         not arrays of shape (n, d), or a summation that does not apply.
+    FloatingPointError
+        (on a call) Where a USA field overflows double precision.
 
     Examples
     --------
@@ -310,13 +312,60 @@ class GeneralField:
             X += f - np.sum(f * self.targets, axis=1, keepdims=True) * self.targets
         return X, log_phi
 
+    def kernel_sums(self, h: int, W: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        r"""Head h's shifted kernel sums of arbitrary weight columns, and the shifts.
+
+        .. math::
+
+            S_{ic} = \sum_j W_{jc} e^{\beta \langle Q x_i, K y_j \rangle - b_i}, \qquad b_i = \beta |A^T x_i|,
+
+        e.g. W = m (1, y, y y^T) for Φ, G and the second moments that the derivatives of the field need
+        (∇_x e^{β x^T A y} = β A y e^{β x^T A y}).  Absolute error <= ``spectral.roundoff(β‖A‖_2, d)``
+        Σ_j |W_jc| (no direct fallback here).
+
+        Parameters
+        ----------
+        h : int
+            The head (0 for a single SA/USA model), summed by the expansion.
+        W : array_like, shape (M, C)
+            Weights per source.
+
+        Returns
+        -------
+        S : ndarray, shape (N, C)
+        shift : ndarray, shape (N,)
+            b_i.
+
+        Raises
+        ------
+        ValueError
+            If head h is summed directly or W has the wrong number of rows.
+
+        Examples
+        --------
+        >>> import numpy as np, meanfield as mf
+        >>> from meanfield.solvers import general_field
+        >>> x = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+        >>> field = general_field.GeneralField(mf.SA(2.0, Q=np.diag([1.0, 2.0, 3.0])), x, summation="expansion")
+        >>> S, shift = field.kernel_sums(0, np.eye(2))
+        >>> A = np.diag([1.0, 2.0, 3.0])
+        >>> bool(np.allclose(S * np.exp(shift)[:, None], np.exp(2.0 * x @ A @ x.T), rtol=1e-13))
+        True
+        """
+        expansion = self.expansions[h]
+        if expansion is None:
+            raise ValueError(f"head {h} is summed directly (info['summation']); kernel sums need the expansion")
+        W = as_float_array(W, "W")
+        if W.ndim != 2 or W.shape[0] != self.sources.shape[0]:
+            raise ValueError(f"W must have one row per source ({self.sources.shape[0]}); got shape {W.shape}")
+        return expansion.sums(W), expansion.shift
+
     def _head(self, h, head, m):
         expansion = self.expansions[h]
         if expansion is None:
             return _direct(head, self.targets, self.sources, m)
         x = self.targets
-        W = np.column_stack([m, m[:, None] * self.sources])
-        S = expansion.sums(W)
+        S = expansion.sums(np.column_stack([m, m[:, None] * self.sources]))
         floor = expansion.delta * m.sum()
         trusted = S[:, 0] - floor > (1.0 + np.sqrt(x.shape[1])) * floor / self.rtol
         G = S[:, 1:] @ self.interactions[h][1].T
@@ -324,7 +373,11 @@ class GeneralField:
         if head.normalised:
             X /= np.where(trusted, S[:, 0], 1.0)[:, None]
         else:
-            X *= np.exp(expansion.shift)[:, None]
+            with np.errstate(over="ignore", invalid="ignore"):
+                X *= np.exp(expansion.shift)[:, None]
+            if not np.all(np.isfinite(X)):
+                raise FloatingPointError(f"USA velocity overflows double precision at beta |Q^T K| = "
+                                         f"{head.beta * expansion.norm:g}; use SA, a smaller beta, or rescale time")
         with np.errstate(divide="ignore"):
             log_phi = np.log(np.where(trusted, S[:, 0], 1.0)) + expansion.shift
         redo = np.flatnonzero(~trusted)
@@ -467,7 +520,8 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
             total += 0.5 * mean @ A @ mean if head.beta == 0 else np.exp(_log_double_sum(field, h, m)) / (2 * head.beta)
         return float(total), reason
     log_terms = [_log_double_sum(field, h, m) - np.log(2 * head.beta) for h, head in enumerate(heads)]
-    value = np.exp(logsumexp(log_terms))
+    with np.errstate(over="ignore"):
+        value = np.exp(logsumexp(log_terms))
     if not np.isfinite(value):
         raise FloatingPointError(f"the energy overflows double precision (log E = {logsumexp(log_terms):.4g})")
     return float(value), reason

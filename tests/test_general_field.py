@@ -160,6 +160,28 @@ def test_isotropic_cases_equal_the_circle_engine(cls):
 
 # ---------------------------------------------------------------- harmonic pieces
 
+def test_kernel_sums_of_second_moments():
+    """The sums the field's derivatives need, W = m (1, y, y_a y_b), against the brute-force kernel."""
+    rng = np.random.default_rng(11)
+    head = random_heads(rng, 3, 8.0)
+    y, m = cells(3)
+    W = np.column_stack([m, m[:, None] * y] + [m * y[:, a] * y[:, b] for a in range(3) for b in range(a, 3)])
+    field = gf.GeneralField(head, y, summation="expansion")
+    S, shift = field.kernel_sums(0, W)
+    A, _ = head.interaction(3)
+    exact = np.exp(head.beta * (y @ A @ y.T) - shift[:, None]) @ W
+    assert np.abs(S - exact).max() < 1e-13 * np.abs(W).sum(axis=0).max()
+    with pytest.raises(ValueError, match="one row per source"):
+        field.kernel_sums(0, W[1:])
+    with pytest.raises(ValueError, match="directly"):
+        gf.GeneralField(head, y, summation="direct").kernel_sums(0, W)
+
+
+def test_usa_overflow_is_refused():
+    y = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(FloatingPointError, match="overflows"):
+        gf.attention_field(mf.USA(750.0, Q=np.diag([1.0, 0.9])), y, y, [0.5, 0.5], "expansion")
+
 def test_kernel_weights_are_the_bessel_coefficients():
     b = np.array([0.0, 0.3, 2.0, 30.0, 300.0])
     L = 40
@@ -270,6 +292,25 @@ def test_energy_does_not_overflow_before_it_must():
     assert E == pytest.approx(np.exp(707.0 - np.log(4 * 700.0)) / 1.0, rel=1e-12)
     with pytest.raises(FloatingPointError, match="overflows"):
         gf.energy(mf.SA(700.0, Q=1.03, V=1.03), y, [0.5, 0.5], summation="direct")
+
+
+def test_energy_increases_along_the_particle_flow():
+    """E_A of the particles' weighted measure is non-decreasing along SA and USA with V = A symmetric
+    (the gradient-flow structure, paper §2.4) and non-increasing with V = -A."""
+    # the particle field of the weighted measure is ``general_field``'s (test_direct_equals_...), so this
+    # checks the energy's sign convention and the gradient-flow condition V = ±Q^T K
+    rng = np.random.default_rng(12)
+    Q = rng.normal(size=(3, 3))
+    x0 = mf.uniform_sphere(40, 3, seed=3)
+    w = rng.random(40)
+    w /= w.sum()
+    for cls in (mf.SA, mf.USA):
+        for sign in (1.0, -1.0):
+            model = cls(1.0, Q=Q, K=Q, V=sign * Q.T @ Q)
+            sol = particles.solve(model, x0, np.linspace(0.0, 1.0, 6), weights=w, energy=False, progress=False)
+            E = [gf.energy(model, x, w)[0] for x in sol.x]
+            assert np.all(sign * np.diff(E) >= -1e-13 * max(E))          # round-off once clustered
+            assert sign * (E[-1] - E[0]) > 0.01 * E[0]
 
 
 # ---------------------------------------------------------------- growth rates of the uniform state
