@@ -76,16 +76,17 @@ def _heads(model):
     return getattr(model, "heads", (model,))
 
 
-def degree(beta_norm: float, d: int) -> int:
+def degree(beta_norm: float, d: int, tolerance: float = spectral.TRUNCATION) -> int:
     r"""Truncation degree of the expansion of e^{β x^T A y} on S^{d-1} for β‖A‖_2 = ``beta_norm``.
 
     .. math::
 
-        L = \min\{L : \text{tail}_{l > L} \text{ of } e^{b(\langle u, y\rangle - 1)} \le 10^{-17}\},
+        L = \min\{L : \textstyle\sum_{l > L} \varepsilon_l \kappa_l(b) \le \text{tolerance}\},
         \qquad b = \beta \lVert A \rVert_2,
 
-    the isotropic degree (``spectral.degree``) at b, which bounds the tail at every target's
-    b(x) = β|A^T x| <= b.
+    (ε_l = 2 on S^1, 2l + 1 on S^2): the isotropic kernel's tail at b relative to its largest value,
+    which bounds the tail at every target's b(x) = β|A^T x| <= b.  At the default tolerance this is
+    ``spectral.degree(b, d)``, the isotropic engines' degree.
 
     Parameters
     ----------
@@ -93,18 +94,39 @@ def degree(beta_norm: float, d: int) -> int:
         β‖A‖_2 >= 0, at most ``spectral.MAX_BETA``.
     d : {2, 3}
         The dimension (S^1 or S^2).
+    tolerance : float
+        The tail allowed, in (0, 1).
 
     Returns
     -------
     int
 
+    Raises
+    ------
+    ValueError
+        If the tolerance is not in (0, 1).
+
     Examples
     --------
     >>> from meanfield.solvers import general_field
-    >>> general_field.degree(30.0, 3), general_field.degree(30.0, 2)
-    (52, 51)
+    >>> general_field.degree(30.0, 3), general_field.degree(30.0, 2), general_field.degree(30.0, 3, 1e-8)
+    (52, 51, 34)
     """
-    return spectral.degree(float(beta_norm), d)
+    tolerance = _tolerance(tolerance)
+    if tolerance == spectral.TRUNCATION:
+        return spectral.degree(float(beta_norm), d)
+    top = int(12 * np.sqrt(beta_norm) + 2 * beta_norm ** (1 / 3) + 64)
+    kappa = kernel_weights([beta_norm], top, d)[0]
+    weight = kappa * (np.where(np.arange(top + 1) == 0, 1.0, 2.0) if d == 2 else 2.0 * np.arange(top + 1) + 1.0)
+    tail = np.cumsum(weight[::-1])[::-1]                    # tail[l] = the sum over degrees >= l
+    return int(np.argmax(tail <= tolerance)) - 1
+
+
+def _tolerance(value):
+    value = float(as_float_array(value, "tolerance"))
+    if not 0 < value < 1:
+        raise ValueError(f"tolerance must be in (0, 1); got {value:g}")
+    return value
 
 
 def kernel_weights(b: ArrayLike, L: int, d: int) -> np.ndarray:
@@ -202,10 +224,10 @@ def _basis_layout(L, d):
 class _HeadExpansion:
     """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles."""
 
-    def __init__(self, A, beta, targets, sources):
+    def __init__(self, A, beta, targets, sources, tolerance):
         d = targets.shape[1]
         self.norm = float(np.linalg.norm(A, 2))
-        self.degree = degree(beta * self.norm, d)
+        self.degree = degree(beta * self.norm, d, tolerance)
         poles = targets @ A
         length = np.linalg.norm(poles, axis=1)
         self.shift = beta * length                   # b_i = β |A^T x_i|
@@ -213,7 +235,7 @@ class _HeadExpansion:
         degrees, eps = _basis_layout(self.degree, d)
         self.sources = basis(sources, self.degree)
         self.targets = basis(poles, self.degree) * (eps * kernel_weights(self.shift, self.degree, d)[:, degrees])
-        self.delta = spectral.roundoff(beta * self.norm, d)
+        self.delta = spectral.roundoff(beta * self.norm, d) + tolerance
 
     def sums(self, W):
         """S (N, C): Σ_j W_jc e^{β x_i^T A y_j - b_i}."""
@@ -246,6 +268,9 @@ class GeneralField:
         ``TABLE_BYTES`` and it is cheaper than direct sums, per head.
     rtol : float
         The relative error bound above which a target is recomputed directly.
+    tolerance : float
+        The truncation tolerance (tail of the expansion relative to the kernel's largest value,
+        ``degree``); the default 1e-17 is the isotropic engines'.
 
     Attributes
     ----------
@@ -275,7 +300,7 @@ class GeneralField:
     """
 
     def __init__(self, model: SA | USA | MultiHead, targets: ArrayLike, sources: ArrayLike | None = None,
-                 summation: str = "auto", rtol: float = RTOL):
+                 summation: str = "auto", rtol: float = RTOL, tolerance: float = spectral.TRUNCATION):
         self.model = as_model(model, multihead=True)
         self.targets = _points(targets, "targets")
         self.sources = self.targets if sources is None else _points(sources, "sources")
@@ -283,16 +308,19 @@ class GeneralField:
         if self.sources.shape[1] != d:
             raise ValueError(f"targets and sources must live in the same R^d; got {d} and {self.sources.shape[1]}")
         summation = as_choice(summation, "summation", SUMMATIONS)
-        self.rtol = float(rtol)
+        tolerance = _tolerance(tolerance)
+        self.rtol = float(as_float_array(rtol, "rtol"))
+        if not self.rtol > 0:
+            raise ValueError(f"rtol must be > 0; got {self.rtol:g}")
         self.interactions = [h.interaction(d) for h in _heads(self.model)]
         self.expansions = []
         for head, (A, _) in zip(_heads(self.model), self.interactions):
             how = _resolve(head, A, d, self.targets.shape[0], self.sources.shape[0], summation)
-            self.expansions.append(_HeadExpansion(A, head.beta, self.targets, self.sources) if how == "expansion"
-                                   else None)
+            self.expansions.append(_HeadExpansion(A, head.beta, self.targets, self.sources, tolerance)
+                                   if how == "expansion" else None)
         self.info = {"summation": ["direct" if e is None else "expansion" for e in self.expansions],
                      "degree": [None if e is None else e.degree for e in self.expansions],
-                     "tolerance": spectral.TRUNCATION, "rtol": self.rtol,
+                     "tolerance": float(tolerance), "rtol": self.rtol,
                      "recomputed": [0] * len(self.expansions)}
 
     def __call__(self, masses: ArrayLike) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ import pytest
 from scipy.special import ive
 
 import meanfield as mf
-from meanfield.solvers import circle, general_field as gf, mesh, particles, sphere
+from meanfield.solvers import circle, general_field as gf, mesh, particles, spectral, sphere
 
 
 def random_heads(rng, d, beta_norm, normalised=True, heads=1):
@@ -193,32 +193,26 @@ def test_kernel_weights_are_the_bessel_coefficients():
 
 @pytest.mark.parametrize("d", [2, 3])
 def test_truncation_meets_the_stated_tolerance(d):
-    """Lower degrees than ``degree`` leave errors above the tolerance: the degree is not oversized by much,
-    and the error falls with L (the accuracy/L trade-off)."""
+    """With the fallback off (rtol = 1), the expansion's error against direct quadrature stays below the
+    stated truncation tolerance and falls with it (the accuracy/degree trade-off); at the default
+    tolerance the degree is the isotropic engines'."""
     rng = np.random.default_rng(9)
     head = random_heads(rng, d, 30.0)
     x, m = cells(d)
     Xd, log_phi_d, _ = gf.attention_field(head, x, x, m, "direct")
-    L = gf.degree(30.0, d)
-    errors = {}
-    for drop in (30, 15, 0):
-        field = gf.GeneralField(head, x, summation="expansion")
-        A, _ = head.interaction(d)
-        field.expansions[0] = _with_degree(field.expansions[0], A, head.beta, x, L - drop)
-        errors[drop] = relative_error(head, field(m)[0], Xd, log_phi_d)
-    assert errors[30] > errors[15] > errors[0]
-    assert errors[30] > 1e-8 and errors[0] < 1e-12
-
-
-def _with_degree(expansion, A, beta, x, L):
-    """The head's tables rebuilt at degree L (for the trade-off test)."""
-    degrees, eps = gf._basis_layout(L, x.shape[1])
-    expansion.degree = L
-    expansion.sources = gf.basis(x, L)
-    poles = x @ A
-    poles /= np.linalg.norm(poles, axis=1, keepdims=True)
-    expansion.targets = gf.basis(poles, L) * (eps * gf.kernel_weights(expansion.shift, L, x.shape[1])[:, degrees])
-    return expansion
+    for b in (0.5, 3.0, 30.0, 1000.0):       # the tail computed here, just above 1e-17, and the isotropic degree
+        assert gf.degree(b, d, 1.0000001e-17) == gf.degree(b, d) == spectral.degree(b, d)
+    errors, degrees = [], []
+    for tolerance in (1e-4, 1e-8, 1e-12):
+        field = gf.GeneralField(head, x, summation="expansion", rtol=1.0, tolerance=tolerance)
+        errors.append(relative_error(head, field(m)[0], Xd, log_phi_d))
+        degrees.append(field.info["degree"][0])
+        assert field.info["tolerance"] == tolerance
+        assert errors[-1] < 1e3 * tolerance                # the tail is relative to e^{b}, the field to Φ
+    assert degrees[0] < degrees[1] < degrees[2] < gf.degree(30.0, d)
+    assert errors[0] > errors[1] > errors[2]
+    with pytest.raises(ValueError, match="tolerance"):
+        gf.GeneralField(head, x, tolerance=0.0)
 
 
 def test_degenerate_interaction_is_a_constant_kernel():
