@@ -57,14 +57,15 @@ from . import _numba_env  # noqa: F401
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
+from scipy.special import gammaln, ive, logsumexp
 
 from meanfield.checks import as_choice, as_float_array
 from meanfield.models import SA, USA, MultiHead, as_model
 
 from . import harmonics, particles, spectral
 
-__all__ = ["GeneralField", "attention_field", "energy", "kernel_weights", "degree", "basis", "SUMMATIONS"]
+__all__ = ["GeneralField", "attention_field", "uniform_field", "energy", "kernel_weights", "degree", "basis",
+           "SUMMATIONS"]
 
 SUMMATIONS = ("auto", "direct", "expansion")
 RTOL = spectral.RTOL
@@ -334,11 +335,7 @@ class GeneralField:
         for h, head in enumerate(_heads(self.model)):
             v, log_phi[h] = self._head(h, head, m)
             X += v
-        ff = getattr(self.model, "feedforward", None)
-        if ff is not None:
-            f = ff.field(self.targets)
-            X += f - np.sum(f * self.targets, axis=1, keepdims=True) * self.targets
-        return X, log_phi
+        return X + _feedforward(self.model, self.targets), log_phi
 
     def kernel_sums(self, h: int, W: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         r"""Head h's shifted kernel sums of arbitrary weight columns, and the shifts.
@@ -415,6 +412,15 @@ class GeneralField:
         return X, log_phi
 
 
+def _feedforward(model, x):
+    """P_x W σ(A x + b) of a MultiHead's feed-forward term at x (0 without one)."""
+    ff = getattr(model, "feedforward", None)
+    if ff is None:
+        return 0.0
+    f = ff.field(x)
+    return f - np.sum(f * x, axis=1, keepdims=True) * x
+
+
 def _points(x, name):
     x = as_float_array(x, name)
     if x.ndim != 2 or x.shape[1] < 2 or x.shape[0] == 0:
@@ -488,6 +494,63 @@ def attention_field(model: SA | USA | MultiHead, targets: ArrayLike, sources: Ar
     field = GeneralField(model, targets, sources, summation)
     X, log_phi = field(masses)
     return X, log_phi, field.info
+
+
+def uniform_field(model: SA | USA | MultiHead, targets: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    r"""The exact field of the uniform probability measure σ on S^{d-1}, for any Q, K, V.
+
+    With w = β A^T x, b = |w| and the Funk–Hecke integrals c_l(b) = Γ(d/2) (2/b)^{d/2-1} I_{l+d/2-1}(b),
+
+    .. math::
+
+        \Phi(x) = \int e^{\langle w, y\rangle} d\sigma(y) = c_0(b), \qquad
+        \int e^{\langle w, y\rangle} y \, d\sigma(y) = c_1(b) \frac{w}{b},
+
+    so X(x) = P_x V ŵ c_1/c_0 (SA) or P_x V ŵ c_1 (USA), ŵ = w/b: not zero unless V A^T x is parallel
+    to x (the uniform state is stationary for Q^T K = c I, V = v I).  The discrete uniform state's field
+    minus this one is the quadrature error that a well-balanced scheme removes.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Constant, non-causal weights (the feed-forward term is added as in ``GeneralField``).
+    targets : array_like, shape (N, d)
+        Unit vectors.
+
+    Returns
+    -------
+    X : ndarray, shape (N, d)
+    log_phi : ndarray, shape (heads, N)
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import general_field
+    >>> x = np.array([[1.0, 0.0, 0.0], [0.0, 0.6, 0.8]])
+    >>> X, log_phi = general_field.uniform_field(mf.SA(2.0), x)
+    >>> bool(np.abs(X).max() < 1e-16), bool(np.allclose(np.exp(log_phi), np.sinh(2.0) / 2.0))
+    (True, True)
+    """
+    model = as_model(model, multihead=True)
+    x = _points(targets, "targets")
+    d = x.shape[1]
+    X = np.zeros(x.shape)
+    log_phi = np.empty((len(_heads(model)), x.shape[0]))
+    for h, head in enumerate(_heads(model)):
+        A, V = head.interaction(d)
+        w = head.beta * (x @ A)
+        b = np.linalg.norm(w, axis=1)
+        direction = w / np.where(b > 0, b, 1.0)[:, None]
+        nu = d / 2 - 1
+        with np.errstate(divide="ignore"):
+            log_scale = gammaln(d / 2) + nu * (np.log(2.0) - np.log(b)) + b   # Γ(d/2) (2/b)^ν e^b
+            log_c0 = np.where(b > 0, log_scale + np.log(ive(nu, b)), 0.0)
+            log_c1 = np.where(b > 0, log_scale + np.log(ive(nu + 1, b)), -np.inf)
+        G = direction @ V.T
+        G -= np.sum(G * x, axis=1, keepdims=True) * x
+        X += G * np.exp(log_c1 - log_c0 if head.normalised else log_c1)[:, None]
+        log_phi[h] = log_c0
+    return X + _feedforward(model, x), log_phi
 
 
 def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,

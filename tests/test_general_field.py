@@ -158,6 +158,36 @@ def test_isotropic_cases_equal_the_circle_engine(cls):
             assert np.abs(u - ui).max() < 1e-13 * max(1.0, np.abs(ui).max())
 
 
+# ---------------------------------------------------------------- the uniform measure: an exact field
+
+@pytest.mark.parametrize("normalised", [True, False])
+def test_uniform_measure_on_the_circle_has_the_exact_field(normalised):
+    """Equispaced cells are a spectrally accurate quadrature: the cell field is the exact one to round-off."""
+    N = 512
+    theta = circle.cell_angles(N)
+    x = np.column_stack([np.cos(theta), np.sin(theta)])
+    model = mf.MultiHead([random_heads(np.random.default_rng(s), 2, 8.0, normalised) for s in (1, 2)])
+    exact, log_phi = gf.uniform_field(model, x)
+    for how in ("expansion", "direct"):
+        X, log_phi_h, _ = gf.attention_field(model, x, x, np.full(N, 1 / N), how)
+        assert relative_error(model, X, exact, log_phi) < 1e-13
+        assert np.abs(log_phi_h - log_phi).max() < 1e-13
+
+
+def test_uniform_measure_on_icospheres_converges_to_the_exact_field():
+    """The cell measure of the uniform density on icospheres 3, 4, 5: error O(h^2) against the exact field
+    (a check of the field that shares nothing with the expansion or the quadrature)."""
+    head = random_heads(np.random.default_rng(5), 3, 4.0)
+    errors = []
+    for level in (3, 4, 5):
+        cells3 = mesh.icosphere(level)
+        exact, log_phi = gf.uniform_field(head, cells3.points)
+        X = gf.attention_field(head, cells3.points, cells3.points, cells3.areas / (4 * np.pi), "expansion")[0]
+        errors.append(relative_error(head, X, exact, log_phi))
+    assert errors[0] < 1e-2 and errors[0] / errors[1] > 3.5 and errors[1] / errors[2] > 3.5
+    assert np.abs(exact).max() > 0.1                     # the uniform state is not at rest here
+
+
 # ---------------------------------------------------------------- harmonic pieces
 
 def test_kernel_sums_of_second_moments():
