@@ -263,19 +263,22 @@ def most_unstable_mode(model: SA | USA, d: int) -> int:
 
 
 def speed_bound(model: SA | USA | MultiHead) -> float:
-    r"""Supremum of the speed |X[μ](x)| over probability measures μ (isotropic models, V = ±I).
+    r"""Supremum (a bound for general Q, K, V) of the speed |X[μ](x)| over probability measures μ.
 
     .. math::
 
         \text{SA: } 1, \qquad \text{USA: } \max_{t \in [-1, 1]} e^{\beta t} \sqrt{1 - t^2}
         = e^{\beta t^*} \sqrt{1 - t^{*2}}, \quad t^* = \frac{\sqrt{1 + 4\beta^2} - 1}{2\beta},
 
-    (t* = 0 at β = 0); MultiHead: the sum of the heads' bounds.
+    (t* = 0 at β = 0) for QᵀK = I and V = ±I; |v| times that at β' = |c| β for QᵀK = c I, V = v I
+    (scalar weights); for matrices the bound ‖V‖_2 (SA: V times a convex combination of unit vectors)
+    and ‖V‖_2 e^{β‖QᵀK‖_2} (USA); MultiHead: the sum of the heads' bounds (its feed-forward term is
+    not bounded here).
 
     Parameters
     ----------
     model : SA, USA or MultiHead
-        With QᵀK = I and V = ±I (every head).
+        Constant weights.
 
     Returns
     -------
@@ -285,25 +288,38 @@ def speed_bound(model: SA | USA | MultiHead) -> float:
     Raises
     ------
     ValueError
-        If a model is not isotropic, or the bound exceeds the largest double.
+        If a MultiHead has a feed-forward term, or the bound exceeds the largest double.
 
     Examples
     --------
-    >>> import meanfield as mf
+    >>> import numpy as np, meanfield as mf
     >>> from meanfield.theory import speed_bound
     >>> speed_bound(mf.SA(beta=3.0)), speed_bound(mf.USA(beta=0.0))
     (1.0, 1.0)
+    >>> speed_bound(mf.SA(beta=3.0, V=np.diag([1.0, -3.0])))
+    3.0
+    >>> speed_bound(mf.USA(beta=1.0, Q=2.0)) == speed_bound(mf.USA(beta=2.0))
+    True
     """
     model = as_model(model, multihead=True)
     if hasattr(model, "heads"):
+        if model.feedforward is not None:
+            raise ValueError("speed_bound does not bound a feed-forward term")
         return sum(speed_bound(head) for head in model.heads)
-    if not model.is_isotropic:
-        raise ValueError("speed_bound is for Q^T K = I and V = ±I")
+    c, v = model.attention_scalar, model.value_scalar
+    if c is None or v is None:
+        d = next(getattr(model, n).shape[0] for n in "QKV" if isinstance(getattr(model, n), np.ndarray))
+        A, V = model.interaction(d)
+        norm = float(np.linalg.norm(V, 2))
+        if model.normalised:
+            return norm
+        return _exp(np.log(norm) + model.beta * np.linalg.norm(A, 2) if norm > 0 else -np.inf,
+                    f"the USA speed bound at beta |Q^T K| = {model.beta * np.linalg.norm(A, 2):g}")
     if model.normalised:
-        return 1.0
-    b = model.beta
+        return abs(v)
+    b = abs(c) * model.beta
     t = 0.0 if b == 0 else (np.sqrt(1 + 4 * b * b) - 1) / (2 * b)
-    return _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
+    return abs(v) * _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
 
 
 def _exp(log_value, what):

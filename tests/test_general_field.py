@@ -337,6 +337,25 @@ def test_energy_increases_along_the_particle_flow():
             assert sign * (E[-1] - E[0]) > 0.01 * E[0]
 
 
+def test_speed_bound_holds_for_general_weights():
+    """theory.speed_bound against the largest field of random two-point measures (and a Dirac next to
+    the target, where the USA bound is nearly attained for scalar weights)."""
+    rng = np.random.default_rng(13)
+    for d in (2, 3):
+        models = [random_heads(rng, d, 3.0, normalised) for normalised in (True, False)]
+        models += [mf.USA(1.5, Q=2.0, V=-0.5), mf.SA(2.0, Q=-1.0, V=3.0)]
+        for model in models:
+            bound = mf.theory.speed_bound(model)
+            y = mf.uniform_sphere(400, d, seed=d)
+            top = 0.0
+            for j in range(0, 400, 2):
+                X = gf.attention_field(model, y, y[j:j + 2], np.array([0.5, 0.5]), "direct")[0]
+                top = max(top, np.linalg.norm(X, axis=1).max())
+            assert top <= bound * (1 + 1e-12)
+            if model.value_scalar is not None:
+                assert top > 0.5 * bound
+
+
 # ---------------------------------------------------------------- growth rates of the uniform state
 
 @pytest.mark.parametrize("cls", [mf.SA, mf.USA])
