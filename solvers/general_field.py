@@ -56,6 +56,7 @@ from __future__ import annotations
 from . import _numba_env  # noqa: F401
 
 import numpy as np
+from numba import njit, prange
 from numpy.typing import ArrayLike
 from scipy.special import gammaln, ive, logsumexp
 
@@ -222,6 +223,14 @@ def _basis_layout(L, d):
     return np.concatenate([[0], k, k]), np.concatenate([[1.0], np.full(2 * L, 2.0)])
 
 
+@njit(parallel=True, cache=True)
+def _weigh_columns(T, kappa, degrees, eps):
+    """T[i, b] *= ε_b κ[i, l(b)] in place: the synthesis table from the basis at the poles."""
+    for i in prange(T.shape[0]):
+        for b in range(T.shape[1]):
+            T[i, b] *= eps[b] * kappa[i, degrees[b]]
+
+
 class _HeadExpansion:
     """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles."""
 
@@ -235,7 +244,8 @@ class _HeadExpansion:
         poles = np.where(length[:, None] > 0, poles / np.where(length > 0, length, 1.0)[:, None], targets)
         degrees, eps = _basis_layout(self.degree, d)
         self.sources = basis(sources, self.degree)
-        self.targets = basis(poles, self.degree) * (eps * kernel_weights(self.shift, self.degree, d)[:, degrees])
+        self.targets = basis(poles, self.degree)
+        _weigh_columns(self.targets, kernel_weights(self.shift, self.degree, d), degrees, eps)
         self.delta = spectral.roundoff(beta * self.norm, d) + tolerance
 
     def sums(self, W):
