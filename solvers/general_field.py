@@ -336,16 +336,106 @@ class GeneralField:
 
     def __call__(self, masses: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """(X (N, d), log Φ (heads, N)) of the measure Σ_j m_j δ_{y_j}; masses (M,) non-negative."""
+        m = self._masses(masses)
+        X = np.zeros(self.targets.shape)
+        log_phi = np.empty((len(self.expansions), self.targets.shape[0]))
+        for h, head in enumerate(_heads(self.model)):
+            v, log_phi[h], _ = self._head(h, head, m)
+            X += v
+        return X + _feedforward(self.model, self.targets), log_phi
+
+    def stage(self, masses: ArrayLike, cells: ArrayLike, tangents: ArrayLike
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        r"""The field and its slopes along geodesics: what a second-order face extrapolation needs.
+
+        For each pair (i_k, t_k) of a target and a unit tangent t ⟂ x_i, the derivative at s = 0 of
+        f(s) = ⟨X(x(s)), t(s)⟩ along x(s) = x cos s + t sin s, t(s) = x'(s), summed over the heads:
+
+        .. math::
+
+            f'(0) = \frac{\beta\, t^T V H A^T t - \langle V G, x\rangle}{\Phi}
+                    - \beta \frac{(t^T V G)(t^T A G)}{\Phi^2} \ \text{(SA)}, \qquad
+            f'(0) = \beta\, t^T V H A^T t - \langle V G, x\rangle \ \text{(USA)},
+
+        with Φ, G = Σ m_j k y_j, H = Σ m_j k y_j y_j^T at x_i (k = e^{β x^T A y}, ∇_x k = β A y k),
+        from one expansion of 1 + d + d² weight columns per head.
+
+        Parameters
+        ----------
+        masses : array_like, shape (M,)
+            Non-negative masses.
+        cells : array_like of int, shape (K,)
+            Target indices i_k.
+        tangents : array_like, shape (K, d)
+            Unit tangents t_k at x_{i_k}.
+
+        Returns
+        -------
+        X : ndarray, shape (N, d)
+        log_phi : ndarray, shape (heads, N)
+        slopes : ndarray, shape (K,)
+            f'(0), 0 where not trusted.
+        trusted : ndarray of bool, shape (K,)
+            Where every head's expansion is trusted at x_{i_k} (elsewhere the field was summed directly
+            and the slope is not available: use a first-order value).
+
+        Raises
+        ------
+        ValueError
+            For a head summed directly, a feed-forward term, or cells/tangents of the wrong shape.
+
+        Examples
+        --------
+        >>> import numpy as np, meanfield as mf
+        >>> from meanfield.solvers import general_field
+        >>> theta = np.linspace(0, 2 * np.pi, 32, endpoint=False)
+        >>> x = np.column_stack([np.cos(theta), np.sin(theta)])
+        >>> field = general_field.GeneralField(mf.SA(1.0), x, summation="expansion")
+        >>> rho = 1 + 0.5 * np.cos(theta)
+        >>> X, log_phi, slopes, trusted = field.stage(rho / rho.sum(), [0], [[0.0, 1.0]])
+        >>> bool(trusted[0]), bool(slopes[0] < 0)              # the peak at θ = 0 attracts
+        (True, True)
+        """
+        if getattr(self.model, "feedforward", None) is not None:
+            raise ValueError("GeneralField.stage does not differentiate a feed-forward term")
+        m = self._masses(masses)
+        cells = np.asarray(cells)
+        t = as_float_array(tangents, "tangents")
+        n, d = self.targets.shape
+        if cells.ndim != 1 or cells.dtype.kind not in "iu" or np.any(cells < 0) or np.any(cells >= n) \
+                or t.shape != (cells.size, d):
+            raise ValueError(f"cells must be K target indices in [0, {n}) and tangents a (K, {d}) array; got "
+                             f"{cells.shape} {cells.dtype} and {t.shape}")
+        X = np.zeros(self.targets.shape)
+        log_phi = np.empty((len(self.expansions), n))
+        slopes = np.zeros(cells.size)
+        trusted = np.ones(cells.size, dtype=bool)
+        x = self.targets[cells]
+        for h, head in enumerate(_heads(self.model)):
+            if self.expansions[h] is None:
+                raise ValueError(f"head {h} is summed directly; the slopes need the expansion")
+            v, log_phi[h], (sums, ok) = self._head(h, head, m, second=True)
+            X += v
+            A, V = self.interactions[h]
+            S, good = sums[cells], ok[cells]
+            phi, G, H = S[:, 0], S[:, 1:d + 1], S[:, d + 1:].reshape(-1, d, d)
+            tV, tA = t @ V, t @ A
+            slope = head.beta * np.einsum("ka,kab,kb->k", tV, H, tA) - np.einsum("ka,ka->k", G @ V.T, x)
+            if head.normalised:
+                phi = np.where(good, phi, 1.0)
+                slope = slope / phi - head.beta * np.sum(tV * G, 1) * np.sum(tA * G, 1) / phi ** 2
+            else:
+                slope = slope * np.exp(self.expansions[h].shift[cells])
+            slopes += np.where(good, slope, 0.0)
+            trusted &= good
+        return X, log_phi, np.where(trusted, slopes, 0.0), trusted
+
+    def _masses(self, masses):
         m = as_float_array(masses, "masses")
         if m.shape != (self.sources.shape[0],) or np.any(m < 0):
             raise ValueError(f"masses must be {self.sources.shape[0]} non-negative numbers, one per source; "
                              f"got shape {m.shape}")
-        X = np.zeros(self.targets.shape)
-        log_phi = np.empty((len(self.expansions), self.targets.shape[0]))
-        for h, head in enumerate(_heads(self.model)):
-            v, log_phi[h] = self._head(h, head, m)
-            X += v
-        return X + _feedforward(self.model, self.targets), log_phi
+        return m
 
     def kernel_sums(self, h: int, W: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         r"""Head h's shifted kernel sums of arbitrary weight columns, and the shifts.
@@ -395,15 +485,21 @@ class GeneralField:
             raise ValueError(f"W must have one row per source ({self.sources.shape[0]}); got shape {W.shape}")
         return expansion.sums(W), expansion.shift
 
-    def _head(self, h, head, m):
+    def _head(self, h, head, m, second=False):
+        """(X, log Φ, (S, trusted)) of head h: the sums S of m (1, y) (and y y^T with ``second``) by the
+        expansion, direct quadrature at the targets where they are not trusted; S is None when the head
+        is summed directly."""
         expansion = self.expansions[h]
         if expansion is None:
-            return _direct(head, self.targets, self.sources, m)
-        x = self.targets
-        S = expansion.sums(np.column_stack([m, m[:, None] * self.sources]))
+            return (*_direct(head, self.targets, self.sources, m), None)
+        x, y = self.targets, self.sources
+        columns = [m, m[:, None] * y]
+        if second:
+            columns.append((m[:, None, None] * y[:, :, None] * y[:, None, :]).reshape(y.shape[0], -1))
+        S = expansion.sums(np.column_stack(columns))
         floor = expansion.delta * m.sum()
         trusted = S[:, 0] - floor > (1.0 + np.sqrt(x.shape[1])) * floor / self.rtol
-        G = S[:, 1:] @ self.interactions[h][1].T
+        G = S[:, 1:x.shape[1] + 1] @ self.interactions[h][1].T
         X = G - np.sum(G * x, axis=1, keepdims=True) * x
         if head.normalised:
             X /= np.where(trusted, S[:, 0], 1.0)[:, None]
@@ -418,8 +514,8 @@ class GeneralField:
         redo = np.flatnonzero(~trusted)
         self.info["recomputed"][h] = int(redo.size)
         if redo.size:
-            X[redo], log_phi[redo] = _direct(head, x[redo], self.sources, m)
-        return X, log_phi
+            X[redo], log_phi[redo] = _direct(head, x[redo], y, m)
+        return X, log_phi, (S, trusted)
 
 
 def _feedforward(model, x):
@@ -630,7 +726,7 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
 
 def _log_double_sum(field, h, m):
     """log Σ_ij m_i m_j e^{β <A y_i, y_j>} of head h, from its log Φ."""
-    _, log_phi = field._head(h, _heads(field.model)[h], m)
+    _, log_phi, _ = field._head(h, _heads(field.model)[h], m)
     return float(logsumexp(log_phi, b=m))
 
 

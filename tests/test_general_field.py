@@ -158,6 +158,35 @@ def test_isotropic_cases_equal_the_circle_engine(cls):
             assert np.abs(u - ui).max() < 1e-13 * max(1.0, np.abs(ui).max())
 
 
+@pytest.mark.parametrize("d", [2, 3])
+@pytest.mark.parametrize("normalised", [True, False])
+def test_slopes_equal_finite_differences_along_geodesics(d, normalised):
+    """GeneralField.stage's f'(0) of f(s) = <X(x(s)), t(s)> against central differences of the directly
+    summed field at x(±s) (two heads)."""
+    rng = np.random.default_rng(14)
+    model = mf.MultiHead([random_heads(rng, d, b, normalised) for b in (4.0, 9.0)])
+    y, m = cells(d)
+    cells_k = rng.choice(y.shape[0], 40, replace=False)
+    x = y[cells_k]
+    t = rng.normal(size=x.shape)
+    t -= np.sum(t * x, axis=1, keepdims=True) * x
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    X, log_phi, slopes, trusted = gf.GeneralField(model, y, summation="expansion").stage(m, cells_k, t)
+    assert trusted.all()
+    Xd, _, _ = gf.attention_field(model, y, y, m, "direct")
+    assert relative_error(model, X, Xd, log_phi) < 1e-12
+    s = 1e-4
+    f = []
+    for sign in (1.0, -1.0):
+        xs = x * np.cos(s) + sign * t * np.sin(s)
+        ts = -sign * x * np.sin(s) + t * np.cos(s)           # d/ds of x(±s), up to the sign of s
+        Xs = gf.attention_field(model, xs, y, m, "direct")[0]
+        f.append(np.sum(Xs * ts, axis=1))
+    fd = (f[0] - f[1]) / (2 * s)
+    scale = np.abs(fd).max()
+    assert np.abs(slopes - fd).max() < 1e-6 * scale
+
+
 # ---------------------------------------------------------------- the uniform measure: an exact field
 
 @pytest.mark.parametrize("normalised", [True, False])
@@ -417,6 +446,16 @@ def test_bad_points_masses_and_summation_are_refused():
     with pytest.raises(ValueError, match="causal"):
         gf.GeneralField(mf.SA(1.0, causal=True), x)
     field = gf.GeneralField(mf.SA(1.0), x)
+    t = np.array([[0.0, 0.0, 1.0]])
+    with pytest.raises(ValueError, match="target indices"):
+        field.stage(m, [x.shape[0]], t)
+    with pytest.raises(ValueError, match="target indices"):
+        field.stage(m, [0.5], t)
+    with pytest.raises(ValueError, match="directly"):
+        gf.GeneralField(mf.SA(1.0), x, summation="direct").stage(m, [0], t)
+    ff = mf.FeedForward(np.eye(3), np.eye(3), np.zeros(3))
+    with pytest.raises(ValueError, match="feed-forward"):
+        gf.GeneralField(mf.MultiHead([mf.SA(1.0)], feedforward=ff), x).stage(m, [0], t)
     with pytest.raises(ValueError, match="non-negative"):
         field(-m)
     with pytest.raises(ValueError, match="one per source"):
