@@ -70,8 +70,10 @@ __all__ = ["GeneralField", "attention_field", "uniform_field", "energy", "kernel
 
 SUMMATIONS = ("auto", "direct", "expansion")
 RTOL = spectral.RTOL
-#: tables larger than this (bytes, both together) make summation="auto" sum directly
+#: harmonic tables up to this size (bytes, sources and targets together) are stored per head; larger ones
+#: are rebuilt in blocks of BLOCK_BYTES at each evaluation
 TABLE_BYTES = 1 << 29
+BLOCK_BYTES = 1 << 25
 
 
 def _heads(model):
@@ -232,7 +234,8 @@ def _weigh_columns(T, kappa, degrees, eps):
 
 
 class _HeadExpansion:
-    """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles."""
+    """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles, stored
+    when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``)."""
 
     def __init__(self, A, beta, targets, sources, tolerance):
         d = targets.shape[1]
@@ -241,16 +244,35 @@ class _HeadExpansion:
         poles = targets @ A
         length = np.linalg.norm(poles, axis=1)
         self.shift = beta * length                   # b_i = β |A^T x_i|
-        poles = np.where(length[:, None] > 0, poles / np.where(length > 0, length, 1.0)[:, None], targets)
-        degrees, eps = _basis_layout(self.degree, d)
-        self.sources = basis(sources, self.degree)
-        self.targets = basis(poles, self.degree)
-        _weigh_columns(self.targets, kernel_weights(self.shift, self.degree, d), degrees, eps)
+        self.poles = np.where(length[:, None] > 0, poles / np.where(length > 0, length, 1.0)[:, None], targets)
+        self.points = sources
+        self.kappa = kernel_weights(self.shift, self.degree, d)
         self.delta = spectral.roundoff(beta * self.norm, d) + tolerance
+        modes = (self.degree + 1) ** 2 if d == 3 else 2 * self.degree + 1
+        self.stored = (targets.shape[0] + sources.shape[0]) * modes * 8 <= TABLE_BYTES
+        self.rows = max(64, BLOCK_BYTES // (8 * modes))
+        if self.stored:
+            self.sources = self._source_table(slice(None))
+            self.targets = self._target_table(slice(None))
+
+    def _source_table(self, rows):
+        return basis(self.points[rows], self.degree)
+
+    def _target_table(self, rows):
+        T = basis(self.poles[rows], self.degree)
+        _weigh_columns(T, self.kappa[rows], *_basis_layout(self.degree, self.poles.shape[1]))
+        return T
 
     def sums(self, W):
         """S (N, C): Σ_j W_jc e^{β x_i^T A y_j - b_i}."""
-        return self.targets @ (self.sources.T @ W)
+        if self.stored:
+            return self.targets @ (self.sources.T @ W)
+        coef = sum(self._source_table(slice(j, j + self.rows)).T @ W[j:j + self.rows]
+                   for j in range(0, W.shape[0], self.rows))
+        out = np.empty((self.poles.shape[0], W.shape[1]))
+        for i in range(0, out.shape[0], self.rows):
+            out[i:i + self.rows] = self._target_table(slice(i, i + self.rows)) @ coef
+        return out
 
 
 class GeneralField:
@@ -275,8 +297,9 @@ class GeneralField:
         Unit vectors y_j (default: the targets, e.g. cell generators).
     summation : {"auto", "direct", "expansion"}
         "expansion": the harmonic tables (d in {2, 3}, β‖Q^T K‖_2 <= ``spectral.MAX_BETA``);
-        "direct": log-sum-exp quadrature; "auto": the expansion where it applies and its tables fit in
-        ``TABLE_BYTES`` and it is cheaper than direct sums, per head.
+        "direct": log-sum-exp quadrature; "auto": the expansion where it applies and costs less than
+        direct sums, per head.  Tables up to ``TABLE_BYTES`` are stored, larger ones rebuilt in blocks
+        at each call.
     rtol : float
         The relative error bound above which a target is recomputed directly.
     tolerance : float
@@ -286,7 +309,8 @@ class GeneralField:
     Attributes
     ----------
     info : dict
-        "summation" (per head), "degree" (per head, None for direct), "tolerance" (the truncation
+        "summation" (per head), "degree" (per head, None for direct), "tables" ("stored", "blocked" or
+        None, per head), "tolerance" (the truncation
         tolerance, relative to the kernel's largest value), "rtol", "recomputed" (targets summed
         directly by the last call, per head).
 
@@ -331,6 +355,7 @@ class GeneralField:
                                    if how == "expansion" else None)
         self.info = {"summation": ["direct" if e is None else "expansion" for e in self.expansions],
                      "degree": [None if e is None else e.degree for e in self.expansions],
+                     "tables": [None if e is None else "stored" if e.stored else "blocked" for e in self.expansions],
                      "tolerance": float(tolerance), "rtol": self.rtol,
                      "recomputed": [0] * len(self.expansions)}
 
@@ -549,8 +574,7 @@ def _resolve(head, A, d, n, m, summation):
         return "direct"
     L = degree(beta_norm, d)
     modes = (L + 1) ** 2 if d == 3 else 2 * L + 1
-    fits = (n + m) * modes * 8 <= TABLE_BYTES
-    return "expansion" if fits and 2 * (n + m) * modes * (d + 1) < n * m * (3 * d + 20) else "direct"
+    return "expansion" if 2 * (n + m) * modes * (d + 1) < n * m * (3 * d + 20) else "direct"
 
 
 def _direct(head, x, y, m):

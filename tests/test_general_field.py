@@ -274,6 +274,25 @@ def test_truncation_meets_the_stated_tolerance(d):
         gf.GeneralField(head, x, tolerance=0.0)
 
 
+def test_blocked_tables_equal_stored_ones(monkeypatch):
+    """Tables too large to store are rebuilt in blocks at each call: the same sums, to round-off."""
+    rng = np.random.default_rng(15)
+    model = mf.MultiHead([random_heads(rng, 3, 6.0), random_heads(rng, 3, 2.0, False)])
+    y, m = cells(3)
+    t = np.cross(y[:5], [0.0, 0.0, 1.0])
+    t /= np.linalg.norm(t, axis=1, keepdims=True)
+    stored = gf.GeneralField(model, y, summation="expansion")
+    monkeypatch.setattr(gf, "TABLE_BYTES", 1 << 16)
+    monkeypatch.setattr(gf, "BLOCK_BYTES", 1 << 18)
+    blocked = gf.GeneralField(model, y, summation="expansion")
+    assert stored.info["tables"] == ["stored"] * 2 and blocked.info["tables"] == ["blocked"] * 2
+    *values, trusted = stored.stage(m, np.arange(5), t)
+    *blocked_values, blocked_trusted = blocked.stage(m, np.arange(5), t)
+    assert np.array_equal(trusted, blocked_trusted)
+    for a, b in zip(values, blocked_values):
+        assert np.abs(a - b).max() <= 1e-13 * max(1.0, np.abs(a).max())
+
+
 def test_degenerate_interaction_is_a_constant_kernel():
     """Q^T K of rank 1 vanishes on a plane of targets (b(x) = 0): the kernel is 1 there."""
     Q = np.zeros((3, 3))
