@@ -39,6 +39,13 @@ from the clusters at large β) is recomputed by direct log-sum-exp quadrature
 (``particles.attention_field(summation="direct")``, Numba-parallel, O(N M d)).  USA sums are scaled
 by e^{b(x)} <= e^{β‖A‖_2}.
 
+In an engine: ``GeneralField(model, mesh.points)`` once per mesh (it builds the tables), then per
+stage ``field(rho * areas)`` for the cell velocities and log Φ, or ``field.stage(masses, cells,
+tangents)`` for the velocities with their slopes along the face normals (second-order face values);
+``uniform_field`` (exact) minus the field of the discrete uniform density is the quadrature error a
+well-balanced scheme subtracts (the uniform state is not at rest unless V A^T x ∥ x); ``energy`` gives
+E_A where the flow is a gradient flow.
+
 Examples
 --------
 >>> import numpy as np, meanfield as mf
