@@ -442,20 +442,21 @@ class GeneralField:
         log_phi = np.empty((len(self.expansions), n))
         slopes = np.zeros(cells.size)
         trusted = np.ones(cells.size, dtype=bool)
-        x = self.targets[cells]
         for h, head in enumerate(_heads(self.model)):
             if self.expansions[h] is None:
                 raise ValueError(f"head {h} is summed directly; the slopes need the expansion")
-            v, log_phi[h], (sums, ok) = self._head(h, head, m, second=True)
+            v, log_phi[h], (S, ok) = self._head(h, head, m, second=True)
             X += v
             A, V = self.interactions[h]
-            S, good = sums[cells], ok[cells]
-            phi, G, H = S[:, 0], S[:, 1:d + 1], S[:, d + 1:].reshape(-1, d, d)
-            tV, tA = t @ V, t @ A
-            slope = head.beta * np.einsum("ka,kab,kb->k", tV, H, tA) - np.einsum("ka,ka->k", G @ V.T, x)
+            # per target: V G, A G, <V G, x> and B = V H A^T; per pair only the quadratic forms in t
+            VG, AG = S[:, 1:d + 1] @ V.T, S[:, 1:d + 1] @ A.T
+            B = np.matmul(V, S[:, d + 1:].reshape(n, d, d)) @ A.T
+            radial = np.sum(VG * self.targets, axis=1)
+            slope = head.beta * np.einsum("ka,kab,kb->k", t, B[cells], t) - radial[cells]
+            good = ok[cells]
             if head.normalised:
-                phi = np.where(good, phi, 1.0)
-                slope = slope / phi - head.beta * np.sum(tV * G, 1) * np.sum(tA * G, 1) / phi ** 2
+                phi = np.where(good, S[cells, 0], 1.0)
+                slope = slope / phi - head.beta * np.sum(t * VG[cells], 1) * np.sum(t * AG[cells], 1) / phi ** 2
             else:
                 slope = slope * np.exp(self.expansions[h].shift[cells])
             slopes += np.where(good, slope, 0.0)
