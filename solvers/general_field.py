@@ -240,6 +240,34 @@ def _weigh_columns(T, kappa, degrees, eps):
             T[i, b] *= eps[b] * kappa[i, degrees[b]]
 
 
+@njit(parallel=True, cache=True)
+def _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, beta, normalised, slopes, trusted):
+    """slopes[k] += f'(0) of ``GeneralField.stage`` at the pair (cells[k], t[k]) from the per-target
+    B = V H A^T, V G, A G, <V G, x> and factor = Φ (SA) or e^{b} (USA); trusted[k] &= ok[cells[k]]."""
+    d = t.shape[1]
+    for k in prange(cells.size):
+        i = cells[k]
+        if not ok[i]:
+            trusted[k] = False
+            continue
+        q = 0.0
+        tv = 0.0
+        ta = 0.0
+        for a in range(d):
+            row = 0.0
+            for b in range(d):
+                row += B[i, a, b] * t[k, b]
+            q += t[k, a] * row
+            tv += t[k, a] * VG[i, a]
+            ta += t[k, a] * AG[i, a]
+        value = beta * q - radial[i]
+        if normalised:
+            value = value / factor[i] - beta * tv * ta / (factor[i] * factor[i])
+        else:
+            value *= factor[i]
+        slopes[k] += value
+
+
 class _HeadExpansion:
     """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles, stored
     when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``)."""
@@ -438,6 +466,7 @@ class GeneralField:
                 or t.shape != (cells.size, d):
             raise ValueError(f"cells must be K target indices in [0, {n}) and tangents a (K, {d}) array; got "
                              f"{cells.shape} {cells.dtype} and {t.shape}")
+        cells, t = np.ascontiguousarray(cells, dtype=np.int64), np.ascontiguousarray(t)
         X = np.zeros(self.targets.shape)
         log_phi = np.empty((len(self.expansions), n))
         slopes = np.zeros(cells.size)
@@ -452,15 +481,8 @@ class GeneralField:
             VG, AG = S[:, 1:d + 1] @ V.T, S[:, 1:d + 1] @ A.T
             B = np.matmul(V, S[:, d + 1:].reshape(n, d, d)) @ A.T
             radial = np.sum(VG * self.targets, axis=1)
-            slope = head.beta * np.einsum("ka,kab,kb->k", t, B[cells], t) - radial[cells]
-            good = ok[cells]
-            if head.normalised:
-                phi = np.where(good, S[cells, 0], 1.0)
-                slope = slope / phi - head.beta * np.sum(t * VG[cells], 1) * np.sum(t * AG[cells], 1) / phi ** 2
-            else:
-                slope = slope * np.exp(self.expansions[h].shift[cells])
-            slopes += np.where(good, slope, 0.0)
-            trusted &= good
+            factor = np.ascontiguousarray(S[:, 0]) if head.normalised else np.exp(self.expansions[h].shift)
+            _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, head.beta, head.normalised, slopes, trusted)
         return X, log_phi, np.where(trusted, slopes, 0.0), trusted
 
     def _masses(self, masses):
