@@ -40,8 +40,8 @@ def _as_matrix(value, name):
     arr = as_float_array(value, name)
     if arr.ndim == 0:
         return float(arr)
-    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
-        raise ValueError(f"{name} must be a scalar or a square (d, d) matrix; got shape {arr.shape}")
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
+        raise ValueError(f"{name} must be a scalar or a square (d, d) matrix, d >= 1; got shape {arr.shape}")
     arr = arr.copy()
     arr.setflags(write=False)
     return arr
@@ -66,6 +66,10 @@ class _Attention:
             value = getattr(self, name)
             if not callable(value):
                 object.__setattr__(self, name, _as_matrix(value, name))
+        shapes = {n: getattr(self, n).shape for n in "QKV" if isinstance(getattr(self, n), np.ndarray)}
+        if len(set(shapes.values())) > 1:
+            raise ValueError("Q, K and V must act on the same R^d; got shapes "
+                             + ", ".join(f"{n} {shape}" for n, shape in shapes.items()))
 
     @property
     def is_time_dependent(self):
@@ -187,7 +191,7 @@ class SA(_Attention):
     Raises
     ------
     ValueError
-        If β < 0 or a matrix is not square.
+        If β < 0, a matrix is not square, has NaN or inf entries, or the matrices differ in size.
     TypeError
         If causal is not a bool.
 
@@ -229,7 +233,7 @@ class USA(_Attention):
     Raises
     ------
     ValueError
-        If β < 0 or a matrix is not square.
+        If β < 0, a matrix is not square, has NaN or inf entries, or the matrices differ in size.
     TypeError
         If causal is not a bool.
 

@@ -139,12 +139,13 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
 
     with the Funk–Hecke coefficient c_l(β) (``funk_hecke``), sign - for V = -I. At β = 0 both reduce
     to the consensus dynamics: λ_1 = ±(d-1)/d, λ_l = 0 for l >= 2. With diffusion D Δ_S
-    (noise σ = √(2D)) the harmonic's Laplace eigenvalue times D is subtracted.
+    (noise σ = √(2D)) the harmonic's Laplace eigenvalue times D is subtracted.  For QᵀK = c I and
+    V = v I the field is v times that of β' = |c| β (kernel reflected, factor (-1)^(l+1), if c < 0).
 
     Parameters
     ----------
     model : SA or USA
-        With QᵀK = I and V = ±I.
+        With QᵀK = c I and V = v I (Q = K = R a rotation, Q = 2, V = -1, ...).
     d : int
         Ambient dimension (the sphere is S^{d-1}).
     l : int
@@ -160,7 +161,7 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
     Raises
     ------
     ValueError
-        If the model is not isotropic, D < 0, or d, l are out of range.
+        If QᵀK or V is not a multiple of the identity, D < 0, or d, l are out of range.
 
     Examples
     --------
@@ -169,6 +170,8 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
     0.666667
     >>> round(mf.growth_rate(mf.USA(beta=1.0, V=-1), d=2, l=1), 6)  # -I_1(1)
     -0.565159
+    >>> mf.growth_rate(mf.SA(beta=1.0, Q=2.0), d=3, l=2) == mf.growth_rate(mf.SA(beta=2.0), d=3, l=2)
+    True
     """
     diffusion = float(as_float_array(diffusion, "diffusion"))
     if diffusion < 0:
@@ -179,20 +182,32 @@ def growth_rate(model: SA | USA, d: int, l: int, diffusion: float = 0.0) -> floa
 
 def _interaction_rate(model, d, l):
     model = as_model(model)
-    if not model.is_isotropic:
-        raise ValueError("growth rates are for Q^T K = I and V = ±I")
     d = as_count(d, "d", minimum=2)
     l = as_count(l, "l", minimum=0)
-    beta = model.beta
+    c, v = _scalar_weights(model, d)
+    beta = abs(c) * model.beta                     # e^{cβ<x,y>}: the kernel at β' = |c|β, reflected if c < 0
+    parity = 1.0 if c >= 0 else (-1.0) ** (l + 1)    # c_l(-β') / (-β') = (-1)^(l+1) c_l(β') / β'
     eig = l * (l + d - 2)
-    if l == 0:
+    if l == 0 or v == 0:
         return 0.0
     if beta == 0:
-        return model.sign * (d - 1) / d if l == 1 else 0.0
+        return v * (d - 1) / d if l == 1 else 0.0
     log_c = _log_funk_hecke(beta, d, l)
     if model.normalised:
         log_c = log_c - _log_funk_hecke(beta, d, 0)
-    return model.sign * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
+    return parity * v * _exp(np.log(eig) + log_c - np.log(beta), f"the growth rate at beta = {beta:g}")
+
+
+def _scalar_weights(model, d):
+    """(c, v) with Q^T K = c I and V = v I (to 1e-12 relative), or a ValueError: the uniform measure
+    is stationary, and its linearisation diagonal in harmonics, only then."""
+    A, V = model.interaction(d)
+    c, v = A[0, 0], V[0, 0]
+    scale = max(1.0, abs(c), abs(v))
+    if np.abs(A - c * np.eye(d)).max() > 1e-12 * scale or np.abs(V - v * np.eye(d)).max() > 1e-12 * scale:
+        raise ValueError("growth rates are for Q^T K = c I and V = v I (the uniform measure is then stationary); "
+                         f"got Q^T K = {np.round(A, 6).tolist()}, V = {np.round(V, 6).tolist()}")
+    return float(c), float(v)
 
 
 def most_unstable_mode(model: SA | USA, d: int) -> int:
@@ -248,19 +263,22 @@ def most_unstable_mode(model: SA | USA, d: int) -> int:
 
 
 def speed_bound(model: SA | USA | MultiHead) -> float:
-    r"""Supremum of the speed |X[μ](x)| over probability measures μ (isotropic models, V = ±I).
+    r"""Supremum (a bound for general Q, K, V) of the speed |X[μ](x)| over probability measures μ.
 
     .. math::
 
         \text{SA: } 1, \qquad \text{USA: } \max_{t \in [-1, 1]} e^{\beta t} \sqrt{1 - t^2}
         = e^{\beta t^*} \sqrt{1 - t^{*2}}, \quad t^* = \frac{\sqrt{1 + 4\beta^2} - 1}{2\beta},
 
-    (t* = 0 at β = 0); MultiHead: the sum of the heads' bounds.
+    (t* = 0 at β = 0) for QᵀK = I and V = ±I; |v| times that at β' = |c| β for QᵀK = c I, V = v I
+    (scalar weights); for matrices the bound ‖V‖_2 (SA: V times a convex combination of unit vectors)
+    and ‖V‖_2 e^{β‖QᵀK‖_2} (USA); MultiHead: the sum of the heads' bounds (its feed-forward term is
+    not bounded here).
 
     Parameters
     ----------
     model : SA, USA or MultiHead
-        With QᵀK = I and V = ±I (every head).
+        Constant weights.
 
     Returns
     -------
@@ -270,25 +288,38 @@ def speed_bound(model: SA | USA | MultiHead) -> float:
     Raises
     ------
     ValueError
-        If a model is not isotropic, or the bound exceeds the largest double.
+        If a MultiHead has a feed-forward term, or the bound exceeds the largest double.
 
     Examples
     --------
-    >>> import meanfield as mf
+    >>> import numpy as np, meanfield as mf
     >>> from meanfield.theory import speed_bound
     >>> speed_bound(mf.SA(beta=3.0)), speed_bound(mf.USA(beta=0.0))
     (1.0, 1.0)
+    >>> speed_bound(mf.SA(beta=3.0, V=np.diag([1.0, -3.0])))
+    3.0
+    >>> speed_bound(mf.USA(beta=1.0, Q=2.0)) == speed_bound(mf.USA(beta=2.0))
+    True
     """
     model = as_model(model, multihead=True)
     if hasattr(model, "heads"):
+        if model.feedforward is not None:
+            raise ValueError("speed_bound does not bound a feed-forward term")
         return sum(speed_bound(head) for head in model.heads)
-    if not model.is_isotropic:
-        raise ValueError("speed_bound is for Q^T K = I and V = ±I")
+    c, v = model.attention_scalar, model.value_scalar
+    if c is None or v is None:
+        d = next(getattr(model, n).shape[0] for n in "QKV" if isinstance(getattr(model, n), np.ndarray))
+        A, V = model.interaction(d)
+        norm = float(np.linalg.norm(V, 2))
+        if model.normalised:
+            return norm
+        return _exp(np.log(norm) + model.beta * np.linalg.norm(A, 2) if norm > 0 else -np.inf,
+                    f"the USA speed bound at beta |Q^T K| = {model.beta * np.linalg.norm(A, 2):g}")
     if model.normalised:
-        return 1.0
-    b = model.beta
+        return abs(v)
+    b = abs(c) * model.beta
     t = 0.0 if b == 0 else (np.sqrt(1 + 4 * b * b) - 1) / (2 * b)
-    return _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
+    return abs(v) * _exp(b * t + 0.5 * np.log1p(-t * t), f"the USA speed bound at beta = {b:g}")
 
 
 def _exp(log_value, what):

@@ -139,8 +139,9 @@ def test_matrices_of_another_dimension_and_non_models():
         rejects(lambda: call("SA"), "model")
         rejects(lambda: call(None), "model")
     for call in (lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, MESH),
-                 lambda m: mf.growth_rate(m, 3, 2), lambda m: particles.solve_angles(m, np.zeros(3), T)):
+                 lambda m: particles.solve_angles(m, np.zeros(3), T)):
         rejects(lambda: call(mf.SA(1.0, V=2.0)), "V = ±I")
+    rejects(lambda: mf.growth_rate(mf.SA(1.0, V=np.diag([1.0, 2.0, 3.0])), 3, 2), "V = v I")
 
 
 bad_counts = st.one_of(st.integers(max_value=0), st.floats(0.5, 10), st.sampled_from(["3", None, True, 2.0]))
