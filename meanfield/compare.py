@@ -61,7 +61,7 @@ from .models import as_model
 from .sampling import METHODS, RANDOMISED, discretise
 from .solvers.results import _Saveable
 from .theory import growth_rate, most_unstable_mode
-from .transport import wasserstein
+from .transport import series_method, wasserstein
 
 __all__ = ["Comparison", "compare", "write_report", "sphere_cells", "coarser_cells", "describe_grid"]
 
@@ -754,31 +754,40 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     w1, w2 = np.empty((m, seeds)), np.empty((m, seeds))
     cp, cd = np.empty((m, seeds), dtype=int), np.empty(m, dtype=int)
     methods = set()
+    most = _most_cells(density)
+    series = series_method(transport, d, n * most)          # one method for the whole series
     for k in _steps(m, progress, "transport"):
         y, b = drop_negligible(*density.measure(k), tol=NEGLIGIBLE)
         for s in range(seeds):
             atoms = merge_atoms(part.x[k, s], ws[s], tol=MERGE_TOL)
-            w1[k, s], info = wasserstein(*atoms, y, b, p=1, method=transport, return_info=True)
+            w1[k, s], info = wasserstein(*atoms, y, b, p=1, method=series, return_info=True)
             methods.add(info["method"])
-            w2[k, s] = wasserstein(*atoms, y, b, p=2, method=transport)
+            w2[k, s] = wasserstein(*atoms, y, b, p=2, method=series)
         cp[k] = [particle_clusters(xs, w) for xs, w in zip(part.x[k], ws)]
         cd[k] = density_clusters(density, k)
     grid_error = None if coarse is None else np.array(
         [wasserstein(*drop_negligible(*density.measure(k), tol=NEGLIGIBLE),
-                     *drop_negligible(*coarse.measure(k), tol=NEGLIGIBLE), p=2, method=transport) for k in range(m)])
+                     *drop_negligible(*coarse.measure(k), tol=NEGLIGIBLE), p=2,
+                     method=series_method(transport, d, most * _most_cells(coarse))) for k in range(m)])
     clock.lap("transport")
     grid = _grid_info(density, d, coarse_cells)
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
                 sampling=sampling, **instability(model, d, n),
                 flux=density.info.get("flux", flux), grid=grid, particle_method=method,
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
-                transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
-                timings={k: round(v, 3) for k, v in timings.items()},
+                transport_methods=sorted(methods), transport_exact="sliced" not in methods,
+                rho0=getattr(rho0, "spec", None), timings={k: round(v, 3) for k, v in timings.items()},
                 cpu_seconds={k: round(v, 3) for k, v in cpu.items()})
     return Comparison(t=t_eval, w1=w1, w2=w2, energy_particles=part.energy,
                       energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
                       clusters_density=cd, particles=part, density=density, info=info, weights=weights,
                       grid_error=grid_error)
+
+
+def _most_cells(density):
+    """The most cells of any output of a density solution (fixed or changing meshes)."""
+    cells = getattr(density, "cells", None)
+    return int(np.max(cells)) if cells is not None else int(density.points.shape[-2])
 
 
 class _Clock:

@@ -55,7 +55,7 @@ from .compare import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quan
 from .measures import merge_atoms, sphere_area
 from .models import as_model
 from .sampling import METHODS
-from .transport import wasserstein
+from .transport import series_method, wasserstein
 
 __all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
 
@@ -381,20 +381,25 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     g1, g2 = np.empty((m, b - 1)), np.empty((m, b - 1))
     q1, q2 = np.empty((m, a - 1)), np.empty((m, a - 1))
     methods = set()
+    most_n, most_cells = max(ns), max(dens.points.shape[-2] for dens in densities)
+    # one method per series (tokens against tokens, against densities, grids against grids)
+    tokens_series = series_method(transport, d, most_n * most_n)
+    density_series = series_method(transport, d, most_n * most_cells)
+    grid_series = series_method(transport, d, most_cells * most_cells)
     for k in range(m):
         for i in range(a - 1):
-            q1[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=1, method=transport)
-            q2[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=2, method=transport)
+            q1[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=1, method=tokens_series)
+            q2[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=2, method=tokens_series)
         for j, dens in enumerate(densities):
             y, yw = dens.measure(k)
             for i, atoms in enumerate(tokens):
-                w1[k, i, j], info = wasserstein(*atoms[k], y, yw, p=1, method=transport, return_info=True)
-                w2[k, i, j] = wasserstein(*atoms[k], y, yw, p=2, method=transport)
+                w1[k, i, j], info = wasserstein(*atoms[k], y, yw, p=1, method=density_series, return_info=True)
+                w2[k, i, j] = wasserstein(*atoms[k], y, yw, p=2, method=density_series)
                 methods.add(info["method"])
             if j + 1 < b:
                 finer = densities[j + 1].measure(k)
-                g1[k, j] = wasserstein(y, yw, *finer, p=1, method=transport)
-                g2[k, j] = wasserstein(y, yw, *finer, p=2, method=transport)
+                g1[k, j] = wasserstein(y, yw, *finer, p=1, method=grid_series)
+                g2[k, j] = wasserstein(y, yw, *finer, p=2, method=grid_series)
     timings["transport"] = time.perf_counter() - clock
     refs = {}
     if reference:
@@ -405,7 +410,9 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     cells = np.array([dens.points.shape[0] for dens in densities])
     h = (sphere_area(d) / cells) ** (1.0 / (d - 1))
     info = dict(geometry=geometry, model=model.to_dict(), model_name=repr(model), sampling=sampling, seed=seed,
-                flux=flux, grids=grids, transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
+                flux=flux, grids=grids, transport_methods=sorted(methods | {tokens_series, grid_series}),
+                transport_exact="sliced" not in methods | {tokens_series, grid_series},
+                rho0=getattr(rho0, "spec", None),
                 reference=dict(n=[reference // 2, reference], method="refined_quantiles") if reference else None,
                 timings={k: round(v, 2) for k, v in timings.items()})
     return ConvergenceStudy(t=t_eval, n=np.array(ns), cells=cells, h=h, w1=w1, w2=w2, grid_w1=g1, grid_w2=g2,
