@@ -56,6 +56,7 @@ from .measures import merge_atoms, sphere_area
 from .models import as_model
 from .sampling import METHODS
 from .transport import series_method, wasserstein
+from .summaries import short_repr
 
 __all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
 
@@ -111,6 +112,8 @@ class ConvergenceStudy:
     >>> sorted(s.orders(p=1))
     ['grid', 'h', 'n', 'particles']
     """
+
+    __repr__ = short_repr
     t: np.ndarray
     n: np.ndarray
     cells: np.ndarray
