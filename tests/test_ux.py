@@ -235,3 +235,24 @@ def test_figures_replot_redraws_a_stored_figure_from_its_json(tmp_path):
     assert figures.main(["high_dimension_pde", "--replot", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "high_dimension_pde.png").stat().st_size > 10_000
     assert figures.main(["kuramoto", "--replot", "--out", str(tmp_path)]) == 2     # its script has no figure()
+
+
+def test_results_print_short():
+    """print() of a result names its arrays by shape: a 900-point measure is not dumped."""
+    from types import SimpleNamespace
+
+    import meanfield as mf
+    from meanfield.clusters import point_mass_measure
+    from meanfield.solvers.results import DensitySolution, ParticleSolution
+    n = 900
+    centres = mf.circle_points(2 * np.pi * (np.arange(n) + 0.5) / n)
+    rho = np.full(n, 0.01)
+    rho[[10, 11, 400]] = 50.0
+    grid = SimpleNamespace(points=centres, areas=np.full(n, 2 * np.pi / n), rho=rho[None])
+    results = [point_mass_measure(grid),
+               ParticleSolution(t=np.linspace(0, 1, 3), x=np.tile(centres, (3, 1, 1))),
+               DensitySolution(t=np.zeros(1), points=centres, areas=grid.areas, rho=rho[None], mass=np.ones(1),
+                               energy=np.ones(1))]
+    for result in results:
+        text = repr(result)
+        assert len(text) < 400 and "0.01" not in text.replace("0.01 ", ""), text
