@@ -749,6 +749,8 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
             coarse_cells = None
     elif density.t.shape != t_eval.shape or not np.allclose(density.t, t_eval) or density.points.shape[-1] != d:
         raise ValueError("density must be a DensitySolution on the same sphere at the same output times t_eval")
+    else:
+        check_same_problem(density, model, rho0)
     clock.lap("density")
     m = t_eval.size
     w1, w2 = np.empty((m, seeds)), np.empty((m, seeds))
@@ -782,6 +784,68 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                       energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
                       clusters_density=cd, particles=part, density=density, info=info, weights=weights,
                       grid_error=grid_error)
+
+
+def check_same_problem(density: object, model: object, rho0: object, tol: float = 0.02) -> None:
+    r"""Refuse a precomputed density of another model or another initial density.
+
+    The density's model must equal ``model``, and its output 0 must carry ρ0's mass where ρ0 does: the
+    first and second moments of the cell measure m_i = ρ_i(0)|C_i| and of ρ0 read at the cell centres,
+    w_i = ρ0(c_i)|C_i| (both normalised), may differ by at most ``tol``:
+
+    .. math::
+
+        \max\Big(\Big|\sum_i (m_i - w_i)\, c_i\Big|_\infty,\
+        \Big|\sum_i (m_i - w_i)\, c_i c_i^T\Big|_\infty\Big) \le \text{tol}.
+
+    (The same ρ0 gives 0 where the solver reads ρ0 at the centres and the sub-cell shift of cell averages
+    otherwise; two different perturbations of the uniform density differ by several hundredths.)
+
+    Parameters
+    ----------
+    density : DensitySolution
+        The precomputed solution (fixed or changing meshes).
+    model : SA or USA
+        The comparison's model.
+    rho0 : callable
+        The comparison's initial density.
+    tol : float
+        Largest moment difference at t = 0.
+
+    Raises
+    ------
+    ValueError
+        Naming what differs.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.compare import check_same_problem
+    >>> from meanfield.solvers import circle
+    >>> rho0 = mf.perturbed_uniform(2, seed=0)
+    >>> sol = circle.solve(mf.SA(2.0), rho0, [0.0, 0.5], cells=64)
+    >>> check_same_problem(sol, mf.SA(2.0), rho0)                   # the same problem: nothing to say
+    >>> check_same_problem(sol, mf.SA(3.0), rho0)
+    Traceback (most recent call last):
+    ...
+    ValueError: density was solved for SA(beta=2), not for the comparison's SA(beta=3)
+    """
+    if getattr(density, "model", None) != model:
+        raise ValueError(f"density was solved for {density.model!r}, not for the comparison's {model!r}")
+    first = density.snapshot(0) if getattr(density, "cells", None) is not None else density
+    points = first.points
+    given = np.clip(np.asarray(rho0(points), dtype=float), 0.0, None) * first.areas
+    solved = np.clip(first.rho[0], 0.0, None) * first.areas
+    gap = max(np.abs(_moments(points, given) - _moments(points, solved)).max(), 0.0)
+    if not gap <= tol:
+        raise ValueError(f"density does not start from the comparison's rho0: their first or second moments "
+                         f"at t = 0 differ by {gap:.3g} (> {tol:g}); solve the density from the same rho0")
+
+
+def _moments(points, weights):
+    """First and second moments (flattened) of the normalised measure sum_i w_i delta_{points_i}."""
+    w = weights / weights.sum()
+    return np.concatenate([w @ points, np.einsum("i,ij,ik->jk", w, points, points).ravel()])
 
 
 def _most_cells(density):
