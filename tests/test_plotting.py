@@ -124,3 +124,16 @@ def test_clusters_of_a_clustered_density_are_marked_at_their_centres(clustered_s
             radius = np.sqrt((SMALLEST + AREA_PER_MASS * m) / np.pi) * fig.dpi / 72     # the disc's, in pixels
             assert _white_near(ax, point, radius + 3) == clusters    # the white ring of the disc, only when drawn
         plt.close(fig)
+
+
+def test_clusters_of_a_clustered_circle_density_are_drawn_with_their_masses():
+    import matplotlib.pyplot as plt
+    sol = circle.solve(mf.SA(6.0), mf.perturbed_uniform(2, seed=0), [0.0, 20.0], cells=256)
+    from meanfield.clusters import point_mass_measure
+    measure = point_mass_measure(sol, -1)
+    assert measure.masses.size == 2
+    ax = sol.plot()
+    labels = sorted(float(t.get_text().split("= ")[1]) for t in ax.texts)
+    np.testing.assert_allclose(labels, np.sort(measure.masses), atol=0.006)     # two digits shown
+    assert sum(labels) == pytest.approx(1.0, abs=0.02)
+    plt.close(ax.figure)
