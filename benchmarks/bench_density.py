@@ -131,15 +131,22 @@ def main(argv=None):
     parser.add_argument("--headline", action="store_true", help="circle: 4096 cells to T = 20 only")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="write the records here (docs/performance.md quotes this file)")
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         geometry, cells, contender, T, repeat = args.worker
         worker(geometry, int(cells), contender, float(T), int(repeat))
         return
+    results = {}
     for name in (sorted(GEOMETRIES) if args.geometry == "all" else [args.geometry]):
-        GEOMETRIES[name](args)
+        records = GEOMETRIES[name](args)
+        results[name] = {f"{cells}.{c}": record for (cells, c), record in records.items()}
         print()
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"threads": args.threads, "repeat": args.repeat, "load": list(os.getloadavg()), **results},
+                      fh, indent=1)
 
 
 if __name__ == "__main__":

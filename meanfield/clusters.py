@@ -42,6 +42,7 @@ from scipy.spatial import cKDTree
 from .checks import as_count, as_float_array, as_points, as_positive, as_probability
 from .geometry import great_circle_rows
 from .measures import as_measure, sphere_area
+from .summaries import short_repr
 
 __all__ = ["LEVEL", "MIN_MASS", "linkage_scale", "particle_clusters", "density_clusters", "point_mass_measure",
            "PointMassMeasure", "cluster_centres", "cluster_labels",
@@ -244,6 +245,8 @@ class PointMassMeasure:
     >>> measure.cells, measure.masses.round(3)
     (3, array([0.199, 0.795]))
     """
+
+    __repr__ = short_repr
     points: np.ndarray
     weights: np.ndarray
     centres: np.ndarray

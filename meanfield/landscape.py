@@ -31,6 +31,7 @@ from numpy.typing import ArrayLike
 
 from .budget import BUDGET, as_budget, check_work, seconds_per_call
 from .checks import as_beta, as_count, as_float_array, as_positive, as_seed
+from .summaries import short_repr
 
 __all__ = ["energy", "gradient", "hessian", "spectrum", "classify", "CriticalPoint", "critical_points",
            "regular_polygon", "cluster_structure", "cluster_newton", "continuation"]
@@ -490,6 +491,8 @@ class CriticalPoint:
     >>> top.family, top.kind, top.hits > 0
     ('consensus', 'maximum', True)
     """
+
+    __repr__ = short_repr
     theta: np.ndarray
     energy: float
     residual: float

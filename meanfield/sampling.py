@@ -44,6 +44,7 @@ from scipy.spatial import cKDTree
 from .checks import as_choice, as_count, as_density, as_points, as_seed, as_size
 from .geometry import circle_angles, circle_points, from_spherical, great_circle_rows, icosahedral_triangulation
 from .measures import CIRCLE_GRID, _density_values, inverse_cdf, relative, sample_density
+from .summaries import short_repr
 
 __all__ = ["discretise", "refined_quantiles", "refined_triangles", "TriangleRefinement", "triangle_integrals",
            "METHODS", "RANDOMISED"]
@@ -425,6 +426,8 @@ class TriangleRefinement:
     >>> r.counts, round(r.error_bound, 3)            # the identity flow: spread = the triangles' radii
     ((20,), 0.652)
     """
+
+    __repr__ = short_repr
     points: np.ndarray
     weights: np.ndarray
     final: np.ndarray

@@ -151,3 +151,11 @@ def test_doctests_of_the_causal_comparison_modules():
     for module in (causal_compare, causal_convergence, causal_transport):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+def test_cli_causal_prints_its_table_and_explanation(tmp_path, capsys):
+    assert compare_cli.main(["--causal", "--n", "64", "--seeds", "2", "--T", "0.5", "--outputs", "2", "--slices",
+                             "8", "--cells", "32", "--bins", "4", "--out", str(tmp_path / "rep")]) == 0
+    printed = capsys.readouterr().out
+    assert "D = mean_b W1" in printed                      # the table's header
+    assert "grid error estimate" in printed and "final D =" in printed     # the explanation, the final line

@@ -323,3 +323,20 @@ def test_cli_sphere_adaptive_end_to_end(tmp_path, capsys):
     assert numbers["info"]["grid"]["mesh"] == "adaptive" and numbers["options"]["finest"] == 3
     assert (out / "solution.png").stat().st_size > 0
     assert cmp.Comparison.load(out).density.cells.tolist() == numbers["info"]["grid"]["cells_per_output"]
+
+
+def test_a_precomputed_density_of_another_problem_is_refused():
+    from meanfield.compare import compare
+    from meanfield.solvers import circle
+    rho0 = mf.perturbed_uniform(2, seed=0)
+    t = [0.0, 0.5]
+    density = circle.solve(mf.SA(2.0), rho0, t, cells=64)
+    with pytest.raises(ValueError, match="solved for SA\\(beta=2\\)"):
+        compare(mf.SA(3.0), rho0, t, n=32, seeds=1, cells=64, density=density, progress=False)
+    with pytest.raises(ValueError, match="rho0"):
+        compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=1), t, n=32, seeds=1, cells=64, density=density,
+                progress=False)
+    c = compare(mf.SA(2.0), rho0, t, n=32, seeds=2, cells=64, density=density, progress=False)
+    import matplotlib.pyplot as plt
+    assert c.plot().axes[0].get_yscale() == "log"          # no kind: the distances, as documented
+    plt.close("all")

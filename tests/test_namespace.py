@@ -15,7 +15,7 @@ SOLVERS = Path(meanfield.solvers.__file__).resolve().parent
 # The mathematics layer: what the engines may import from meanfield.
 # the mathematics layer, and the input, file and work-budget utilities beside it (no engine, no analysis)
 CORE = {"checks", "geometry", "models", "theory", "measures", "sampling", "interpolation", "atomic", "budget",
-        "npzfile", "progress"}
+        "npzfile", "progress", "summaries"}
 
 
 def _run_elsewhere(tmp_path, code):

@@ -83,3 +83,57 @@ def test_sphere_maps_use_a_log_scale_per_panel(sphere_run):
     assert norm.vmin == pytest.approx(max(sol.rho[-1].max() * 1e-4, sol.rho[-1].min()))
     assert not isinstance(density_map(sol, 0, resolution=40, log=False).collections[0].norm, LogNorm)
     plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def clustered_sphere():
+    """SA β = 6 on S^2 past clustering: two clusters, each in a few cells of icosphere(2)."""
+    sol = sphere.solve(mf.SA(6.0), mf.perturbed_uniform(3, seed=0), [0.0, 15.0], mesh=sphere.icosphere(2))
+    from meanfield.clusters import point_mass_measure
+    measure = point_mass_measure(sol, -1)
+    assert measure.masses.size == 2
+    return sol, measure
+
+
+def _white_near(ax, lonlat, radius_px):
+    """Whether the rendered figure of ax has a white pixel within radius_px of the data point lonlat."""
+    fig = ax.figure
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[..., :3] / 255.0
+    x, y = ax.transData.transform(lonlat)
+    row, col = image.shape[0] - y, x
+    rows, cols = np.mgrid[:image.shape[0], :image.shape[1]]
+    near = (rows - row) ** 2 + (cols - col) ** 2 <= radius_px ** 2
+    return bool(np.any(np.all(image[near] > 0.95, axis=-1)))
+
+
+@pytest.mark.parametrize("draw", ["density_map", "plot"])
+def test_clusters_of_a_clustered_density_are_marked_at_their_centres(clustered_sphere, draw):
+    import matplotlib.pyplot as plt
+    from meanfield.plotting.sphere import _lonlat
+    sol, measure = clustered_sphere
+    lon, lat = _lonlat(measure.centres)
+    for clusters in (True, False):
+        fig = plt.figure(dpi=100)
+        ax = fig.add_subplot(projection="mollweide")
+        if draw == "plot":
+            sol.plot(ax=ax, resolution=120, clusters=clusters)
+        else:
+            density_map(sol, ax=ax, resolution=120, clusters=clusters)
+        for m, point in zip(measure.masses, zip(lon, lat)):
+            radius = np.sqrt((SMALLEST + AREA_PER_MASS * m) / np.pi) * fig.dpi / 72     # the disc's, in pixels
+            assert _white_near(ax, point, radius + 3) == clusters    # the white ring of the disc, only when drawn
+        plt.close(fig)
+
+
+def test_clusters_of_a_clustered_circle_density_are_drawn_with_their_masses():
+    import matplotlib.pyplot as plt
+    sol = circle.solve(mf.SA(6.0), mf.perturbed_uniform(2, seed=0), [0.0, 20.0], cells=256)
+    from meanfield.clusters import point_mass_measure
+    measure = point_mass_measure(sol, -1)
+    assert measure.masses.size == 2
+    ax = sol.plot()
+    labels = sorted(float(t.get_text().split("= ")[1]) for t in ax.texts)
+    np.testing.assert_allclose(labels, np.sort(measure.masses), atol=0.006)     # two digits shown
+    assert sum(labels) == pytest.approx(1.0, abs=0.02)
+    plt.close(ax.figure)

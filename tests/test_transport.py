@@ -314,3 +314,33 @@ def test_circle_w2_of_a_tiny_rotation_is_the_rotation(shift):
     a = rng.uniform(size=1000)
     w2 = wasserstein(circle_points(theta), a, circle_points(theta + shift), a, p=2, method="circle")
     assert w2 == pytest.approx(shift, rel=1e-6)
+
+
+def test_a_series_resolves_auto_once_from_its_largest_problem():
+    from meanfield.transport import series_method
+    assert series_method("auto", 3, transport.EXACT_LIMIT) == "emd"
+    assert series_method("auto", 3, transport.EXACT_LIMIT + 1) == "sliced"
+    assert series_method("auto", 2, 10 * transport.EXACT_LIMIT) == "circle"
+    assert series_method("multiscale", 3, 1) == "multiscale"
+    with pytest.raises(ValueError, match="method"):
+        series_method("exact", 3, 1)
+
+
+def test_compare_never_switches_method_inside_its_series(monkeypatch):
+    """Atoms merge as tokens cluster, so later outputs are smaller problems: "auto" per call would switch
+    from sliced to exact emd mid-series. Here the first output keeps all 40 tokens and later ones half."""
+    import meanfield as mf
+    from meanfield import compare as compare_module
+    from meanfield.compare import compare
+    calls = []
+
+    def shrinking(x, w, tol):
+        calls.append(len(calls))
+        return (x, w) if len(calls) == 1 else (x[::2], np.full(len(x[::2]), 1.0 / len(x[::2])))
+
+    monkeypatch.setattr(compare_module, "merge_atoms", shrinking)
+    monkeypatch.setattr(transport, "EXACT_LIMIT", 40 * 162 - 1)      # 20 x 162 would be exact
+    c = compare(mf.SA(1.0), mf.perturbed_uniform(3, seed=0), [0.0, 0.5, 1.0], n=40, seeds=1, geometry="sphere",
+                mesh="uniform", level=2, grid_reference=False, progress=False)
+    assert len(calls) == 3
+    assert c.info["transport_methods"] == ["sliced"] and c.info["transport_exact"] is False

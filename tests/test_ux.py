@@ -82,9 +82,13 @@ def test_convergence_prints_no_order_for_pairs_at_their_floor():
     orders = study.orders(p=2)
     assert np.all(np.isnan([orders["h"][1], orders["n"][1]])) and orders["h"][0] == pytest.approx(1.0)
     text = study.table()
-    assert "clusters formed" in text and "4.000e-02*" in text and "no order" in text
-    block = text.split("W2 at t = 1")[1]
-    assert "order n (finest grid) -, local -, -" in block
+    summary, tables = text.split("\n\n", 1)
+    assert summary.startswith("What converges") and "expected:" in summary      # the orders first
+    # W1 at t = 1 has pairs above the floor: its table, with * at the floor; W2 at t = 1: all at the floor, one line
+    assert "2.000e-02*" in tables.split("W1 at t = 1")[1].split("W2 at t = 0")[0]
+    line = next(ln for ln in tables.splitlines() if ln.startswith("W2 at t = 1"))
+    assert "clusters formed: every pair at its floor, below 2 x pi (2n)^(-1/2)" in line and "no order" in line
+    assert "(-1/1)" not in text and "pi/(2n)" in text                   # W1's floor written as pi/(2n)
 
 
 def test_default_convergence_study_shows_first_order_w1_in_h_before_clustering():
@@ -239,3 +243,24 @@ def test_figures_replot_redraws_a_stored_figure_from_its_json(tmp_path):
     assert figures.main(["high_dimension_pde", "--replot", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "high_dimension_pde.png").stat().st_size > 10_000
     assert figures.main(["kuramoto", "--replot", "--out", str(tmp_path)]) == 2     # its script has no figure()
+
+
+def test_results_print_short():
+    """print() of a result names its arrays by shape: a 900-point measure is not dumped."""
+    from types import SimpleNamespace
+
+    import meanfield as mf
+    from meanfield.clusters import point_mass_measure
+    from meanfield.solvers.results import DensitySolution, ParticleSolution
+    n = 900
+    centres = mf.circle_points(2 * np.pi * (np.arange(n) + 0.5) / n)
+    rho = np.full(n, 0.01)
+    rho[[10, 11, 400]] = 50.0
+    grid = SimpleNamespace(points=centres, areas=np.full(n, 2 * np.pi / n), rho=rho[None])
+    results = [point_mass_measure(grid),
+               ParticleSolution(t=np.linspace(0, 1, 3), x=np.tile(centres, (3, 1, 1))),
+               DensitySolution(t=np.zeros(1), points=centres, areas=grid.areas, rho=rho[None], mass=np.ones(1),
+                               energy=np.ones(1))]
+    for result in results:
+        text = repr(result)
+        assert len(text) < 400 and "0.01" not in text.replace("0.01 ", ""), text

@@ -30,9 +30,15 @@ def quick_results(tmp_path_factory):
     return records
 
 
-def test_every_script_is_listed_and_found():
+def test_every_script_is_listed_and_found(capsys):
     assert set(EXPERIMENTS) <= set(figures.scripts())
     assert figures.main(["--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    names = figures.scripts()
+    assert len(lines) == len(names)
+    column = max(map(len, names)) + 2                   # every description starts in one column
+    assert all(line.startswith(name) and line[len(name):column].strip() == "" and line[column] != " "
+               for line, name in zip(lines, names))
 
 
 def test_unknown_experiment_is_refused(capsys):

@@ -355,12 +355,14 @@ def main(argv=None):
         print(f"meanfield compare: {exc}", file=sys.stderr)
         return 1
     info = comparison.info
-    if not opts["quiet"] and info.get("causal"):
-        print(f"[0, 1] x circle, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
-              f"({opts['sampling']}), {info['grid']['slices']} x {info['grid']['cells']} cells, {info['distance']}")
-    elif not opts["quiet"]:
-        print(f"{info['geometry']}, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
-              f"({opts['sampling']}), {describe_grid(info['grid'])}, W_p by {'/'.join(info['transport_methods'])}")
+    if not opts["quiet"]:
+        if info.get("causal"):
+            print(f"[0, 1] x circle, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
+                  f"({opts['sampling']}), {info['grid']['slices']} x {info['grid']['cells']} cells, {info['distance']}")
+        else:
+            print(f"{info['geometry']}, {info['model_name']}, n = {opts['n']} tokens x {info['seeds']} draws "
+                  f"({opts['sampling']}), {describe_grid(info['grid'])}, "
+                  f"W_p by {'/'.join(info['transport_methods'])}")
         print(comparison.table())
         print(comparison.explanation())
     print(comparison.final_line())

@@ -393,9 +393,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     known = scripts()
     if args.list:
+        width = max(map(len, known), default=0) + 2          # one column for the names, aligned descriptions
         for name in known:
             doc = (load_script(name).__doc__ or "").strip().splitlines()
-            print(f"{name:<18}{doc[0] if doc else ''}")
+            print(f"{name:<{width}}{doc[0] if doc else ''}".rstrip())
         return 0
     unknown = [n for n in args.names if n not in known]
     if unknown:

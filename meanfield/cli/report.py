@@ -91,7 +91,8 @@ def solution_figure(comparison: Comparison) -> Figure:
 
 
 def wasserstein_figure(comparison: Comparison) -> Figure:
-    r"""W_1 and W_2 (radians) against t: the mean over draws and the band from min to max; the grid error
+    r"""W_1 and W_2 (radians) against t: the mean over draws and a band of ± 1 standard deviation of the
+    draws (clipped at the smallest distance measured, the axis being logarithmic); the grid error
     estimate W_2(ρ_h, ρ_{2h}) (dashed), the i.i.d. prediction (dotted) and the i.i.d. horizon t_n
     (vertical), the quantum level (dash-dotted):
 
@@ -128,9 +129,12 @@ def wasserstein_figure(comparison: Comparison) -> Figure:
     t = comparison.t
     info = comparison.info
     for name, w, color in (("$W_1$", comparison.w1, "C0"), ("$W_2$", comparison.w2, "C1")):
-        ax.plot(t, w.mean(axis=1), color=color, label=f"{name} ({info.get('sampling', 'iid')} tokens)")
+        mean = w.mean(axis=1)
+        ax.plot(t, mean, color=color, label=f"{name} ({info.get('sampling', 'iid')} tokens)")
         if w.shape[1] > 1:
-            ax.fill_between(t, w.min(axis=1), w.max(axis=1), color=color, alpha=0.25, lw=0)
+            sd = w.std(axis=1, ddof=1)
+            ax.fill_between(t, np.maximum(mean - sd, w.min()), mean + sd, color=color, alpha=0.25, lw=0,
+                            label=f"{name}: ± 1 sd of the {w.shape[1]} draws")
     if comparison.grid_error is not None:
         ax.plot(t, comparison.grid_error, "k--", label=r"grid error $W_2(\rho_h, \rho_{2h})$")
     ax.axhline(comparison.quantum_level, color="grey", lw=0.8, ls="-.",

@@ -62,7 +62,7 @@ from ..progress import track
 from ..sampling import METHODS, RANDOMISED, discretise
 from ..solvers.results import _Saveable
 from ..theory import growth_rate, most_unstable_mode
-from ..transport.sphere import wasserstein
+from ..transport.sphere import series_method, wasserstein
 
 __all__ = ["Comparison", "compare", "write_report", "sphere_cells", "coarser_cells", "describe_grid"]
 
@@ -750,36 +750,109 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
             coarse_cells = None
     elif density.t.shape != t_eval.shape or not np.allclose(density.t, t_eval) or density.points.shape[-1] != d:
         raise ValueError("density must be a DensitySolution on the same sphere at the same output times t_eval")
+    else:
+        check_same_problem(density, model, rho0)
     clock.lap("density")
     m = t_eval.size
     w1, w2 = np.empty((m, seeds)), np.empty((m, seeds))
     cp, cd = np.empty((m, seeds), dtype=int), np.empty(m, dtype=int)
     methods = set()
+    most = _most_cells(density)
+    series = series_method(transport, d, n * most)          # one method for the whole series
     for k in track(range(m), "transport", progress, unit="outputs"):
         y, b = drop_negligible(*density.measure(k), tol=NEGLIGIBLE)
         for s in range(seeds):
             atoms = merge_atoms(part.x[k, s], ws[s], tol=MERGE_TOL)
-            w1[k, s], info = wasserstein(*atoms, y, b, p=1, method=transport, return_info=True)
+            w1[k, s], info = wasserstein(*atoms, y, b, p=1, method=series, return_info=True)
             methods.add(info["method"])
-            w2[k, s] = wasserstein(*atoms, y, b, p=2, method=transport)
+            w2[k, s] = wasserstein(*atoms, y, b, p=2, method=series)
         cp[k] = [particle_clusters(xs, w) for xs, w in zip(part.x[k], ws)]
         cd[k] = density_clusters(density, k)
     grid_error = None if coarse is None else np.array(
         [wasserstein(*drop_negligible(*density.measure(k), tol=NEGLIGIBLE),
-                     *drop_negligible(*coarse.measure(k), tol=NEGLIGIBLE), p=2, method=transport) for k in range(m)])
+                     *drop_negligible(*coarse.measure(k), tol=NEGLIGIBLE), p=2,
+                     method=series_method(transport, d, most * _most_cells(coarse))) for k in range(m)])
     clock.lap("transport")
     grid = _grid_info(density, d, coarse_cells)
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
                 sampling=sampling, **instability(model, d, n),
                 flux=density.info.get("flux", flux), grid=grid, particle_method=method,
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
-                transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
-                timings={k: round(v, 3) for k, v in timings.items()},
+                transport_methods=sorted(methods), transport_exact="sliced" not in methods,
+                rho0=getattr(rho0, "spec", None), timings={k: round(v, 3) for k, v in timings.items()},
                 cpu_seconds={k: round(v, 3) for k, v in cpu.items()})
     return Comparison(t=t_eval, w1=w1, w2=w2, energy_particles=part.energy,
                       energy_density=np.asarray(density.energy, dtype=float), clusters_particles=cp,
                       clusters_density=cd, particles=part, density=density, info=info, weights=weights,
                       grid_error=grid_error)
+
+
+def check_same_problem(density: object, model: object, rho0: object, tol: float = 0.02) -> None:
+    r"""Refuse a precomputed density of another model or another initial density.
+
+    The density's model must equal ``model``, and its output 0 must carry ρ0's mass where ρ0 does: the
+    first and second moments of the cell measure m_i = ρ_i(0)|C_i| and of ρ0 read at the cell centres,
+    w_i = ρ0(c_i)|C_i| (both normalised), may differ by at most ``tol``:
+
+    .. math::
+
+        \max\Big(\Big|\sum_i (m_i - w_i)\, c_i\Big|_\infty,\
+        \Big|\sum_i (m_i - w_i)\, c_i c_i^T\Big|_\infty\Big) \le \text{tol}.
+
+    (The same ρ0 gives 0 where the solver reads ρ0 at the centres and the sub-cell shift of cell averages
+    otherwise; two different perturbations of the uniform density differ by several hundredths.)
+
+    Parameters
+    ----------
+    density : DensitySolution
+        The precomputed solution (fixed or changing meshes).
+    model : SA or USA
+        The comparison's model.
+    rho0 : callable
+        The comparison's initial density.
+    tol : float
+        Largest moment difference at t = 0.
+
+    Raises
+    ------
+    ValueError
+        Naming what differs.
+
+    Examples
+    --------
+    >>> import meanfield as mf
+    >>> from meanfield.compare import check_same_problem
+    >>> from meanfield.solvers import circle
+    >>> rho0 = mf.perturbed_uniform(2, seed=0)
+    >>> sol = circle.solve(mf.SA(2.0), rho0, [0.0, 0.5], cells=64)
+    >>> check_same_problem(sol, mf.SA(2.0), rho0)                   # the same problem: nothing to say
+    >>> check_same_problem(sol, mf.SA(3.0), rho0)
+    Traceback (most recent call last):
+    ...
+    ValueError: density was solved for SA(beta=2), not for the comparison's SA(beta=3)
+    """
+    if getattr(density, "model", None) != model:
+        raise ValueError(f"density was solved for {density.model!r}, not for the comparison's {model!r}")
+    first = density.snapshot(0) if getattr(density, "cells", None) is not None else density
+    points = first.points
+    given = np.clip(np.asarray(rho0(points), dtype=float), 0.0, None) * first.areas
+    solved = np.clip(first.rho[0], 0.0, None) * first.areas
+    gap = max(np.abs(_moments(points, given) - _moments(points, solved)).max(), 0.0)
+    if not gap <= tol:
+        raise ValueError(f"density does not start from the comparison's rho0: their first or second moments "
+                         f"at t = 0 differ by {gap:.3g} (> {tol:g}); solve the density from the same rho0")
+
+
+def _moments(points, weights):
+    """First and second moments (flattened) of the normalised measure sum_i w_i delta_{points_i}."""
+    w = weights / weights.sum()
+    return np.concatenate([w @ points, np.einsum("i,ij,ik->jk", w, points, points).ravel()])
+
+
+def _most_cells(density):
+    """The most cells of any output of a density solution (fixed or changing meshes)."""
+    cells = getattr(density, "cells", None)
+    return int(np.max(cells)) if cells is not None else int(density.points.shape[-2])
 
 
 class _Clock:

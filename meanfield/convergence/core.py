@@ -55,7 +55,8 @@ from ..compare.core import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens
 from ..measures import merge_atoms, sphere_area
 from ..models import as_model
 from ..sampling import METHODS
-from ..transport.sphere import wasserstein
+from ..summaries import short_repr
+from ..transport.sphere import series_method, wasserstein
 
 __all__ = ["ConvergenceStudy", "study", "observed_order", "figure"]
 
@@ -111,6 +112,8 @@ class ConvergenceStudy:
     >>> sorted(s.orders(p=1))
     ['grid', 'h', 'n', 'particles']
     """
+
+    __repr__ = short_repr
     t: np.ndarray
     n: np.ndarray
     cells: np.ndarray
@@ -189,15 +192,22 @@ class ConvergenceStudy:
         return np.where(np.asarray(self.clustered, dtype=bool)[:, None] & (q < floor[None, :]), np.nan, q)
 
     def table(self):
-        """Plain-text tables of W_1 and W_2 at every output time, with the observed orders; pairs at
-        their cluster-mass floor are marked * and give no order ("-")."""
-        lines = []
+        """Plain text: first what converges (the observed orders at every output time, and the orders to
+        expect), then the tables of W_1 and W_2 at every output time. Pairs at their cluster-mass floor are
+        marked * and give no order ("-"); a time whose pairs are all at the floor is one line."""
+        lines = self._summary()
         for p, w in ((1, self.w1), (2, self.w2))[:2 if np.isfinite(self.w2).any() else 1]:
             orders, floor = self.orders(p), self.at_floor(p)
             above = self._above_floor(w, p)
             for k, t in enumerate(self.t):
                 state = "clusters formed" if self.clustered is not None and self.clustered[k] else "before clustering"
                 name = f"W{p}" if self.bins == 1 else f"D = mean over {self.bins} s-bins of W1"
+                if floor[k].all():
+                    lines.append(f"{name} at t = {t:g}, {state}: every pair at its floor, {self._floor_text(p)}: "
+                                 f"no order")
+                    lines.extend(self._reference_line(p, k, orders))
+                    lines.append("")
+                    continue
                 columns = "cells" if self.bins == 1 else f"cells S x N = {', '.join(self.info.get('grid_labels', []))}"
                 lines.append(f"{name} at t = {t:g}, {state}   (rows: n tokens, columns: {columns})")
                 lines.append(f"{'n':>7} " + " ".join(f"{c:>10d} " for c in self.cells) + f" {'order h':>8}")
@@ -214,20 +224,55 @@ class ConvergenceStudy:
                 own = self.particle_w1 if p == 1 else self.particle_w2
                 lines.append(f"{'tokens':>7} W{p}(mu_n, mu_2n) " + " ".join(f"{v:.2e}" for v in own[k])
                              + f", order {_order(orders['particles'][k])}")
-                if self.reference_w1 is not None:
-                    ref, err = self._reference(p)
-                    marks = self.reference_at_floor(p)[k]
-                    lines.append(f"{'ref':>7} W{p}(rho_h, refined reference) "
-                                 + " ".join(f"{v:.2e}" + ("*" if f else "") for v, f in zip(ref[k], marks))
-                                 + f", order {_order(orders['reference'][k])} (reference's own error "
-                                 f"{err[k]:.1e}{'; * below twice it: no order' if marks.any() else ''})")
+                lines.extend(self._reference_line(p, k, orders))
                 if floor[k].any():
-                    levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n / self.bins, p))
-                    per = "" if self.bins == 1 else f" (n/{self.bins} tokens per bin of s)"
-                    lines.append(f"{'*':>7} at the floor: below {FLOOR_FACTOR:g} x pi (2n)^(-1/{p}){per} = "
-                                 f"{FLOOR_FACTOR:g} x ({levels}), the cluster-mass quantum of n tokens: no order")
+                    lines.append(f"{'*':>7} at the floor, {self._floor_text(p)}: no order")
                 lines.append("")
         return "\n".join(lines)
+
+    def _floor_text(self, p):
+        """'below 2 x <the floor formula> = 2 x (values)', the floor of W_p for n tokens (per bin of s)."""
+        formula = "pi/(2n)" if p == 1 else f"pi (2n)^(-1/{p:g})"
+        if self.bins != 1:
+            formula = formula.replace("n", f"n/{self.bins}") + " (n/B tokens per bin of s)"
+        levels = ", ".join(f"{v:.2e}" for v in quantum_level(self.n / self.bins, p))
+        return f"below {FLOOR_FACTOR:g} x {formula} = {FLOOR_FACTOR:g} x ({levels}), the cluster-mass quantum"
+
+    def _reference_line(self, p, k, orders):
+        if self.reference_w1 is None:
+            return []
+        ref, err = self._reference(p)
+        marks = self.reference_at_floor(p)[k]
+        return [f"{'ref':>7} W{p}(rho_h, refined reference) "
+                + " ".join(f"{v:.2e}" + ("*" if f else "") for v, f in zip(ref[k], marks))
+                + f", order {_order(orders['reference'][k])} (reference's own error "
+                f"{err[k]:.1e}{'; * below twice it: no order' if marks.any() else ''})"]
+
+    def _summary(self):
+        """What converges: the observed orders at every output time, then the orders to expect."""
+        ps = (1, 2) if np.isfinite(self.w2).any() else (1,)
+        orders = {p: self.orders(p) for p in ps}
+        kinds = [("h", "in h"), ("n", "in n"), ("grid", "grid"), ("particles", "tokens")]
+        if self.reference_w1 is not None:
+            kinds.append(("reference", "ref"))
+        width = 7 * len(kinds) - 1
+        lines = ["What converges: observed orders (in h and in n of tokens vs density; the grids alone, the tokens "
+                 "alone" + (", the grids vs the refined reference" if self.reference_w1 is not None else "")
+                 + "; -: at the floor or undefined)",
+                 (f"{'':>7} | " + " | ".join(f"{f'W{p}':^{width}}" for p in ps)).rstrip(),
+                 f"{'t':>7} | " + " | ".join(" ".join(f"{label:>6}" for _, label in kinds) for _ in ps)]
+        for k, t in enumerate(self.t):
+            lines.append(f"{t:7.3g} | " + " | ".join(" ".join(f"{_order(orders[p][key][k]):>6}" for key, _ in kinds)
+                                                     for p in ps))
+        tokens = "1/2 (i.i.d. tokens)" if self.info.get("sampling") == "iid" else "1 (stratified or quantile tokens)"
+        if self.bins != 1:
+            tokens = "below 1 (causal tokens approach the PDE slowly: about 0.6-0.7, docs/causal.md)"
+        lines.append(f"expected: W1 of order 1 in h at every time; before clustering order {tokens} in n;")
+        if 2 in ps:
+            lines.append("after clustering W2 of equal-mass tokens stops at its floor pi (2n)^(-1/2), and against a "
+                         "refined reference converges at order 1/2 in h at best (W2 ~ D sqrt(dm))")
+        lines.append("")
+        return lines
 
     def to_dict(self):
         """JSON-ready numbers."""
@@ -381,20 +426,25 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     g1, g2 = np.empty((m, b - 1)), np.empty((m, b - 1))
     q1, q2 = np.empty((m, a - 1)), np.empty((m, a - 1))
     methods = set()
+    most_n, most_cells = max(ns), max(dens.points.shape[-2] for dens in densities)
+    # one method per series (tokens against tokens, against densities, grids against grids)
+    tokens_series = series_method(transport, d, most_n * most_n)
+    density_series = series_method(transport, d, most_n * most_cells)
+    grid_series = series_method(transport, d, most_cells * most_cells)
     for k in range(m):
         for i in range(a - 1):
-            q1[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=1, method=transport)
-            q2[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=2, method=transport)
+            q1[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=1, method=tokens_series)
+            q2[k, i] = wasserstein(*tokens[i][k], *tokens[i + 1][k], p=2, method=tokens_series)
         for j, dens in enumerate(densities):
             y, yw = dens.measure(k)
             for i, atoms in enumerate(tokens):
-                w1[k, i, j], info = wasserstein(*atoms[k], y, yw, p=1, method=transport, return_info=True)
-                w2[k, i, j] = wasserstein(*atoms[k], y, yw, p=2, method=transport)
+                w1[k, i, j], info = wasserstein(*atoms[k], y, yw, p=1, method=density_series, return_info=True)
+                w2[k, i, j] = wasserstein(*atoms[k], y, yw, p=2, method=density_series)
                 methods.add(info["method"])
             if j + 1 < b:
                 finer = densities[j + 1].measure(k)
-                g1[k, j] = wasserstein(y, yw, *finer, p=1, method=transport)
-                g2[k, j] = wasserstein(y, yw, *finer, p=2, method=transport)
+                g1[k, j] = wasserstein(y, yw, *finer, p=1, method=grid_series)
+                g2[k, j] = wasserstein(y, yw, *finer, p=2, method=grid_series)
     timings["transport"] = time.perf_counter() - clock
     refs = {}
     if reference:
@@ -405,7 +455,9 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     cells = np.array([dens.points.shape[0] for dens in densities])
     h = (sphere_area(d) / cells) ** (1.0 / (d - 1))
     info = dict(geometry=geometry, model=model.to_dict(), model_name=repr(model), sampling=sampling, seed=seed,
-                flux=flux, grids=grids, transport_methods=sorted(methods), rho0=getattr(rho0, "spec", None),
+                flux=flux, grids=grids, transport_methods=sorted(methods | {tokens_series, grid_series}),
+                transport_exact="sliced" not in methods | {tokens_series, grid_series},
+                rho0=getattr(rho0, "spec", None),
                 reference=dict(n=[reference // 2, reference], method="refined_quantiles") if reference else None,
                 timings={k: round(v, 2) for k, v in timings.items()})
     return ConvergenceStudy(t=t_eval, n=np.array(ns), cells=cells, h=h, w1=w1, w2=w2, grid_w1=g1, grid_w2=g2,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..checks import as_count, as_positive
 from ..geometry import circle_angles
+from .circle import cluster_discs
 from .sphere import _draw, _lonlat, draw_tokens
 from .tokens import cluster_markers
 
@@ -150,6 +151,7 @@ def _circle_frame(fig, density, particles, clock, recent, top, decades):
         ax.set_ylim(floor, 2 * top)
         ax.set_ylabel("density ρ (log scale)")
         base = floor * 1.5
+        cluster_discs(ax, density, k, floor * 4)
     else:
         ax.set_ylim(0, 1)
         ax.set_yticks([])
@@ -158,7 +160,7 @@ def _circle_frame(fig, density, particles, clock, recent, top, decades):
         x = _nearest(particles, clock[k])
         centres, area = cluster_markers(x)
         ax.scatter(circle_angles(centres), np.full(len(centres), base), s=area, facecolors="none",
-                   edgecolors="C3", linewidths=1.2, label="clusters (area ∝ mass)", clip_on=False)
+                   edgecolors="C3", linewidths=1.2, label="clusters of the tokens (area ∝ mass)", clip_on=False)
         ax.scatter(circle_angles(x), np.full(len(x), base), s=10, color="C3", edgecolors="k", linewidths=0.3,
                    label=f"{len(x)} tokens", clip_on=False)
     ax.set_xlim(0, 2 * np.pi)

@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..geometry import circle_angles
+from .tokens import AREA_PER_MASS, SMALLEST
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
     from ..solvers.results import DensitySolution, ParticleSolution
 
-__all__ = ["spacetime", "density_overlay"]
+__all__ = ["spacetime", "density_overlay", "cluster_discs"]
 
 
 def _axes(ax):
@@ -136,14 +137,65 @@ def spacetime(sol: DensitySolution, ax: Axes | None = None, particles: ParticleS
     return ax
 
 
-def density_overlay(sol: DensitySolution, k: int = -1, particles: ParticleSolution | None = None,
-                    ax: Axes | None = None, *, bins: int | None = None) -> Axes:
-    r"""ρ at output k of a DensitySolution on S^1 against a histogram of particle angles at the particle
-    output time nearest to sol.t[k]; both integrate to 1 over [0, 2π):
+def cluster_discs(ax: Axes, sol: DensitySolution, k: int, y: float) -> None:
+    r"""Draw the clusters of a density on S^1 that are narrower than its cells (``point_mass_measure``) as
+    discs at height ``y`` of ``ax`` (θ on the horizontal axis), area ∝ mass, each labelled with its mass.
 
     .. math::
 
-        \int_0^{2\pi} \rho_k \, d\theta = 1 = \int_0^{2\pi} \text{histogram}.
+        \text{area} = 25 + 900\, M \ \text{points}^2.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Axes with θ ∈ [0, 2π) horizontally.
+    sol : DensitySolution
+        A solution on S^1 (or any object with ``points``, ``areas`` and ``rho``).
+    k : int
+        Output index.
+    y : float
+        Height of the discs, in data coordinates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import matplotlib.pyplot as plt
+    >>> from types import SimpleNamespace
+    >>> import meanfield as mf
+    >>> from meanfield.plotting.circle import cluster_discs
+    >>> rho = np.full(64, 0.001)
+    >>> rho[[10, 40]] = [7.0, 3.0]
+    >>> grid = SimpleNamespace(points=mf.circle_points(2 * np.pi * (np.arange(64) + 0.5) / 64),
+    ...                        areas=np.full(64, 2 * np.pi / 64), rho=rho[None])
+    >>> fig, ax = plt.subplots()
+    >>> cluster_discs(ax, grid, -1, 0.0)
+    >>> sorted(t.get_text() for t in ax.texts)
+    ['M = 0.3', 'M = 0.7']
+    >>> plt.close(fig)
+    """
+    from ..clusters import point_mass_measure
+    measure = point_mass_measure(sol, k)
+    if not measure.masses.size:
+        return
+    theta = circle_angles(measure.centres)
+    ax.scatter(theta, np.full(theta.size, y), s=SMALLEST + AREA_PER_MASS * measure.masses, color="C0",
+               edgecolors="k", linewidths=0.8, alpha=0.6, zorder=3, clip_on=False,
+               label="clusters of the density (area ∝ mass)")
+    for angle, mass in zip(theta, measure.masses):
+        ax.annotate(f"M = {mass:.2g}", (angle, y), xytext=(8, 8), textcoords="offset points", fontsize=8)
+
+
+def density_overlay(sol: DensitySolution, k: int = -1, particles: ParticleSolution | None = None,
+                    ax: Axes | None = None, *, bins: int | None = None) -> Axes:
+    r"""ρ at output k of a DensitySolution on S^1 against a histogram of particle angles at the particle
+    output time nearest to sol.t[k]; both integrate to 1 over [0, 2π). A cluster narrower than its cells
+    (``meanfield.clusters.point_mass_measure``: mass M at angle θ_c) shows as a spike whose height says
+    little about its mass, so each is also drawn as a disc on the θ axis, area ∝ M, labelled with M:
+
+    .. math::
+
+        \int_0^{2\pi} \rho_k \, d\theta = 1 = \int_0^{2\pi} \text{histogram}, \qquad
+        \text{disc area} = 25 + 900\, M \ \text{points}^2.
 
     Parameters
     ----------
@@ -188,6 +240,7 @@ def density_overlay(sol: DensitySolution, k: int = -1, particles: ParticleSoluti
     ax = _axes(ax)
     theta, rho = _circle_solution(sol)
     ax.stairs(rho[k], _edges(theta), label=f"density ({theta.size} cells)", color="C0", linewidth=1.5)
+    cluster_discs(ax, sol, k, 0.5 * float(np.max(rho[k])))
     if particles is not None:
         angles = _particle_angles(particles)
         j = int(np.argmin(np.abs(np.asarray(particles.t) - sol.t[k])))

@@ -6,7 +6,10 @@ Projections: "mollweide" (equal-area world map; longitude and latitude in radian
 "ortho" (the hemisphere facing ``center``, seen from outside).  Colours are logarithmic by
 default (the solutions concentrate into near-Diracs): ``log=True`` spans the panel's range of
 densities, at most ``DECADES`` decades below its maximum, each panel with its own scale and
-colour bar unless vmin/vmax are given.  Tokens are drawn as white dots, and their clusters
+colour bar unless vmin/vmax are given.  A cluster of the density narrower than its cells (most
+clusters past the collapse sit in cells far below a pixel) would draw as nothing: such clusters
+(``meanfield.clusters.point_mass_measure``) are drawn as discs in the top colour, ringed in white, with
+an area proportional to their mass.  Tokens are drawn as white dots, and their clusters
 (``meanfield.clusters``) as rings whose area is proportional to the cluster's mass.
 """
 from __future__ import annotations
@@ -19,7 +22,7 @@ from scipy.spatial import cKDTree
 
 from ..checks import as_choice, as_float_array, as_points
 from ..geometry import normalise
-from .tokens import cluster_markers
+from .tokens import AREA_PER_MASS, SMALLEST, cluster_markers
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -94,15 +97,18 @@ def _center(sol, k, center):
 def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide", ax: Axes | None = None, *,
                 center: ArrayLike | None = None, resolution: int = 400, cmap: str = "viridis",
                 colorbar: bool = True, vmin: float | None = None, vmax: float | None = None,
-                log: bool = True) -> Axes:
+                log: bool = True, clusters: bool = True) -> Axes:
     r"""Draw the density ρ at output ``k`` of a sphere DensitySolution; returns the Axes.
 
     Each pixel shows the density of its nearest generator (its cell); with ``log`` the colours are
-    logarithmic over ``DECADES`` decades below the maximum:
+    logarithmic over ``DECADES`` decades below the maximum. With ``clusters``, every cluster too narrow
+    for its cells (``point_mass_measure``: mass M, centre b) is drawn as a disc at b in the colour map's
+    top colour, ringed in white, so that mass is seen where it is however small its cells:
 
     .. math::
 
-        \text{pixel } y \mapsto \rho_{i(y)}, \qquad i(y) = \operatorname{argmin}_i |y - c_i|.
+        \text{pixel } y \mapsto \rho_{i(y)}, \qquad i(y) = \operatorname{argmin}_i |y - c_i|, \qquad
+        \text{disc area} = 25 + 900\, M \ \text{points}^2.
 
     Parameters
     ----------
@@ -127,6 +133,8 @@ def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide"
         Colour range (default: this panel's own).
     log : bool
         Logarithmic colours (values below the range are shown in the lowest colour), or linear.
+    clusters : bool
+        Draw the clusters narrower than their cells as discs (area proportional to mass).
 
     Returns
     -------
@@ -154,10 +162,10 @@ def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide"
     >>> ax = density_map(sol, projection="ortho", resolution=60, colorbar=False)
     >>> plt.close(ax.figure)
     """
-    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)[0]
+    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log, clusters)[0]
 
 
-def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log=True):
+def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log=True, clusters=True):
     """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
     as_choice(projection, "projection", PROJECTIONS)
     sol, k = _snapshot(sol, k)
@@ -189,10 +197,31 @@ def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax
         ax.add_patch(_circle())
         ax.set_aspect("equal")
         ax.set_axis_off()
+    if clusters:
+        _cluster_discs(ax, sol, k, projection, frame, image.cmap(1.0))
     if colorbar:
         ax.figure.colorbar(image, ax=ax, shrink=0.7, label="density ρ" + (" (log scale)" if log else ""))
     ax.set_title(f"t = {sol.t[k]:.3g}")
     return ax, frame
+
+
+def _cluster_discs(ax, sol, k, projection, frame, colour):
+    """The density's clusters narrower than their cells as discs of area SMALLEST + AREA_PER_MASS · M."""
+    from ..clusters import point_mass_measure
+    measure = point_mass_measure(sol, k)
+    if measure.masses.size:
+        xy, front = _screen(measure.centres, projection, frame)
+        ax.scatter(xy[front, 0], xy[front, 1], s=SMALLEST + AREA_PER_MASS * measure.masses[front], color=colour,
+                   edgecolors="w", linewidths=1.2, zorder=3)
+
+
+def _screen(points, projection, frame):
+    """Map coordinates of points (n, 3) on a Mollweide map or an ortho view (``frame``), and which are
+    visible (the front hemisphere of the ortho view)."""
+    if projection == "mollweide":
+        return np.stack(_lonlat(points), axis=-1), np.ones(len(points), dtype=bool)
+    e1, e2, c = frame
+    return np.stack([points @ e1, points @ e2], axis=-1), points @ c > 0
 
 
 def _circle():
@@ -275,14 +304,10 @@ def particles_on_density(sol: DensitySolution, k: int, particles: ArrayLike | Pa
 def draw_tokens(ax, x, projection="mollweide", frame=None, *, s=6, color="w", clusters=True):
     """Tokens x (n, 3) as dots on a Mollweide or ortho map (``frame`` from the ortho view), and
     with ``clusters`` one ring per cluster, area proportional to its mass."""
-    def screen(points):
-        if projection == "mollweide":
-            return np.stack(_lonlat(points), axis=-1), np.ones(len(points), dtype=bool)
-        e1, e2, c = frame
-        return np.stack([points @ e1, points @ e2], axis=-1), points @ c > 0
     if clusters:
         centres, area = cluster_markers(x)
-        xy, front = screen(centres)
-        ax.scatter(xy[front, 0], xy[front, 1], s=area[front], facecolors="none", edgecolors=color, linewidths=1.2)
-    xy, front = screen(x)
+        xy, front = _screen(centres, projection, frame)
+        ax.scatter(xy[front, 0], xy[front, 1], s=area[front], facecolors="none", edgecolors=color, linewidths=1.2,
+                   zorder=4)
+    xy, front = _screen(x, projection, frame)
     ax.scatter(xy[front, 0], xy[front, 1], s=s, c=color, edgecolors="k", linewidths=0.3)

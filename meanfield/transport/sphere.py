@@ -55,7 +55,7 @@ from ..geometry import circle_angles, great_circle
 from ..measures import as_measure
 from .multiscale import multiscale_wasserstein
 
-__all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT"]
+__all__ = ["wasserstein", "geodesic_cost", "series_method", "EXACT_LIMIT"]
 
 METHODS = ("auto", "circle", "emd", "multiscale", "sliced")
 EXACT_LIMIT = 25_000_000          # largest n·m for the exact network simplex in "auto"
@@ -137,7 +137,9 @@ def wasserstein(x: ArrayLike, a: ArrayLike | None, y: ArrayLike, b: ArrayLike | 
         Order p >= 1 (at most 10 for the linear-programming solvers).
     method : {"auto", "circle", "emd", "multiscale", "sliced"}
         "auto": exact "circle" for d = 2, exact "emd" while n·m <= ``EXACT_LIMIT``, else the
-        approximate "sliced" (see the module docstring).
+        approximate "sliced" (see the module docstring). For a series of distances, resolve "auto" once
+        with ``series_method`` and pass its answer to every call: "auto" per call could switch method
+        between the terms of the series.
     return_info : bool
         Also return a dict: info["method"] says which method ran, info["exact"] whether the value is
         W_p itself (for "multiscale", info["gap"] is the certified duality gap on W_p^p).
@@ -180,8 +182,7 @@ def wasserstein(x: ArrayLike, a: ArrayLike | None, y: ArrayLike, b: ArrayLike | 
     p = _as_power(p)
     as_choice(method, "method", METHODS)
     d = x.shape[1]
-    if method == "auto":
-        method = "circle" if d == 2 else "emd" if x.shape[0] * y.shape[0] <= EXACT_LIMIT else "sliced"
+    method = series_method(method, d, x.shape[0] * y.shape[0])
     if method != "circle" and p > LP_MAX_P and min(np.count_nonzero(a), np.count_nonzero(b)) > 1:
         raise ValueError(f"p = {p:g} is too large for the {method!r} solver: costs d^p spread over "
                          f"more orders of magnitude than its tolerances resolve (measured: wrong in the 4th "
@@ -207,6 +208,50 @@ def wasserstein(x: ArrayLike, a: ArrayLike | None, y: ArrayLike, b: ArrayLike | 
         value = 2 * np.pi * float(ot.sliced_wasserstein_sphere(x, y, a, b, n_projections=n_projections,
                                                                p=p, seed=seed))
     return (value, info) if return_info else value
+
+
+def series_method(method: str, d: int, largest: int) -> str:
+    r"""The one transport method of a series of distances: ``method`` itself, or for ``"auto"`` the method
+    ``wasserstein`` picks for the series' largest problem, so that a series (W_p over output times, over
+    token counts, ...) never mixes exact and approximate values.
+
+    .. math::
+
+        \text{auto} \mapsto \begin{cases} \text{circle} & d = 2, \\
+        \text{emd} & d > 2,\ \max n m \le \texttt{EXACT\_LIMIT}, \\
+        \text{sliced} & \text{otherwise.} \end{cases}
+
+    Parameters
+    ----------
+    method : {"auto", "circle", "emd", "multiscale", "sliced"}
+        The method asked for.
+    d : int
+        Dimension of the ambient space (points on S^{d-1}).
+    largest : int
+        The largest n·m (atoms of one measure times atoms of the other) of the series.
+
+    Returns
+    -------
+    str
+        A method other than ``"auto"``, to pass to every ``wasserstein`` call of the series.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is not one of the methods.
+
+    Examples
+    --------
+    >>> from meanfield.transport import series_method
+    >>> series_method("auto", 3, 5000 * 2562), series_method("auto", 3, 5000 * 10242)
+    ('emd', 'sliced')
+    >>> series_method("auto", 2, 10**9), series_method("emd", 3, 10**9)
+    ('circle', 'emd')
+    """
+    as_choice(method, "method", METHODS)
+    if method != "auto":
+        return method
+    return "circle" if d == 2 else "emd" if largest <= EXACT_LIMIT else "sliced"
 
 
 def _to_atom(x, a, y, b, p):
