@@ -50,7 +50,7 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike
 
-__all__ = ["Operator", "upwind_matrix", "DENSITY_SCHEME", "PARTICLE_SCHEME", "CHECKPOINT_EVERY"]
+__all__ = ["Operator", "upwind_matrix", "scheme_keyword", "DENSITY_SCHEME", "PARTICLE_SCHEME", "CHECKPOINT_EVERY"]
 
 #: The default ``scheme=`` of the density solvers: SSP-RK3, positivity-controlled when ``dt=None``.
 DENSITY_SCHEME = "ssprk3"
@@ -178,3 +178,41 @@ def upwind_matrix(left: ArrayLike, right: ArrayLike, a: ArrayLike, b: ArrayLike,
     vals = np.concatenate([out_i / sizes[left], in_j / sizes[left], -out_i / sizes[right], -in_j / sizes[right]])
     n = sizes.size
     return scipy.sparse.coo_matrix((vals, (rows, cols)), shape=(n, n)).tocsr()
+
+
+def scheme_keyword(scheme: object, method: object, default: object) -> object:
+    """The time scheme of a particle solve from ``scheme=`` and its alias ``method=``.
+
+    ``scheme=`` is the keyword of every solver; the particle solvers also take ``method=`` (the API
+    contract's name in ``particles.solve``) for the same thing.
+
+    Parameters
+    ----------
+    scheme : str, Scheme class or instance
+        The ``scheme=`` argument (``default`` when not given).
+    method : str, Scheme class or instance, or None
+        The ``method=`` argument (None when not given).
+    default : str
+        The solver's default scheme.
+
+    Returns
+    -------
+    str, Scheme class or instance
+
+    Raises
+    ------
+    TypeError
+        When both are given and differ.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.contract import scheme_keyword
+    >>> scheme_keyword("rk4", "euler", "rk4"), scheme_keyword("euler", None, "rk4")
+    ('euler', 'euler')
+    """
+    if method is None:
+        return scheme
+    if scheme is not default and scheme != default and scheme != method:
+        raise TypeError(f"the time scheme was given twice, as scheme={scheme!r} and method={method!r}; pass one "
+                        f"(scheme= is the name every solver takes)")
+    return method

@@ -21,6 +21,7 @@ from scipy.linalg import expm
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, as_model
 
+from .contract import PARTICLE_SCHEME, scheme_keyword
 from .results import ParticleSolution
 from .stepping import integrate
 
@@ -86,8 +87,8 @@ def velocity(model, z, t=0.0):
     return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
 
 
-def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: float = 0.01, *,
-          progress: bool | None = None) -> ParticleSolution:
+def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str | type | object = PARTICLE_SCHEME,
+          dt: float = 0.01, progress: bool | None = None, method: str | None = None) -> ParticleSolution:
     r"""Integrate the rescaled tokens z(t) = e^{-tV} x(t) of self-attention in R^d.
 
     .. math::
@@ -105,10 +106,14 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: 
         Initial tokens (points of R^d, any norm).
     t_eval : array_like
         Increasing output times.
-    method : {"rk4", "euler"}
+    scheme : {"rk4", "euler"}, or a Scheme class or instance
+        The time scheme (``stepping.integrate``).
     dt : float
         The step.
     progress : bool or None
+        A progress bar (None: after a few seconds on a terminal).
+    method : str, optional
+        The same as ``scheme`` (as ``particles.solve``); pass one of the two.
 
     Returns
     -------
@@ -132,12 +137,14 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: 
     """
     model, z0, A, V = _setup(model, x0)
     t_eval = as_time_grid(t_eval)
-    as_choice(method, "method", ("rk4", "euler"))
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
+    if isinstance(method, str):
+        as_choice(method, "scheme", ("rk4", "euler"))
     dt = as_positive(dt, "dt")
     batched = z0[None] if z0.ndim == 2 else z0
     zs, info = integrate(lambda t, z: _field(model.beta, A, V, t, z), batched, t_eval, scheme=method, dt=dt,
                          time_dependent=True, progress=progress)
-    info.update(method=method, dt=dt, variables="rescaled z = exp(-tV) x")
+    info.update(method=getattr(method, "name", method), dt=dt, variables="rescaled z = exp(-tV) x")
     return ParticleSolution(t=t_eval, x=zs.reshape((t_eval.size,) + z0.shape), energy=None, model=model,
                             info=info)
 

@@ -40,9 +40,10 @@ from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_ar
                               as_time_grid)
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise, span_coordinates
-from meanfield.models import SA, USA, MultiHead, as_model
+from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
-from . import gemm, kernels, small, spectral, stepping
+from . import gemm, hardmax, kernels, small, spectral, stepping
+from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, scheme_keyword
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
@@ -450,8 +451,9 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
 
     Parameters
     ----------
-    model : SA, USA or MultiHead
-        The dynamics; weights that depend on time are evaluated at ``t``.
+    model : SA, USA, MultiHead or Hardmax
+        The dynamics; weights that depend on time are evaluated at ``t``.  A Hardmax (β = ∞) gives
+        ``hardmax.velocity`` (tokens (n, d), no weights; the other options do not apply).
     x : array_like, shape (n, d) or (B, n, d)
         Unit vectors.
     weights : array_like, shape (n,) or (B, n), optional
@@ -489,6 +491,10 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
     >>> v.shape, bool(np.allclose(np.sum(v * x, axis=1), 0.0))
     ((6, 3), True)
     """
+    if isinstance(model, Hardmax):          # β = ∞: the hardmax field (``hardmax.velocity``)
+        if weights is not None:
+            raise ValueError("the hardmax field weighs every token of the chosen set equally: pass weights=None")
+        return hardmax.velocity(model, x)
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     backend = _backend(backend, device)
@@ -802,13 +808,14 @@ def _observer(observe, model, w, shape, energy, how, log):
     return packed
 
 
-def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4",
-          dt: float | None = None, *, summation: str = "auto", weights: ArrayLike | None = None,
-          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None, energy: bool = True,
-          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
-          noise: float = 0.0, seed: int | None = None, observe: Callable | None = None, engine: str = "auto",
-          dtype: type = np.float64, budget: float | None = BUDGET, backend: str = "numba",
-          device: str | None = None) -> ParticleSolution:
+def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
+          scheme: str | type | object = PARTICLE_SCHEME, dt: float | None = None, rtol: float = 1e-8,
+          atol: float = 1e-10, summation: str = "auto", weights: ArrayLike | None = None, noise: float = 0.0,
+          seed: int | None = None, energy: bool = True, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET, observe: Callable | None = None, engine: str = "auto",
+          dtype: type = np.float64, backend: str = "numba", device: str | None = None,
+          method: str | type | object | None = None) -> ParticleSolution:
     r"""Integrate the tokens x0 on S^{d-1} and return a ParticleSolution.
 
     .. math::
@@ -826,7 +833,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         Initial tokens (unit vectors), one system or a batch of B systems.
     t_eval : array_like
         Increasing output times; the steps end on each of them exactly.
-    method : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}
+    scheme : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}, or a Scheme class or instance
+        The time scheme (the API contract's ``method=`` is the same keyword under its old name).
         RK4 or forward Euler, each followed by the projection x <- x/|x| (it keeps the scheme's
         order), with fixed step ``dt``; or the adaptive Dormand–Prince 5(4) pair with ``rtol``,
         ``atol``; or "euler_unprojected", the scheme of the paper's figures (its
@@ -885,6 +893,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         device type that wrote it (bit for bit).
     device : str, optional
         The torch device: None (CUDA when available, else the CPU), "cpu", "cuda", "cuda:k".
+    method : str, optional
+        The same as ``scheme`` (the name the API contract gives it); pass one of the two.
 
     Returns
     -------
@@ -910,6 +920,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     >>> sol.x.shape, bool(np.all(np.diff(sol.energy) >= 0))
     ((3, 8, 3), True)
     """
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
@@ -1218,6 +1229,7 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     if method == "euler_unprojected":
         raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
                          "no such drift: use solve() with circle_points(theta0)")
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation

@@ -134,11 +134,11 @@ def test_bad_matrices_are_named(kwargs, name):
 def test_matrices_of_another_dimension_and_non_models():
     rejects(lambda: mf.velocity(mf.SA(1.0, Q=np.eye(2)), GOOD3), "SA.Q")
     for call in (lambda m: mf.velocity(m, GOOD3), lambda m: particles.solve(m, GOOD3, T),
-                 lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, MESH),
+                 lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, mesh=MESH),
                  lambda m: mf.growth_rate(m, 3, 2)):
         rejects(lambda: call("SA"), "model")
         rejects(lambda: call(None), "model")
-    for call in (lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, MESH),
+    for call in (lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, mesh=MESH),
                  lambda m: mf.growth_rate(m, 3, 2), lambda m: particles.solve_angles(m, np.zeros(3), T)):
         rejects(lambda: call(mf.SA(1.0, V=2.0)), "V = ±I")
 

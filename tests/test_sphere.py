@@ -463,7 +463,7 @@ def test_defaults_normalisation_and_solution_object(tmp_path):
     back = DensitySolution.load(tmp_path / "s.npz")
     np.testing.assert_array_equal(back.rho, sol.rho)
     assert back.model == sol.model and back.info["mesh"] == "icosphere(2)"
-    fixed = sphere.solve(mf.SA(1.0), np.ones(icosphere(4).size), [0.0, 0.01], icosphere(4))
+    fixed = sphere.solve(mf.SA(1.0), np.ones(icosphere(4).size), [0.0, 0.01], mesh=icosphere(4))
     assert fixed.info["cells"] == 2562 and fixed.info["flux"] == "upwind2" and fixed.cells is None
     # the default flux is well balanced: the uniform density stays put to round-off
     np.testing.assert_allclose(fixed.rho[-1], 1 / (4 * np.pi), rtol=1e-14)
