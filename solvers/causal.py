@@ -194,9 +194,9 @@ class CausalOperator(Operator):
     Examples
     --------
     >>> import numpy as np, meanfield as mf
-    >>> from meanfield.solvers import causal
+    >>> from meanfield.solvers import causal, circle
     >>> op = causal.CausalOperator(mf.SA(2.0, causal=True), 32, "upwind")
-    >>> rho = 1 + 0.5 * np.cos(causal.cell_angles(32) - np.arange(4)[:, None])
+    >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(32) - np.arange(4)[:, None])
     >>> drho, rate = op(rho)
     >>> bool(np.allclose(-(op.linear_part(rho) @ rho.ravel()), drho.ravel(), rtol=0, atol=1e-14))
     True

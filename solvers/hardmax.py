@@ -39,7 +39,7 @@ from .results import ParticleSolution
 EVENT_TOL = 1e-13
 MAX_CUTS = 4
 ENERGY_NOTE = "NaN: hardmax attention has no interaction energy (β = ∞; E_β diverges)"
-
+DEFAULT_DT = 0.01    # the fixed step when dt=None
 
 def _as_hardmax(model):
     if not isinstance(model, Hardmax):
@@ -147,7 +147,7 @@ def _step(W, V, x, h, scheme):
     return normalise(x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
 
 
-def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PARTICLE_SCHEME, dt: float = 0.01,
+def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PARTICLE_SCHEME, dt: float | None = None,
           budget: float | None = BUDGET, method: str | None = None) -> ParticleSolution:
     """Integrate hardmax attention from tokens x0 (n, d) with event-aware steps (module docstring).
 
@@ -159,8 +159,8 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PAR
     scheme : {"rk4", "euler"}
         The time scheme between switches (its own event-aware steps: registered scheme classes do
         not apply here).
-    dt : float
-        The step between switches.
+    dt : float, optional
+        The step between switches (default 0.01).
     budget : float or None
         Seconds (default one hour; None: no limit): the run stops with a RuntimeError once it has
         run that long (``meanfield.budget``).
@@ -185,7 +185,7 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PAR
     model = _as_hardmax(model)
     x = as_points(x0, "x0").copy()
     t_eval = as_time_grid(t_eval)
-    dt = as_positive(dt, "dt")
+    dt = DEFAULT_DT if dt is None else as_positive(dt, "dt")
     method = scheme = as_choice(scheme_keyword(scheme, method, PARTICLE_SCHEME), "scheme", ("rk4", "euler"))
     budget, start = as_budget(budget), time.perf_counter()
     V = model.interaction(x.shape[-1])[1]

@@ -43,7 +43,7 @@ from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
 from . import gemm, hardmax, kernels, small, spectral, stepping
-from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, scheme_keyword
+from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
@@ -513,6 +513,70 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
                           "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
     w = _causal_weights(model, as_batch_weights(weights, x))
     return field(model, _batched(x), w, summation=summation, dtype=dtype).reshape(x.shape)
+
+
+class ParticleOperator(Operator):
+    r"""The particle system dx_i/dt = X[μ^n](x_i) on S^{d-1} as an engine operator.
+
+    .. math::
+
+        \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j},
+
+    the field of ``velocity``; the engine contract of ``meanfield.solvers.contract`` for the state
+    x (n, d) or (B, n, d): the rate is 0 (no step keeps anything non-negative: ``positive`` is
+    False), ``project`` is x/|x| after each step, ``energy`` E_β of the empirical measure (NaN for
+    a MultiHead or a causal model, where it is not the dynamics' energy), and there is no linear
+    part (``linear_part`` raises NotImplementedError).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    d : int
+        The dimension of the tokens.
+    weights : array_like, optional
+        Token weights (default 1/n).
+    summation : {"auto", "direct", "fast"}
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(6, 3, seed=0)
+    >>> op = particles.ParticleOperator(mf.SA(1.0), 3)
+    >>> v, rate = op(x)
+    >>> bool(np.allclose(v, particles.velocity(mf.SA(1.0), x))), rate
+    (True, 0.0)
+    """
+
+    positive = False
+
+    def __init__(self, model: SA | USA | MultiHead, d: int, weights: ArrayLike | None = None,
+                 summation: str = "auto"):
+        self.model, self.d = as_model(model, multihead=True, causal=True), as_count(d, "d", minimum=2)
+        self.weights, self.summation = weights, summation
+
+    def __call__(self, x):
+        return velocity(self.model, x, self.weights, self.summation), 0.0
+
+    def step_bound(self):
+        """``max_step(model, d)`` (the RK4 stability bound; the smallest over a MultiHead's heads)."""
+        return min(max_step(head, self.d) for head in getattr(self.model, "heads", (self.model,)))
+
+    def energy(self, x):
+        """E_β of the empirical measure (one system), NaN where it is not the dynamics' energy."""
+        if isinstance(self.model, MultiHead) or self.model.causal:
+            return np.nan
+        w = None if self.weights is None else np.asarray(self.weights, dtype=float)[None]
+        return float(energies(self.model.beta, _batched(np.asarray(x, dtype=float)), w, self.summation)[0])
+
+    def measure(self, x):
+        """The tokens and their weights."""
+        x = np.asarray(x, dtype=float)
+        return x, (np.full(x.shape[-2], 1.0 / x.shape[-2]) if self.weights is None else np.asarray(self.weights))
+
+    def project(self, x):
+        """x/|x|: back onto the sphere."""
+        return normalise(x)
 
 
 def _causal_weights(model, w):
