@@ -1249,8 +1249,10 @@ def angle_velocity(model, theta, summation="auto"):
     return out.reshape(theta.shape)
 
 
-def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
-                 progress=None):
+def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
+                 scheme: str | type | object = PARTICLE_SCHEME, dt: float | None = None, rtol: float = 1e-8,
+                 atol: float = 1e-10, summation: str = "auto", progress: bool | None = None,
+                 method: str | type | object | None = None) -> ParticleSolution:
     """Integrate tokens on the circle (d = 2) in angle variables θ.
 
     The equation of ``angle_velocity``, with the schemes of ``solve`` (without projection: angles
@@ -1264,13 +1266,15 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
         Initial angles.
     t_eval : array_like
         Increasing output times.
-    method : {"rk4", "euler", "adaptive", "dopri5"}
+    scheme : {"rk4", "euler", "adaptive", "dopri5"}, or a Scheme class or instance
     dt : float, optional
         Fixed step (default ``default_dt``), at most ``max_step``.
-    summation : {"auto", "direct", "fast"}
     rtol, atol : float
         Tolerances of the adaptive method.
+    summation : {"auto", "direct", "fast"}
     progress : bool or None
+    method : str, optional
+        The same as ``scheme`` (as ``solve``); pass one of the two.
 
     Returns
     -------
@@ -1290,10 +1294,10 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     >>> bool(abs(sol.theta[-1, 1] - sol.theta[-1, 0]) < 1e-6)     # the two tokens have merged
     True
     """
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     if method == "euler_unprojected":
         raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
                          "no such drift: use solve() with circle_points(theta0)")
-    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     theta0 = as_float_array(theta0, "theta0")
     angle_velocity(model, theta0, summation)  # validates shapes, the model and the summation

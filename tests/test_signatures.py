@@ -13,10 +13,11 @@ from meanfield.solvers import sphere, zonal
 
 DENSITY = {"circle": circle.solve, "sphere": sphere.solve, "adaptive": adaptive.solve,
            "adaptive_circle": adaptive_circle.solve, "zonal": zonal.solve, "causal": causal.solve}
-PARTICLE = {"particles": particles.solve, "euclidean": euclidean.solve, "hardmax": hardmax.solve}
+PARTICLE = {"particles": particles.solve, "particles.solve_angles": particles.solve_angles,
+            "euclidean": euclidean.solve, "hardmax": hardmax.solve}
 SOLVERS = {**DENSITY, **PARTICLE}
 POSITIONAL = {"zonal": ("d",)}          # the API contract: zonal.solve(model, f0, t_eval, d, cells=512)
-STATES = ("rho0", "f0", "x0")
+STATES = ("rho0", "f0", "x0", "theta0")
 
 # keyword: the default every solver that has it gives it (scheme: per family)
 COMMON = {"dt": None, "progress": None, "checkpoint": None, "checkpoint_every": contract.CHECKPOINT_EVERY,
