@@ -1252,7 +1252,7 @@ def angle_velocity(model, theta, summation="auto"):
 def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
                  scheme: str | type | object = PARTICLE_SCHEME, dt: float | None = None, rtol: float = 1e-8,
                  atol: float = 1e-10, summation: str = "auto", progress: bool | None = None,
-                 method: str | type | object | None = None) -> ParticleSolution:
+                 budget: float | None = BUDGET, method: str | type | object | None = None) -> ParticleSolution:
     """Integrate tokens on the circle (d = 2) in angle variables θ.
 
     The equation of ``angle_velocity``, with the schemes of ``solve`` (without projection: angles
@@ -1273,6 +1273,8 @@ def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
         Tolerances of the adaptive method.
     summation : {"auto", "direct", "fast"}
     progress : bool or None
+    budget : float or None
+        Seconds, as in ``solve``.
     method : str, optional
         The same as ``scheme`` (as ``solve``); pass one of the two.
 
@@ -1307,8 +1309,14 @@ def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
     dt = _fixed_step(model, 2, scheme, dt)
     if scheme == "dopri5":
         _check_adaptive(model, 2, t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
-    ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
-                          rtol=rtol, atol=atol, progress=progress)
+    rhs = lambda th: angle_velocity(model, th, how)     # noqa: E731
+    what = f"this {method} solve of {model!r} ({n} angles to t = {t_eval[-1]:g})"
+    if scheme == "dopri5":
+        rhs = deadline(rhs, as_budget(budget), what)
+    else:
+        check_fixed_steps(as_budget(budget), t_eval, dt, lambda: fixed_step(lambda _, th: rhs(th), t_eval[0], theta0,
+                                                                            dt, scheme), 1, what)
+    ths, info = integrate(rhs, theta0, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol, progress=progress)
     info.update(method=method, dt=dt, summation=how)
     xs = circle_points(ths)
     en = _trajectory_energy(model, xs, None, how)
