@@ -2,7 +2,7 @@
 
 The continuity equation ∂_t ρ + ∂_θ(ρ u) = 0 of ``circle`` (the same fluxes, the same positivity-
 controlled SSP-RK3) is solved on a dyadic mesh (``dyadic``): base cells of width 2π/N_0 halved up to
-L times, L = log2(``finest``/``cells``).
+L times, L = log2(``finest_cells``/``cells``).
 
 - **Field on cells of different widths.**  The circle's FFT sums need equal cells.  Here the field
   is that of the piecewise-constant density ρ(θ) = ρ_j on C_j = [c_j - w_j/2, c_j + w_j/2], a truncated
@@ -48,7 +48,7 @@ L times, L = log2(``finest``/``cells``).
   used), e^β (M² + β Σ_k w_k q̂_k |ρ̂_k|²)/(2β), at the outputs (``info["energy_dips"]``) and across
   every remesh (``info["remesh_energy"]``).
 
-With ``finest == cells`` nothing is refined and the run is ``circle.solve``, bit for bit.
+With ``finest_cells == cells`` nothing is refined and the run is ``circle.solve``, bit for bit.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "DyadicOperator", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
 
-DEFAULTS = dict(cells=256, finest=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
+DEFAULTS = dict(cells=256, finest_cells=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
                 interval=0.25, max_cells=8192)
 QUADRATURE = 4      # Gauss–Legendre nodes per cell for the cell averages of a callable rho0
 _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "tpfa": ("Q",)}
@@ -443,15 +443,15 @@ def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
     return mesh, _initial(rho0, mesh, cells), threshold
 
 
-def _depth(cells, finest):
-    ratio = finest // cells
-    if finest % cells or ratio & (ratio - 1):
-        raise ValueError(f"finest = {finest} must be cells = {cells} times a power of two")
+def _depth(cells, finest_cells):
+    ratio = finest_cells // cells
+    if finest_cells % cells or ratio & (ratio - 1):
+        raise ValueError(f"finest_cells = {finest_cells} must be cells = {cells} times a power of two")
     return int(ratio).bit_length() - 1
 
 
 def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, cells: int = DEFAULTS["cells"],
-          finest: int = DEFAULTS["finest"], flux: str = circle.DEFAULT_FLUX,
+          finest_cells: int = DEFAULTS["finest_cells"], flux: str = circle.DEFAULT_FLUX,
           scheme: str | type | object = DENSITY_SCHEME, threshold: float = DEFAULTS["threshold"],
           watershed: float = DEFAULTS["watershed"], watershed_cells: int = DEFAULTS["watershed_cells"],
           buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"], interval: float = DEFAULTS["interval"],
@@ -482,8 +482,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         Increasing output times (the steps end on each).
     cells : int
         N_0, the number of base cells (coarsest level).
-    finest : int
-        The number of cells of the finest level, N_0 2^L (``finest == cells``: ``circle.solve``).
+    finest_cells : int
+        The number of cells of the finest level, N_0 2^L (``finest_cells == cells``: ``circle.solve``).
     flux : {"upwind2", "upwind", "muscl", "tpfa"}
         ``circle``'s fluxes (default "upwind2").
     scheme : str, Scheme class or instance
@@ -495,7 +495,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         this times the mean, every cell is refined to ``watershed_cells`` (module docstring); 0 turns the
         watershed criterion off.
     watershed_cells : int
-        The cells of that smooth phase, cells 2^k (clipped to [cells, finest]).
+        The cells of that smooth phase, cells 2^k (clipped to [cells, finest_cells]).
     buffer : int
         Cells of each level around the finer ones.
     every, interval : int, float
@@ -525,7 +525,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     ------
     ValueError
         On invalid input: a model other than Q^T K = I, V = ±I heads, an unknown flux, bad output times
-        or densities, ``finest`` not ``cells`` times a power of two, a non-finite or negative
+        or densities, ``finest_cells`` not ``cells`` times a power of two, a non-finite or negative
         ``watershed``, ``watershed_cells`` above ``max_cells``, ``resume`` without ``checkpoint``, or a
         checkpoint written by another run.
     RuntimeError
@@ -535,7 +535,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
-    >>> sol = solve(mf.SA(4.0), perturbed_uniform(2), [0.0, 2.0], cells=64, finest=512)
+    >>> sol = solve(mf.SA(4.0), perturbed_uniform(2), [0.0, 2.0], cells=64, finest_cells=512)
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0), int(sol.cells[-1]) > 64
     (True, True)
     """
@@ -543,7 +543,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
     cells = circle.check_cells(cells)
-    finest = as_count(finest, "finest")
+    finest = as_count(finest_cells, "finest_cells")
     depth = _depth(cells, finest)
     budget = as_budget(budget)
     settings = dict(threshold=as_positive(threshold, "threshold"), buffer=as_count(buffer, "buffer", minimum=0),
@@ -678,7 +678,7 @@ class _Run:
 
     def solution(self):
         meshes, rhos = [m for m, _ in self.out], [r for _, r in self.out]
-        info = dict(flux=self.flux, cells=self.cells, finest=self.cells << self.depth, threshold=self.threshold,
+        info = dict(flux=self.flux, cells=self.cells, finest_cells=self.cells << self.depth, threshold=self.threshold,
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)

@@ -149,7 +149,7 @@ def test_scheme_is_passed_through_to_the_integration(monkeypatch):
     circle.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=32, scheme="euler")
     sphere.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 2], t, mesh=sphere.icosphere(1), scheme="euler")
     adaptive.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 2], t, base=1, finest=1, scheme="euler")
-    adaptive_circle.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=16, finest=32, scheme="euler")
+    adaptive_circle.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=16, finest_cells=32, scheme="euler")
     zonal.solve(mf.SA(2.0), lambda s: 1 + 0.5 * s, t, 3, cells=16, scheme="euler")
     causal.solve(mf.SA(2.0), lambda s, th: 1 + 0.5 * np.cos(th), t, slices=4, cells=16, scheme="euler")
     particles.solve(mf.SA(1.0), mf.uniform_sphere(4, 3, seed=0), t, scheme="euler", dt=0.05)
