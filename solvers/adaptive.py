@@ -45,7 +45,7 @@ from . import adaptive_state, sphere
 from .diffusion import as_diffusion
 from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name
 from .results import DensitySolution
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
@@ -363,7 +363,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         if stop is not None:
             raise stop
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
+                     dict(method=scheme_name(scheme), flux=flux, summation=summation, base=base, finest=finest,
+                          bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
                           remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)

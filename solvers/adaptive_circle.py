@@ -69,7 +69,7 @@ from meanfield.models import SA, USA, MultiHead
 
 from . import circle
 from . import circle_kernels as kernels
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
 from .dyadic import select, transfer, uniform_mesh, DyadicMesh
 from .results import DensitySolution
 from .dyadic_kernels import flux_pass, log_space
@@ -678,7 +678,8 @@ class _Run:
 
     def solution(self):
         meshes, rhos = [m for m, _ in self.out], [r for _, r in self.out]
-        info = dict(flux=self.flux, cells=self.cells, finest_cells=self.cells << self.depth, threshold=self.threshold,
+        info = dict(method=scheme_name(self.scheme), flux=self.flux, cells=self.cells,
+                    finest_cells=self.cells << self.depth, threshold=self.threshold,
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)

@@ -78,7 +78,7 @@ from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
 from .results import CausalDensitySolution
 from .stepping import Checkpoint, integrate, positivity_step
 
@@ -482,6 +482,6 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
                            resume=resume, progress=progress)
-    info.update(dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
+    info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
     return CausalDensitySolution(t=t_eval, s=slice_positions(slices), theta=cell_angles(cells), rho=rhos,
                                  mass=rhos.sum(axis=2) * (2 * np.pi / cells), model=model, info=info)

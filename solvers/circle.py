@@ -79,7 +79,7 @@ from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
 from .results import DensitySolution
 from . import circle_kernels as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
@@ -879,7 +879,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                            progress=progress, positivity=controlled, cfl=cfl, context=what)
-    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,
+    info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
+                log_space_cells=stage.log_space_cells,
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
     energy = np.array([stage.energy(r) for r in rhos]) if energy else None
     points = circle_points(cell_angles(cells))

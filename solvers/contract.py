@@ -50,7 +50,8 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike
 
-__all__ = ["Operator", "upwind_matrix", "scheme_keyword", "DENSITY_SCHEME", "PARTICLE_SCHEME", "CHECKPOINT_EVERY"]
+__all__ = ["Operator", "upwind_matrix", "scheme_keyword", "scheme_name", "DENSITY_SCHEME", "PARTICLE_SCHEME",
+           "CHECKPOINT_EVERY"]
 
 #: The default ``scheme=`` of the density solvers: SSP-RK3, positivity-controlled when ``dt=None``.
 DENSITY_SCHEME = "ssprk3"
@@ -216,3 +217,28 @@ def scheme_keyword(scheme: object, method: object, default: object) -> object:
         raise TypeError(f"the time scheme was given twice, as scheme={scheme!r} and method={method!r}; pass one "
                         f"(scheme= is the name every solver takes)")
     return method
+
+
+def scheme_name(scheme: object) -> str:
+    """The name a result's ``info["method"]`` records for a time scheme: the registered name, or
+    the ``name`` of a scheme class or instance (else its class name).
+
+    Parameters
+    ----------
+    scheme : str, Scheme class or instance
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> from meanfield.solvers.contract import scheme_name
+    >>> class Heun:
+    ...     name = "heun"
+    >>> scheme_name("ssprk3"), scheme_name(Heun), scheme_name(Heun())
+    ('ssprk3', 'heun', 'heun')
+    """
+    if isinstance(scheme, str):
+        return scheme
+    return str(getattr(scheme, "name", getattr(scheme, "__name__", type(scheme).__name__)))

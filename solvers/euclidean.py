@@ -22,7 +22,7 @@ from meanfield.budget import BUDGET, check_fixed_steps
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, as_model
 
-from .contract import PARTICLE_SCHEME, scheme_keyword
+from .contract import PARTICLE_SCHEME, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .stepping import integrate
 
@@ -154,7 +154,7 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str | type | o
     check_fixed_steps(budget, t_eval, dt, lambda: rhs(t_eval[0], batched), STAGES.get(method, 4),
                       f"this solve of {model!r} ({batched.shape[-2]} tokens to t = {t_eval[-1]:g})")
     zs, info = integrate(rhs, batched, t_eval, scheme=method, dt=dt, time_dependent=True, progress=progress)
-    info.update(method=getattr(method, "name", method), dt=dt, variables="rescaled z = exp(-tV) x")
+    info.update(method=scheme_name(method), dt=dt, variables="rescaled z = exp(-tV) x")
     return ParticleSolution(t=t_eval, x=zs.reshape((t_eval.size,) + z0.shape), energy=None, model=model,
                             info=info)
 

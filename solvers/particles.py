@@ -43,7 +43,7 @@ from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
 from . import gemm, hardmax, kernels, small, spectral, stepping
-from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword
+from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
@@ -782,8 +782,11 @@ def block_dt(model, d):
 def _integration_setup(model, t_eval, method, dt):
     model = as_model(model, multihead=True, time_dependent=True, causal=True)
     t_eval = as_time_grid(t_eval)
-    as_choice(method, "method", tuple(METHODS))
-    scheme = METHODS[method]
+    if isinstance(method, str):
+        as_choice(method, "scheme (method)", tuple(METHODS))
+        scheme = METHODS[method]
+    else:               # a scheme class or instance: ``stepping.integrate`` takes it as it is
+        scheme = method
     if dt is not None:
         dt = as_positive(dt, "dt")
     return model, t_eval, scheme, dt
@@ -795,7 +798,7 @@ def _fixed_step(model, d, scheme, dt):
         return dt
     if dt is None:
         return default_dt(model, d)
-    bound = max_step(model, d, scheme)
+    bound = max_step(model, d, scheme if isinstance(scheme, str) else "euler")   # a class: Euler's bound
     if dt > bound:
         raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
                          f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound; euler_unprojected also "
@@ -817,7 +820,7 @@ def _engine(engine, scheme, n, how, plain):
     """The engine that runs ``solve`` (see its docstring); ``plain``: one head with constant
     weights and no noise."""
     as_choice(engine, "engine", ENGINES)
-    fits = plain and scheme != "dopri5" and uses_small(n, n, how)
+    fits = plain and scheme in ("euler", "rk4") and uses_small(n, n, how)
     if engine == "small" and not fits:
         raise ValueError(f"engine='small' needs one SA/USA head with constant weights, no noise, method "
                          f"'euler' or 'rk4', direct summation and at most {small.SMALL_N} tokens per system; "
@@ -1042,7 +1045,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
         advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
-    meta = dict(solver="particles", model=model.to_dict(), method=method if unprojected else scheme, dt=dt,
+    meta = dict(solver="particles", model=model.to_dict(),
+                method=method if unprojected else scheme_name(scheme), dt=dt,
                 rtol=rtol, atol=atol, summation=how, weights=None if w is None else digest(w),
                 noise=float(noise) if kick else 0.0, seed=seed, engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
@@ -1060,7 +1064,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,
                          advance=advance, observe=packed)
-    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
+    info.update(method=scheme_name(method), dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
                 dtype=np.dtype(dtype).name)
     if backend == "torch":
         info["device"] = str(device)
@@ -1317,7 +1321,7 @@ def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
         check_fixed_steps(as_budget(budget), t_eval, dt, lambda: fixed_step(lambda _, th: rhs(th), t_eval[0], theta0,
                                                                             dt, scheme), 1, what)
     ths, info = integrate(rhs, theta0, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol, progress=progress)
-    info.update(method=method, dt=dt, summation=how)
+    info.update(method=scheme_name(method), dt=dt, summation=how)
     xs = circle_points(ths)
     en = _trajectory_energy(model, xs, None, how)
     if _energy_note(model):

@@ -80,7 +80,7 @@ from meanfield.models import SA, USA, MultiHead
 from . import harmonics, particles, reconstruction, spectral
 from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
@@ -938,7 +938,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     en = np.array([stage.energy(r) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})
-    info.update(flux=flux, dt=dt, max_dt=bound, cfl=cfl if controlled else None, summation=summation,
+    info.update(method=scheme_name(scheme), flux=flux, dt=dt,
+                max_dt=bound, cfl=cfl if controlled else None, summation=summation,
                 field=", ".join(fields), mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
     if en is not None:
         info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))
