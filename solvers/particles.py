@@ -782,10 +782,10 @@ def block_dt(model, d):
 def _integration_setup(model, t_eval, method, dt):
     model = as_model(model, multihead=True, time_dependent=True, causal=True)
     t_eval = as_time_grid(t_eval)
-    if isinstance(method, str):
+    if isinstance(method, str) or not hasattr(method, "step"):
         as_choice(method, "scheme (method)", tuple(METHODS))
         scheme = METHODS[method]
-    else:               # a scheme class or instance: ``stepping.integrate`` takes it as it is
+    else:               # a scheme class or instance (it has ``step``): ``stepping.integrate`` takes it as it is
         scheme = method
     if dt is not None:
         dt = as_positive(dt, "dt")

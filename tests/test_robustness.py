@@ -241,8 +241,8 @@ def test_bad_tolerances_are_named(entry):
 
 
 NAMED_CHOICES = [
-    (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, method=m), "method"),
-    (lambda m: particles.solve_angles(mf.SA(1.0), np.zeros(3), T, method=m), "method"),
+    (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, scheme=m), "scheme"),
+    (lambda m: particles.solve_angles(mf.SA(1.0), np.zeros(3), T, scheme=m), "scheme"),
     (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, summation=m), "summation"),
     (lambda m: particles.velocity(mf.SA(1.0), GOOD3, summation=m), "summation"),
     (lambda m: circle.solve(mf.SA(1.0), np.ones(16), T, flux=m), "flux"),
