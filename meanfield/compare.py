@@ -520,7 +520,8 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=None, mesh
         return sphere.solve(model, rho0, t_eval, mesh=sphere.icosphere(spec["level"]), flux=flux, progress=progress)
     from meanfield.solvers import adaptive
     # no progress bars: adaptive.solve would draw one per stretch between two checks of its criterion
-    return adaptive.solve(model, rho0, t_eval, flux=flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"])
+    return adaptive.solve(model, rho0, t_eval, flux=flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"],
+                          progress=False)
 
 
 def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, mesh=None, base=None, finest=None,
