@@ -45,7 +45,7 @@ from . import adaptive_state, sphere
 from .diffusion import as_diffusion
 from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
 from .results import DensitySolution
 from .remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
@@ -305,6 +305,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
                 every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)

@@ -69,7 +69,7 @@ from meanfield.models import SA, USA, MultiHead
 
 from . import circle
 from . import circle_kernels as kernels
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .dyadic import select, transfer, uniform_mesh, DyadicMesh
 from .results import DensitySolution
 from .dyadic_kernels import flux_pass, log_space
@@ -568,6 +568,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if checkpoint is not None:
         meta = dict(solver="adaptive_circle", model=model.to_dict(), flux=flux, cells=cells, finest=finest,
                     energy=energy, **settings)
+        meta = with_scheme(meta, scheme)
         ckpt = Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
         if resume:
             run.restore(ckpt)

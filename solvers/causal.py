@@ -78,7 +78,7 @@ from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
 from .stepping import Checkpoint, integrate, positivity_step
 
@@ -477,6 +477,7 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     meta = dict(solver="causal", model=model.to_dict(), dt=dt, slices=slices, cells=cells)
     if flux != "upwind2":
         meta["flux"] = flux
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
     rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)

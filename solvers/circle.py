@@ -79,7 +79,7 @@ from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from . import circle_kernels as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
@@ -876,6 +876,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                            progress=progress, positivity=controlled, cfl=cfl, context=what)

@@ -50,8 +50,8 @@ import numpy as np
 import scipy.sparse
 from numpy.typing import ArrayLike
 
-__all__ = ["Operator", "upwind_matrix", "scheme_keyword", "scheme_name", "DENSITY_SCHEME", "PARTICLE_SCHEME",
-           "CHECKPOINT_EVERY"]
+__all__ = ["Operator", "upwind_matrix", "scheme_keyword", "scheme_name", "with_scheme", "DENSITY_SCHEME",
+           "PARTICLE_SCHEME", "CHECKPOINT_EVERY"]
 
 #: The default ``scheme=`` of the density solvers: SSP-RK3, positivity-controlled when ``dt=None``.
 DENSITY_SCHEME = "ssprk3"
@@ -242,3 +242,34 @@ def scheme_name(scheme: object) -> str:
     if isinstance(scheme, str):
         return scheme
     return str(getattr(scheme, "name", getattr(scheme, "__name__", type(scheme).__name__)))
+
+
+def with_scheme(meta: dict, scheme: object, default: object = DENSITY_SCHEME) -> dict:
+    """A checkpoint's run identity ``meta`` with the time scheme added where it is not the default.
+
+    A checkpoint resumes only a run with the same ``meta``: a run with another scheme is then refused,
+    and checkpoints of runs with the default scheme, written before solvers took ``scheme=``, still
+    resume.
+
+    Parameters
+    ----------
+    meta : dict
+        The run's identity (changed in place).
+    scheme : str, Scheme class or instance
+    default : str
+        The solver's default scheme.
+
+    Returns
+    -------
+    dict
+        ``meta``.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.contract import with_scheme
+    >>> with_scheme({"solver": "circle"}, "ssprk3"), with_scheme({"solver": "circle"}, "euler")
+    ({'solver': 'circle'}, {'solver': 'circle', 'scheme': 'euler'})
+    """
+    if scheme_name(scheme) != scheme_name(default):
+        meta["scheme"] = scheme_name(scheme)
+    return meta

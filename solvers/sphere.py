@@ -80,7 +80,7 @@ from meanfield.models import SA, USA, MultiHead
 from . import harmonics, particles, reconstruction, spectral
 from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
@@ -927,6 +927,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                 mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
     if max_dt is not None:
         meta["max_dt"] = max_dt
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"

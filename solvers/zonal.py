@@ -68,7 +68,7 @@ from meanfield.theory import speed_bound
 from . import gegenbauer, stepping
 from .circle import CFL, isotropic_model
 from .circle_kernels import FLUX_CODES, flux_pass
-from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
@@ -777,6 +777,7 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                              progress=progress, positivity=dt is None, cfl=cfl, context=what)

@@ -178,3 +178,15 @@ def test_velocity_serves_hardmax():
     assert np.array_equal(mf.velocity(model, x), hardmax.velocity(model, x))
     with pytest.raises(ValueError, match="weights"):
         mf.velocity(model, x, weights=np.full(7, 1 / 7))
+
+
+def test_a_checkpoint_resumes_only_with_its_scheme(tmp_path):
+    """The scheme joins the run's identity when it is not the default: the default's checkpoints (also
+    those written before solvers took scheme=) resume, another scheme's are refused."""
+    path, t = tmp_path / "run.npz", [0.0, 0.5, 1.0]
+    run = lambda **kw: circle.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=32, checkpoint=path,  # noqa: E731
+                                    checkpoint_every=3, **kw)
+    first = run()
+    assert np.array_equal(run(resume=True).rho, first.rho) and first.info["method"] == "ssprk3"
+    with pytest.raises(ValueError, match="different run"):
+        run(resume=True, scheme="euler")
