@@ -97,13 +97,13 @@ def run_one(cells, finest, watershed, watershed_cells):
     from meanfield.solvers import adaptive_circle, circle
     model, rho0 = mf.SA(BETA), perturbed_uniform(2)
     circle.solve(model, rho0, [0.0, 0.01], cells=16, progress=False)       # compile / load the kernels
-    adaptive_circle.solve(model, rho0, [0.0, 0.01], cells=16, finest=64)
+    adaptive_circle.solve(model, rho0, [0.0, 0.01], cells=16, finest_cells=64)
     start, cpu = time.perf_counter(), time.process_time()
     if cells == finest:
         sol = circle.solve(model, rho0, [0.0, T], cells=cells, progress=False)
         extra = dict(max_cells=cells)
     else:
-        sol = adaptive_circle.solve(model, rho0, [0.0, T], cells=cells, finest=finest, watershed=watershed,
+        sol = adaptive_circle.solve(model, rho0, [0.0, T], cells=cells, finest_cells=finest, watershed=watershed,
                                     watershed_cells=watershed_cells)
         info = sol.info
         extra = dict(max_cells=int(max(m["cells"] for m in info["meshes"])), remeshes=info["remeshes"],

@@ -59,7 +59,7 @@ def smooth_table(repeat):
         number = max(2, 40000 // cells)
         for model in (mf.SA(4.0), mf.USA(4.0)):
             for flux in circle.FLUXES:
-                op = circle._stage(model, cells, flux, summation="direct")
+                op = circle.CircleOperator(model, cells, flux, summation="direct")
                 dt = circle.max_step(model, cells, flux)
                 times = interleaved([fft_pair(rho), lambda: op(rho), lambda: fixed_step(lambda t, r: op(r)[0], 0.0, rho, dt, "ssprk3")],
                                     repeat, number)
@@ -78,7 +78,7 @@ def log_space_table(repeat):
         theta = circle.cell_angles(cells)
         rho = unit_mass(np.exp(60 * (np.cos(theta - 1) - 1)) + np.exp(60 * (np.cos(theta - 4) - 1)))
         for flux in circle.FLUXES:
-            op = circle._stage(mf.SA(200.0), cells, flux, summation="direct")
+            op = circle.CircleOperator(mf.SA(200.0), cells, flux, summation="direct")
             times = interleaved([fft_pair(rho), lambda: op(rho)], max(3, repeat // 3), 2 if cells < 4096 else 1)
             pair, evaluation = np.median(times, axis=0) * 1e6
             print(f"{flux:<8}{cells:>7}{op.log_space_cells:>17}{pair:>13.1f}{evaluation:>11.1f}"

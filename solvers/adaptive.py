@@ -28,13 +28,18 @@ the base level L_0, and the vertices of the finer levels up to L where the mass 
 With ``finest == base`` nothing is ever refined and the run is ``sphere.solve`` on
 ``icosphere(base)`` (the same stage and the same controlled steps: identical arithmetic).
 """
+from __future__ import annotations
+
 import time
+from collections.abc import Callable
+from os import PathLike
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
-from meanfield.models import as_model
+from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.progress import Progress
 
 from . import sphere
@@ -42,6 +47,8 @@ from .meshes import adaptive_state
 from .diffusion import as_diffusion
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
+from .results import DensitySolution
 from .meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
@@ -222,10 +229,14 @@ def _pinned(model, out, summation, t):
     return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [a.index[cells] for a, cells in found]))
 
 
-def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"], finest=DEFAULTS["finest"],
-          bulk=DEFAULTS["bulk"], threshold=DEFAULTS["threshold"], buffer=DEFAULTS["buffer"], every=DEFAULTS["every"],
-          interval=DEFAULTS["interval"], max_cells=DEFAULTS["max_cells"], summation="auto", energy=True,
-          progress=False, checkpoint=None, resume=False, cfl=STEP_CFL, diffusion=0.0, budget=BUDGET):
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *,
+          flux: str = sphere.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, base: int = DEFAULTS["base"],
+          finest: int = DEFAULTS["finest"], bulk: int | None = DEFAULTS["bulk"],
+          threshold: float = DEFAULTS["threshold"], buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"],
+          interval: float = DEFAULTS["interval"], max_cells: int = DEFAULTS["max_cells"], cfl: float = STEP_CFL,
+          summation: str = "auto", diffusion: float = 0.0, energy: bool = True, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET) -> DensitySolution:
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -237,6 +248,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         normalised to unit mass.
     t_eval : increasing output times.
     flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``sphere``'s fluxes).
+    scheme : the time scheme (``stepping.integrate``), default "ssprk3", positivity-controlled.
     base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
         refines nothing).
     threshold : θ, the most mass a cell may hold, in units of a base-level cell at the mean
@@ -248,10 +260,12 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     max_cells : the most cells a mesh may have (θ is raised until the mesh fits).
     summation : "auto" | "direct" | "fast" (``particles.attention_field``).
     energy : compute E_β at the outputs and across the remeshes.
-    progress : bool or None: one report for the whole run (``meanfield.progress``), across its stretches.
-    checkpoint : path, optional: the run's state is saved there at every check of the criterion
-        (``adaptive_state``); ``resume=True`` continues from it, repeating the arithmetic of an
+    progress : one report for the whole run (``meanfield.progress``), across its stretches.
+    checkpoint : path, optional: the run's state is saved there (``adaptive_state``) at the first
+        check of the criterion after every ``checkpoint_every`` time steps, and where the budget
+        stops the run; ``resume=True`` continues from it, repeating the arithmetic of an
         uninterrupted run (the outputs are equal bit for bit).
+    checkpoint_every : time steps between checkpoints (default 100).
     bulk : every cell at least ``BULK_DENSITY`` times as dense as the mean keeps level ``bulk``
         (default min(base + BULK_LEVELS, finest); ``bulk=base``: no such floor): the cluster
         masses are decided at the watersheds while the density is still smooth, and this resolves
@@ -293,6 +307,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
                 every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
@@ -308,7 +323,9 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
         counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
                                                         ("counters", "meshes", "jumps", "out", "remesh_seconds"))
-    stage = sphere._Stage(model, amesh.mesh, flux, summation, diffusion)
+    stage = sphere.SphereOperator(model, amesh.mesh, flux, summation, diffusion)
+    saved_steps = counters["nsteps"]
+    every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
     while k < t_eval.size:
@@ -318,7 +335,7 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
             rate = stage(rho)[1]
             horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
-        states, info = integrate(stage, rho, stops, scheme="ssprk3", dt=sphere.step_cap(model, stage.mesh, flux),
+        states, info = integrate(stage, rho, stops, scheme=scheme, dt=sphere.step_cap(model, stage.mesh, flux),
                                  positivity=True, cfl=cfl, progress=reporter)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
@@ -336,31 +353,32 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
+            new_stage = sphere.SphereOperator(model, new.mesh, flux, summation, diffusion)
             if energy:
-                before = sphere._energy(model, rho, amesh.mesh, summation)
-                after = sphere._energy(model, moved, new.mesh, summation)
+                before, after = stage.energy(rho), new_stage.energy(moved)
                 jumps.append((after - before) / abs(before) if before else 0.0)
-            amesh, rho = new, moved
-            stage = sphere._Stage(model, amesh.mesh, flux, summation, diffusion)
+            amesh, rho, stage = new, moved, new_stage
             meshes.append(dict(t=t, cells=amesh.size, finest=int(amesh.levels.max())))
         remesh_seconds += time.perf_counter() - begin
-        if ckpt is not None:
+        stop = over_budget(start, budget, "the adaptive S^2 solve", t, None if ckpt is None else ckpt.path)
+        if ckpt is not None and (counters["nsteps"] - saved_steps >= every_save or stop is not None):
             adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
                                 remesh_seconds)
-        stop = over_budget(start, budget, "the adaptive S^2 solve", t, None if ckpt is None else ckpt.path)
+            saved_steps = counters["nsteps"]
         if stop is not None:
             reporter.close()
             raise stop
     reporter.close()
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(flux=flux, summation=summation, base=base, finest=finest, bulk=bulk, threshold=threshold,
+                     dict(method=scheme_name(scheme), flux=flux, summation=summation, base=base, finest=finest,
+                          bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
                           remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
-    en = np.array([sphere._energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
+    en = np.array([sphere.cell_energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign = getattr(model, "sign", 1.0)
     if en is not None:

@@ -2,7 +2,7 @@
 
 The continuity equation ∂_t ρ + ∂_θ(ρ u) = 0 of ``circle`` (the same fluxes, the same positivity-
 controlled SSP-RK3) is solved on a dyadic mesh (``dyadic``): base cells of width 2π/N_0 halved up to
-L times, L = log2(``finest``/``cells``).
+L times, L = log2(``finest_cells``/``cells``).
 
 - **Field on cells of different widths.**  The circle's FFT sums need equal cells.  Here the field
   is that of the piecewise-constant density ρ(θ) = ρ_j on C_j = [c_j - w_j/2, c_j + w_j/2], a truncated
@@ -48,30 +48,39 @@ L times, L = log2(``finest``/``cells``).
   used), e^β (M² + β Σ_k w_k q̂_k |ρ̂_k|²)/(2β), at the outputs (``info["energy_dips"]``) and across
   every remesh (``info["remesh_energy"]``).
 
-With ``finest == cells`` nothing is refined and the run is ``circle.solve``, bit for bit.
+With ``finest_cells == cells`` nothing is refined and the run is ``circle.solve``, bit for bit.
 """
+from __future__ import annotations
+
 import json
 import os
 import time
+from collections.abc import Callable
+from os import PathLike
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import ive
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
 from meanfield.progress import Progress
 
+from meanfield.models import SA, USA, MultiHead
+
 from . import circle
 from .kernels import circle as kernels
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .meshes.dyadic import select, transfer, uniform_mesh, DyadicMesh
+from .results import DensitySolution
 from .kernels.dyadic import flux_pass, log_space
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
-__all__ = ["solve", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
+__all__ = ["solve", "DyadicOperator", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
 
-DEFAULTS = dict(cells=256, finest=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
+DEFAULTS = dict(cells=256, finest_cells=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
                 interval=0.25, max_cells=8192)
 QUADRATURE = 4      # Gauss–Legendre nodes per cell for the cell averages of a callable rho0
 _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "tpfa": ("Q",)}
@@ -116,10 +125,39 @@ class _Head:
         return p @ cos_t + r @ sin_t
 
 
-class _Stage:
-    """The semi-discrete right-hand side on a DyadicMesh: ``stage(ρ)`` returns (dρ/dt, rate)."""
+class DyadicOperator(Operator):
+    r"""The semi-discrete finite-volume system on a DyadicMesh (cells of different widths).
 
-    def __init__(self, model, mesh, flux):
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{w_i}
+
+    with ``circle``'s fluxes on cells of widths w_i (``dyadic_kernels.flux_pass``) and the field of the
+    piecewise-constant density (module docstring); the engine contract of
+    ``meanfield.solvers.contract``.  ``op(rho)`` returns (dρ/dt, rate).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    mesh : DyadicMesh
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers.adaptive_circle import DyadicOperator
+    >>> from meanfield.solvers.meshes.dyadic import select, uniform_mesh
+    >>> mesh = select(uniform_mesh(16, 2), [2] + [0] * 15, buffer=1)      # cells of three widths
+    >>> op = DyadicOperator(mf.SA(2.0), mesh, "upwind")
+    >>> rho = 1 + 0.5 * np.cos(mesh.angles)
+    >>> bool(np.allclose(-op.linear_part(rho) @ rho, op(rho)[0], rtol=0, atol=1e-13))
+    True
+    """
+
+    positive = True
+
+    def __init__(self, model: SA | USA | MultiHead, mesh: DyadicMesh, flux: str = circle.DEFAULT_FLUX):
         self.model, self.mesh, self.flux = model, mesh, flux
         self.code = kernels.FLUX_CODES[flux]
         heads = getattr(model, "heads", (model,))
@@ -174,7 +212,23 @@ class _Stage:
         """u at the centres (summed over the heads)."""
         if self.code == 0 or self.code == 1:
             return self.centre(rho)[0][0]
-        return _Stage(self.model, self.mesh, "upwind").velocity(rho)
+        return DyadicOperator(self.model, self.mesh, "upwind").velocity(rho)
+
+    def step_bound(self):
+        """CFL · w_min / speed_bound(model): ``circle.max_step`` for the narrowest cell."""
+        return float(circle.CFL[self.flux] * self.widths.min() / circle.speed_bound(self.model))
+
+    def measure(self, rho):
+        """The cell centres (cos c_i, sin c_i), (N, 2), and the cell masses ρ_i w_i."""
+        return _points(self.mesh), rho * self.widths
+
+    def linear_part(self, rho):
+        """A with -A ρ = dρ/dt of flux="upwind" for the field frozen at ρ (``contract.upwind_matrix``);
+        ``widths @ A == 0``."""
+        left = np.arange(self.mesh.size)
+        right = (left + 1) % self.mesh.size
+        u = self.velocity(rho)
+        return upwind_matrix(left, right, u, u[right], np.ones(left.size), self.widths)
 
     def energy(self, rho):
         """E_β of the piecewise-constant density, e^β (M² + β Σ_k w_k q_k (A_k² + B_k²))/(2β) (Parseval
@@ -242,7 +296,7 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
         raise ValueError(f"rho must hold one density per cell, shape ({mesh.size},); got {rho.shape}")
-    return _Stage(model, mesh, flux)(rho)[0]
+    return DyadicOperator(model, mesh, flux)(rho)[0]
 
 
 def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
@@ -383,26 +437,28 @@ def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
     mesh = uniform_mesh(cells, depth)
     for _ in range(depth + 2):
         rho = _initial(rho0, mesh, cells)
-        new, threshold = _refined(mesh, _Stage(model, mesh, flux), rho, settings, threshold)
+        new, threshold = _refined(mesh, DyadicOperator(model, mesh, flux), rho, settings, threshold)
         if np.array_equal(new.edges, mesh.edges):
             break
         mesh = new
     return mesh, _initial(rho0, mesh, cells), threshold
 
 
-def _depth(cells, finest):
-    ratio = finest // cells
-    if finest % cells or ratio & (ratio - 1):
-        raise ValueError(f"finest = {finest} must be cells = {cells} times a power of two")
+def _depth(cells, finest_cells):
+    ratio = finest_cells // cells
+    if finest_cells % cells or ratio & (ratio - 1):
+        raise ValueError(f"finest_cells = {finest_cells} must be cells = {cells} times a power of two")
     return int(ratio).bit_length() - 1
 
 
-def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"], flux=circle.DEFAULT_FLUX, *,
-          threshold=DEFAULTS["threshold"], watershed=DEFAULTS["watershed"],
-          watershed_cells=DEFAULTS["watershed_cells"],
-          buffer=DEFAULTS["buffer"], every=DEFAULTS["every"], interval=DEFAULTS["interval"],
-          max_cells=DEFAULTS["max_cells"], energy=True, progress=False, checkpoint=None, checkpoint_every=10,
-          resume=False, budget=BUDGET):
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, cells: int = DEFAULTS["cells"],
+          finest_cells: int = DEFAULTS["finest_cells"], flux: str = circle.DEFAULT_FLUX,
+          scheme: str | type | object = DENSITY_SCHEME, threshold: float = DEFAULTS["threshold"],
+          watershed: float = DEFAULTS["watershed"], watershed_cells: int = DEFAULTS["watershed_cells"],
+          buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"], interval: float = DEFAULTS["interval"],
+          max_cells: int = DEFAULTS["max_cells"], energy: bool = True, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET) -> DensitySolution:
     r"""Solve the continuity equation on S^1 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells.
 
@@ -427,10 +483,12 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
         Increasing output times (the steps end on each).
     cells : int
         N_0, the number of base cells (coarsest level).
-    finest : int
-        The number of cells of the finest level, N_0 2^L (``finest == cells``: ``circle.solve``).
+    finest_cells : int
+        The number of cells of the finest level, N_0 2^L (``finest_cells == cells``: ``circle.solve``).
     flux : {"upwind2", "upwind", "muscl", "tpfa"}
         ``circle``'s fluxes (default "upwind2").
+    scheme : str, Scheme class or instance
+        The time scheme (``stepping.integrate``), default "ssprk3", positivity-controlled.
     threshold : float
         θ, the most mass a cell may hold in units of a base cell at the mean density.
     watershed : float
@@ -438,7 +496,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
         this times the mean, every cell is refined to ``watershed_cells`` (module docstring); 0 turns the
         watershed criterion off.
     watershed_cells : int
-        The cells of that smooth phase, cells 2^k (clipped to [cells, finest]).
+        The cells of that smooth phase, cells 2^k (clipped to [cells, finest_cells]).
     buffer : int
         Cells of each level around the finer ones.
     every, interval : int, float
@@ -450,8 +508,9 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     progress : bool or None
         One report for the whole run (``meanfield.progress``), across its stretches between remeshes.
     checkpoint, checkpoint_every, resume : path, int, bool
-        A path where the run's state is saved after every ``checkpoint_every`` criterion checks;
-        ``resume=True`` continues it bit for bit.
+        A path where the run's state is saved at the first criterion check after every
+        ``checkpoint_every`` time steps (and where the budget stops the run); ``resume=True``
+        continues it bit for bit.
     budget : float or None
         Seconds after which the run stops with a RuntimeError at the next check of the criterion, after
         saving its ``checkpoint`` (resume from it; None: no limit).
@@ -467,7 +526,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     ------
     ValueError
         On invalid input: a model other than Q^T K = I, V = ±I heads, an unknown flux, bad output times
-        or densities, ``finest`` not ``cells`` times a power of two, a non-finite or negative
+        or densities, ``finest_cells`` not ``cells`` times a power of two, a non-finite or negative
         ``watershed``, ``watershed_cells`` above ``max_cells``, ``resume`` without ``checkpoint``, or a
         checkpoint written by another run.
     RuntimeError
@@ -477,15 +536,15 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     --------
     >>> import meanfield as mf
     >>> from meanfield.measures import perturbed_uniform
-    >>> sol = solve(mf.SA(4.0), perturbed_uniform(2), [0.0, 2.0], cells=64, finest=512)
+    >>> sol = solve(mf.SA(4.0), perturbed_uniform(2), [0.0, 2.0], cells=64, finest_cells=512)
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0), int(sol.cells[-1]) > 64
     (True, True)
     """
     model = circle.isotropic_model(model, "adaptive circle", multihead=True)
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
-    cells = circle._check_cells(cells)
-    finest = as_count(finest, "finest")
+    cells = circle.check_cells(cells)
+    finest = as_count(finest_cells, "finest_cells")
     depth = _depth(cells, finest)
     budget = as_budget(budget)
     settings = dict(threshold=as_positive(threshold, "threshold"), buffer=as_count(buffer, "buffer", minimum=0),
@@ -499,16 +558,18 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     if watershed_cells > settings["max_cells"] and settings["watershed"] > 0:
         raise ValueError(f"watershed_cells = {watershed_cells} exceeds max_cells = {max_cells}")
     if depth == 0:
-        return circle.solve(model, rho0, t_eval, cells=cells, flux=flux, progress=progress, checkpoint=checkpoint,
-                            checkpoint_every=checkpoint_every, resume=resume, budget=budget)
+        return circle.solve(model, rho0, t_eval, cells=cells, flux=flux, scheme=scheme, energy=energy,
+                            progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                            resume=resume, budget=budget)
     start = time.perf_counter()
     mesh, rho, threshold = initial_mesh(model, rho0, cells, depth, flux, settings, settings["threshold"])
-    run = _Run(model, flux, t_eval, cells, depth, settings, energy)
+    run = _Run(model, flux, scheme, t_eval, cells, depth, settings, energy)
     run.begin(mesh, rho, threshold, time.perf_counter() - start)
     ckpt = None
     if checkpoint is not None:
         meta = dict(solver="adaptive_circle", model=model.to_dict(), flux=flux, cells=cells, finest=finest,
                     energy=energy, **settings)
+        meta = with_scheme(meta, scheme)
         ckpt = Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
         if resume:
             run.restore(ckpt)
@@ -521,8 +582,9 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
 class _Run:
     """The state of an adaptive run between criterion checks (what a checkpoint holds)."""
 
-    def __init__(self, model, flux, t_eval, cells, depth, settings, energy):
+    def __init__(self, model, flux, scheme, t_eval, cells, depth, settings, energy):
         self.model, self.flux, self.t_eval, self.cells, self.depth = model, flux, t_eval, cells, depth
+        self.scheme = scheme
         self.settings, self.energy = settings, energy
 
     def begin(self, mesh, rho, threshold, seconds):
@@ -533,7 +595,7 @@ class _Run:
         self.meshes = [dict(t=self.t, cells=mesh.size, finest=int(mesh.levels.max()))]
         self.jumps, self.remesh_seconds = [], seconds
         self.start = digest(rho)
-        self.stage = _Stage(self.model, mesh, self.flux)
+        self.stage = DyadicOperator(self.model, mesh, self.flux)
 
     def _state(self):
         sizes = np.array([m.size for m, _ in self.out])
@@ -565,7 +627,7 @@ class _Run:
             first += n
         self.jumps = state["jumps"].tolist()
         self.meshes, self.counters = json.loads(str(state["meshes"])), json.loads(str(state["counters"]))
-        self.stage = _Stage(self.model, self.mesh, self.flux)
+        self.stage = DyadicOperator(self.model, self.mesh, self.flux)
 
     def _mesh(self, edges):
         return DyadicMesh(self.cells, self.depth, edges, np.diff(np.append(edges, self.cells << self.depth)))
@@ -573,7 +635,7 @@ class _Run:
     def advance(self, ckpt, progress, budget, start):
         t_eval, counters = self.t_eval, self.counters
         last = float(t_eval[-1])
-        chunks = 0
+        saved_steps = counters["nsteps"]
         reporter = Progress(float(last - t_eval[0]), "solve", progress)      # one report for every stretch
         reporter.update(self.t - float(t_eval[0]))
         while self.k < t_eval.size:
@@ -581,7 +643,7 @@ class _Run:
             step = self.settings["every"] * STEP_CFL / rate if rate > 0 else np.inf
             horizon = min(self.t + min(step, self.settings["interval"]), last)
             stops = np.concatenate([[self.t], t_eval[(t_eval > self.t) & (t_eval < horizon)], [horizon]])
-            states, info = integrate(self.stage, self.rho, stops, scheme="ssprk3",
+            states, info = integrate(self.stage, self.rho, stops, scheme=self.scheme,
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
                                      cfl=STEP_CFL, progress=reporter)
             for key in ("nfev", "nsteps", "nrejected"):
@@ -595,10 +657,10 @@ class _Run:
             if self.k >= t_eval.size:
                 break
             self._check()
-            chunks += 1
             stop = over_budget(start, budget, "the adaptive circle solve", self.t, None if ckpt is None else ckpt.path)
-            if ckpt is not None and (chunks % ckpt.every == 0 or stop is not None):   # also where it stops
-                ckpt.save(self._state())
+            if ckpt is not None and (counters["nsteps"] - saved_steps >= ckpt.every or stop is not None):
+                ckpt.save(self._state())                                           # also where it stops
+                saved_steps = counters["nsteps"]
             if stop is not None:
                 reporter.close()
                 raise stop
@@ -612,7 +674,7 @@ class _Run:
         new, self.threshold = _refined(self.mesh, self.stage, self.rho, self.settings, self.threshold)
         if not np.array_equal(new.edges, self.mesh.edges):
             moved = transfer(self.mesh, new, self.rho)
-            new_stage = _Stage(self.model, new, self.flux)
+            new_stage = DyadicOperator(self.model, new, self.flux)
             if self.energy:
                 before, after = self.stage.energy(self.rho), new_stage.energy(moved)
                 self.jumps.append((after - before) / abs(before) if before else 0.0)
@@ -622,14 +684,15 @@ class _Run:
 
     def solution(self):
         meshes, rhos = [m for m, _ in self.out], [r for _, r in self.out]
-        info = dict(flux=self.flux, cells=self.cells, finest=self.cells << self.depth, threshold=self.threshold,
+        info = dict(method=scheme_name(self.scheme), flux=self.flux, cells=self.cells,
+                    finest_cells=self.cells << self.depth, threshold=self.threshold,
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)
         sign = getattr(self.model, "sign", 1.0)
         en = None
         if self.energy:
-            en = np.array([_Stage(self.model, m, self.flux).energy(r) for m, r in self.out])
+            en = np.array([DyadicOperator(self.model, m, self.flux).energy(r) for m, r in self.out])
             info["remesh_energy"] = remesh_energy(self.jumps, sign)
         pinned = pinned_on_stretches(self.t_eval, meshes, rhos, lambda m: ring_adjacency(m.size), _points,
                                      lambda m: m.widths, self._field, lambda m: m.widths)
@@ -640,7 +703,7 @@ class _Run:
 
     def _field(self, mesh, rho):
         """The particle field (N, 2) at the centres: u times the unit tangent (-sin c, cos c)."""
-        return _Stage(self.model, mesh, "upwind").velocity(rho)[:, None] * _points(mesh)[:, ::-1] * [-1.0, 1.0]
+        return DyadicOperator(self.model, mesh, "upwind").velocity(rho)[:, None] * _points(mesh)[:, ::-1] * [-1.0, 1.0]
 
 
 def _points(mesh):

@@ -69,19 +69,23 @@ from os import PathLike
 import numpy as np
 from numpy.typing import ArrayLike
 import scipy.fft
+import scipy.sparse
 from numba import njit, prange
 
-from meanfield.checks import as_count, as_float_array, as_positive, as_time_grid
+from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.checks import as_choice, as_count, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
 from .stepping import Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "velocity", "time_derivative", "max_step", "slice_positions", "prefix_average"]
+__all__ = ["solve", "CausalOperator", "velocity", "time_derivative", "max_step", "slice_positions", "prefix_average"]
 
 CFL = 0.5
+FLUXES = ("upwind2", "upwind")
 UNRESOLVED = 0.5
 MIN_CELLS = 8
 MAX_USA_BETA = float(np.log(np.finfo(float).max))
@@ -166,11 +170,43 @@ def prefix_average(rho):
     return (np.cumsum(rho, axis=0) - 0.5 * rho) / (np.arange(rho.shape[0]) + 0.5)[:, None]
 
 
-class _Operator:
-    """Kernel spectra for one model and N; ``fields(rho)`` gives (u, u') of every slice."""
+class CausalOperator(Operator):
+    r"""The semi-discrete finite-volume system of ``solve``: S slices of N cells on the circle.
 
-    def __init__(self, model, cells):
+    .. math::
+
+        \frac{d\rho_{k,i}}{dt} = -\frac{F_{k,i+1/2} - F_{k,i-1/2}}{h}, \qquad h = 2\pi / N,
+
+    slice k transported by the field of the prefix average of the slices up to it (``fields``), with
+    the second-order upwind flux (``_divergence``; flux="upwind2", the solver's) or the first-order
+    donor cell F = ρ_i u_i^+ + ρ_{i+1} u_{i+1}^- everywhere (flux="upwind"); the engine contract of
+    ``meanfield.solvers.contract`` for the state (S, N).  The steps are fixed, so ``op(rho)``'s rate
+    is the a-priori one, 1 / ``max_step(model, cells)``.
+
+    Parameters
+    ----------
+    model : SA or USA
+        Causal (``_causal_model``).
+    cells : int
+        N.
+    flux : {"upwind2", "upwind"}
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import causal, circle
+    >>> op = causal.CausalOperator(mf.SA(2.0, causal=True), 32, "upwind")
+    >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(32) - np.arange(4)[:, None])
+    >>> drho, rate = op(rho)
+    >>> bool(np.allclose(-(op.linear_part(rho) @ rho.ravel()), drho.ravel(), rtol=0, atol=1e-14))
+    True
+    """
+
+    positive = True
+
+    def __init__(self, model: SA | USA, cells: int, flux: str = "upwind2"):
         self.model, self.cells = model, cells
+        self.flux = as_choice(flux, "flux", FLUXES)
         self.h = 2 * np.pi / cells
         beta = model.beta
         offsets = np.arange(cells)
@@ -203,8 +239,33 @@ class _Operator:
 
     def __call__(self, rho):
         out = np.empty_like(rho)
-        _divergence(rho, *self.fields(rho), self.bound, self.h, UNRESOLVED, out)
-        return out
+        # unresolved = -1 marks every face as a cluster face: the donor-cell flux throughout
+        _divergence(rho, *self.fields(rho), self.bound, self.h, UNRESOLVED if self.flux == "upwind2" else -1.0, out)
+        return out, 1.0 / self.step_bound()
+
+    def step_bound(self):
+        """``max_step(model, cells)``: h / (2 sup|u|)."""
+        return max_step(self.model, self.cells)
+
+    def energy(self, rho):
+        """NaN: the causal dynamics is not a gradient flow."""
+        return np.nan
+
+    def measure(self, rho):
+        """The points (s_k, θ_i), (S N, 2), of [0, 1] × S^1 and their masses ρ_{k,i} h / S."""
+        s = slice_positions(rho.shape[0])
+        points = np.column_stack([np.repeat(s, self.cells), np.tile(cell_angles(self.cells), s.size)])
+        return points, rho.ravel() * (self.h / s.size)
+
+    def linear_part(self, rho):
+        """A (S N, S N) with -A @ rho.ravel() = dρ/dt of flux="upwind" for the fields frozen at
+        ρ: one ``contract.upwind_matrix`` block per slice; ``h * ones @ A == 0``."""
+        u = self.fields(rho)[0]
+        left = np.arange(self.cells)
+        right = (left + 1) % self.cells
+        ones, sizes = np.ones(self.cells), np.full(self.cells, self.h)
+        return scipy.sparse.block_diag([upwind_matrix(left, right, v, v[right], ones, sizes) for v in u],
+                                       format="csr")
 
 
 @njit(cache=True, inline="always")
@@ -306,7 +367,7 @@ def velocity(model, rho):
     """
     model = _causal_model(model)
     rho = _grid_density(rho)
-    return _Operator(model, rho.shape[1]).fields(_unit_slices(rho))[0]
+    return CausalOperator(model, rho.shape[1]).fields(_unit_slices(rho))[0]
 
 
 def time_derivative(model, rho):
@@ -339,7 +400,7 @@ def time_derivative(model, rho):
     """
     model = _causal_model(model)
     rho = _grid_density(rho)
-    return _Operator(model, rho.shape[1])(rho)
+    return CausalOperator(model, rho.shape[1])(rho)[0]
 
 
 def _unit_slices(rho):
@@ -359,9 +420,11 @@ def _initial_density(rho0, slices, cells):
     return _unit_slices(rho)
 
 
-def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices: int = 64, cells: int = 256, *,
-          dt: float | None = None, progress: bool | None = None, checkpoint: str | PathLike | None = None,
-          checkpoint_every: int = 100, resume: bool = False) -> CausalDensitySolution:
+def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, slices: int = 64, cells: int = 256,
+          flux: str = "upwind2", scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
     SSP-RK3; return a CausalDensitySolution.
 
@@ -377,11 +440,20 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices
         Increasing output times.
     slices, cells : int
         S and N (ignored when rho0 is an array, whose shape sets them).
+    flux : {"upwind2", "upwind"}
+        The second-order upwind flux (default) or the first-order donor cell (``CausalOperator``).
+    scheme : str, Scheme class or instance
+        The time scheme (``stepping.integrate``), default "ssprk3", fixed steps.
     dt : float, optional
         The step, at most and by default ``max_step(model, cells)``.
+    progress : bool or None
+        A progress bar (None: after a few seconds on a terminal).
     checkpoint, checkpoint_every, resume
         As in the circle solver: the state saved every ``checkpoint_every`` steps, a resumed run
         equal bit for bit to an uninterrupted one.
+    budget : float or None
+        Seconds (default one hour; None: no limit): a run whose step count times the measured cost
+        of a step exceeds it is refused before it starts (``meanfield.budget``).
 
     Returns
     -------
@@ -401,11 +473,16 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices
     slices, cells = rho.shape
     bound = max_step(model, cells)
     dt = positivity_step(dt, bound, f"{model!r} with {cells} cells in θ")
-    op = _Operator(model, cells)
+    op = CausalOperator(model, cells, flux)
     meta = dict(solver="causal", model=model.to_dict(), dt=dt, slices=slices, cells=cells)
+    if flux != "upwind2":
+        meta["flux"] = flux
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(op, rho, t_eval, scheme="ssprk3", dt=as_positive(dt, "dt"), checkpoint=ckpt,
+    what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
+    rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)
+    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
                            resume=resume, progress=progress)
-    info.update(dt=dt, max_dt=bound, slices=slices, cells=cells, flux="upwind2")
+    info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
     return CausalDensitySolution(t=t_eval, s=slice_positions(slices), theta=cell_angles(cells), rho=rhos,
                                  mass=rhos.sum(axis=2) * (2 * np.pi / cells), model=model, info=info)

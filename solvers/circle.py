@@ -30,7 +30,7 @@ Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h; one vocabulary of fl
 - flux="upwind2" (default): second-order cell-centred upwind.  Minmod states ρ^E_i = ρ_i + σ_i/2,
   ρ^W_i = ρ_i - σ_i/2, σ_i = minmod(ρ_{i+1} - ρ_i, ρ_i - ρ_{i-1}), and face velocities extrapolated
   from the centre with the exact derivative of the discrete field, u^E_i = u_i + (h/2) u'_i,
-  u^W_i = u_i - (h/2) u'_i (``_Operator.centre``), clipped to the speed bound:
+  u^W_i = u_i - (h/2) u'_i (``CircleOperator.centre``), clipped to the speed bound:
   F_{i+1/2} = ρ^E_i (u^E_i)^+ + ρ^W_{i+1} (u^W_{i+1})^-.  Both face values are second order on
   smooth data, and the uniform density stays exactly at rest (u = u' = 0).  At a face of a cell that is part of a
   cluster narrower than about two cells (|ρ_{i+1} - 2ρ_i + ρ_{i-1}| > ``UNRESOLVED`` · max of the
@@ -70,6 +70,7 @@ import math
 
 import numpy as np
 import scipy.fft
+import scipy.sparse
 from numba import njit, prange
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
@@ -78,6 +79,7 @@ from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from .kernels import circle as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
@@ -85,8 +87,8 @@ from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, wa
 from . import stepping
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "cell_angles",
-           "resolve_summation"]
+__all__ = ["solve", "CircleOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
+           "cell_angles", "resolve_summation", "check_cells", "initial_density"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -191,11 +193,11 @@ def cell_angles(cells=DEFAULT_CELLS):
     >>> bool(np.allclose(circle.cell_angles(8), np.pi / 8 * np.arange(1, 16, 2)))
     True
     """
-    cells = _check_cells(cells)
+    cells = check_cells(cells)
     return (np.arange(cells) + 0.5) * (2 * np.pi / cells)
 
 
-class _Operator:
+class _Head:
     """The centre velocities, slopes and potential of one head on one grid, with its kernel spectra.
 
     summation "direct": the circulant sums by FFT (exact to round-off); "fast": the truncated Fourier
@@ -305,20 +307,55 @@ class _Operator:
         return float(np.exp(beta + np.log(mass * mass + beta * mq)) / (2 * beta))
 
 
-class _Stage:
-    """The semi-discrete right-hand side of a model (one head, or a MultiHead of isotropic heads whose
-    velocities, slopes, potentials and speed bounds add) on one grid: ``stage(ρ)`` returns
-    (dρ/dt, rate), rate the forward-Euler positivity rate (``circle_kernels.flux_pass``).
+class CircleOperator(Operator):
+    r"""The semi-discrete finite-volume system of ``solve`` on the uniform grid of the circle.
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{h} + D\,\frac{\rho_{i+1} - 2\rho_i + \rho_{i-1}}{h^2}
+
+    for a model (one head, or a MultiHead of isotropic heads whose velocities, slopes, potentials
+    and speed bounds add) and the fluxes F of ``flux`` (module docstring); the engine contract of
+    ``meanfield.solvers.contract``.  ``op(rho)`` returns (dρ/dt, rate), rate the forward-Euler
+    positivity rate max_i out_i/(h ρ_i) (+ 2D/h²) (``circle_kernels.flux_pass``).
 
     summation "fast": one fused Numba call (``circle_kernels.fused_stage``), falling back to the
     per-head path when an SA cell needs log space; "direct": the FFT fields head by head, then the
-    same flux pass."""
+    same flux pass; "auto": ``resolve_summation``.
 
-    def __init__(self, model, cells, flux, summation="direct", diffusion=0.0):
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads (``isotropic_model``).
+    cells : int
+        N >= 8.
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+    summation : {"auto", "fast", "direct"}
+    diffusion : float
+        D >= 0.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> op = circle.CircleOperator(mf.SA(2.0), 64, "upwind")
+    >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(64))
+    >>> drho, rate = op(rho)
+    >>> bool(np.allclose(-op.linear_part(rho) @ rho, drho, rtol=0, atol=1e-13))
+    True
+    >>> points, weights = op.measure(rho)
+    >>> points.shape, bool(np.isclose(weights.sum(), rho.sum() * 2 * np.pi / 64))
+    ((64, 2), True)
+    """
+
+    positive = True
+
+    def __init__(self, model: SA | USA | MultiHead, cells: int, flux: str = DEFAULT_FLUX, summation: str = "auto",
+                 diffusion: float = 0.0):
         self.model, self.cells, self.flux, self.diffusion = model, cells, flux, diffusion
         self.h = 2 * np.pi / cells
-        self.summation = summation
-        self.heads = [_Operator(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
+        self.summation = summation = resolve_summation(model, cells, summation)
+        self.heads = [_Head(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         self.code = kernels.FLUX_CODES[flux]
         self._work = np.empty((5, cells))
         if summation == "fast":
@@ -340,6 +377,7 @@ class _Stage:
 
     @property
     def log_space_cells(self):
+        """The most cells whose SA field came from log space at one evaluation."""
         return max(op.log_space_cells for op in self.heads)
 
     def centre(self, rho):
@@ -371,6 +409,33 @@ class _Stage:
         if any(h.normalised for h in self.model.heads):
             return np.nan
         return sum(h.sign * op.energy(rho) for h, op in zip(self.model.heads, self.heads))
+
+    def step_bound(self):
+        """``max_step(model, cells, flux)`` combined with the diffusion's 2D/h²."""
+        return combined_step(max_step(self.model, self.cells, self.flux), self.diffusion, circle_rate(self.cells))
+
+    def measure(self, rho):
+        """The cell centres (cos θ_i, sin θ_i), (N, 2), and the cell masses ρ_i h."""
+        return circle_points(cell_angles(self.cells)), rho * self.h
+
+    def velocity(self, rho):
+        """u_i at the cell centres (the first-order upwind flux's field, whatever ``flux``)."""
+        if self.code <= 1:
+            return self.centre(rho)[0][0]
+        return CircleOperator(self.model, self.cells, "upwind", self.summation).centre(rho)[0][0]
+
+    def linear_part(self, rho):
+        """A with -A ρ = dρ/dt of flux="upwind" for the field frozen at ρ (``contract.upwind_matrix``),
+        the diffusion's -D Δ_h included; ``h * ones @ A == 0``."""
+        left = np.arange(self.cells)
+        right = (left + 1) % self.cells
+        u = self.velocity(rho)
+        A = upwind_matrix(left, right, u, u[right], np.ones(self.cells), np.full(self.cells, self.h))
+        if self.diffusion > 0:
+            A = A + (self.diffusion / self.h ** 2) * scipy.sparse.diags(
+                [2.0 * np.ones(self.cells), -np.ones(self.cells - 1), -np.ones(self.cells - 1), [-1.0], [-1.0]],
+                [0, 1, -1, self.cells - 1, 1 - self.cells], format="csr")
+        return A.tocsr()
 
 
 def resolve_summation(model, cells, summation="auto"):
@@ -408,10 +473,6 @@ def resolve_summation(model, cells, summation="auto"):
         return summation
     degree = max(kernels.degree(head.beta, cells) for head in getattr(model, "heads", (model,)))
     return "fast" if cells * (degree + 1) <= FOURIER_WORK else "direct"
-
-
-def _stage(model, cells, flux, summation="auto", diffusion=0.0):
-    return _Stage(model, cells, flux, resolve_summation(model, cells, summation), diffusion)
 
 
 def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
@@ -503,7 +564,28 @@ def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np
     return model
 
 
-def _check_cells(cells):
+def check_cells(cells: int) -> int:
+    """``cells`` checked as a grid size of the circle: an integer N >= ``MIN_CELLS`` (8).
+
+    Parameters
+    ----------
+    cells : int
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        For fewer than 8 cells (or a non-integer).
+
+    Examples
+    --------
+    >>> from meanfield.solvers import circle
+    >>> circle.check_cells(64)
+    64
+    """
     cells = as_count(cells, "cells")
     if cells < MIN_CELLS:
         raise ValueError(f"cells must be >= {MIN_CELLS} (the MUSCL stencil and a meaningful grid need "
@@ -513,14 +595,41 @@ def _check_cells(cells):
 
 def _cell_density(rho, name="rho"):
     rho = as_density(rho, name)
-    _check_cells(rho.size)
+    check_cells(rho.size)
     return rho
 
 
-def _initial_density(rho0, cells):
-    """rho0 (callable of points or array of cell values) on the grid, normalised to unit mass."""
+def initial_density(rho0: Callable | ArrayLike, cells: int | None = None) -> np.ndarray:
+    """The initial cell densities of ``solve``, normalised to unit mass.
+
+    Parameters
+    ----------
+    rho0 : callable or array_like
+        A callable of points (N, 2) -> densities, evaluated at the cell centres, or the cell
+        densities (N,).
+    cells : int, optional
+        N (default 512 for a callable; an array sets it).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+        Σ_i ρ_i h = 1.
+
+    Raises
+    ------
+    ValueError
+        For a bad density, shape or cell count.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import circle
+    >>> rho = circle.initial_density(lambda x: 1 + 0.5 * x[:, 0], 64)
+    >>> bool(np.isclose(rho.sum() * 2 * np.pi / 64, 1.0))
+    True
+    """
     if callable(rho0):
-        cells = _check_cells(DEFAULT_CELLS if cells is None else cells)
+        cells = check_cells(DEFAULT_CELLS if cells is None else cells)
         points = circle_points(cell_angles(cells))
         values = as_float_array(rho0(points), "rho0(points)")
         if values.shape != (cells,):
@@ -530,7 +639,7 @@ def _initial_density(rho0, cells):
         rho = as_density(values, "rho0(points)")
     else:
         rho = _cell_density(rho0, "rho0")
-        if cells is not None and _check_cells(cells) != rho.size:
+        if cells is not None and check_cells(cells) != rho.size:
             raise ValueError(f"rho0 has {rho.size} cell values but cells = {cells}; leave cells=None (the array "
                              f"sets the grid) or pass a callable of points")
     return rho / (rho.sum() * (2 * np.pi / rho.size))
@@ -572,7 +681,7 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     True
     """
     model = isotropic_model(model, multihead=True)
-    cells = _check_cells(cells)
+    cells = check_cells(cells)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (2 * np.pi / cells) / speed_bound(model))
 
@@ -608,7 +717,7 @@ def velocity(model, rho):
     """
     model = isotropic_model(model, multihead=True)
     rho = _cell_density(rho)
-    return _stage(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
+    return CircleOperator(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
 
 
 def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False):
@@ -646,7 +755,7 @@ def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False)
     model = isotropic_model(model, multihead=True)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
-    dydt, r = _stage(model, rho.size, flux, summation)(rho)
+    dydt, r = CircleOperator(model, rho.size, flux, summation)(rho)
     return (dydt, r) if rate else dydt
 
 
@@ -680,14 +789,15 @@ def energy(rho, beta):
     True
     """
     rho = _cell_density(rho)
-    return _Operator(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
+    return _Head(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
-def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, cells: int | None = None,
-          flux: str = DEFAULT_FLUX, *, dt: float | None = None, max_dt: float | None = None,
-          cfl: float = stepping.CFL, summation: str = "auto", progress: bool | None = None,
-          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
-          diffusion: float = 0.0, budget: float | None = BUDGET) -> DensitySolution:
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, cells: int | None = None,
+          flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", diffusion: float = 0.0,
+          energy: bool = True, progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET) -> DensitySolution:
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     Parameters
@@ -705,6 +815,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         Number of cells (default 512 for a callable; an array sets it).
     flux : {"upwind2", "upwind", "muscl", "tpfa"}
         See the module docstring.
+    scheme : str, Scheme class or instance
+        The time scheme (``stepping.integrate``), default "ssprk3"; with ``dt=None`` its steps are
+        positivity-controlled.
     dt : float, optional
         None (default): steps from the actual speeds, h_k = min(max_dt, cfl / rate(ρ_k)) with rate the
         forward-Euler positivity rate max_i out_i/(h ρ_i) of the current state (+ 2D/h²), every SSP stage
@@ -718,11 +831,13 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     summation : {"auto", "fast", "direct"}
         The field: the truncated Fourier sum in one fused Numba pass, or the exact FFT sums (the reference
         path); "auto" picks by cost (``resolve_summation``).  info["summation"] and info["degree"] say which.
-    progress, checkpoint, checkpoint_every, resume
-        A progress bar; ``checkpoint`` (a path) saves the state every ``checkpoint_every`` steps and
-        ``resume=True`` continues it bit for bit.
     diffusion : float
         D >= 0 adds D ∂²ρ/∂θ² (``meanfield.solvers.diffusion``; the law of particles with noise σ = sqrt(2D)).
+    energy : bool
+        Compute the discrete E_β at the output times (else ``.energy`` is None).
+    progress, checkpoint, checkpoint_every, resume
+        A progress bar (None: after a few seconds on a terminal); ``checkpoint`` (a path) saves the
+        state every ``checkpoint_every`` steps and ``resume=True`` continues it bit for bit.
     budget : float or None
         Seconds (default one hour; None: no limit): a fixed-step run whose step count times the measured
         cost of a step exceeds it is refused before it starts, a controlled run is stopped with an error
@@ -746,11 +861,10 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     model = isotropic_model(model, multihead=True)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
-    rho = _initial_density(rho0, cells)
+    rho = initial_density(rho0, cells)
     cells = rho.size
-    diffusion = as_diffusion(diffusion)
-    bound = combined_step(max_step(model, cells, flux), diffusion, circle_rate(cells))
-    stage = _stage(model, cells, flux, summation, diffusion)
+    stage = CircleOperator(model, cells, flux, summation, as_diffusion(diffusion))
+    diffusion, bound = stage.diffusion, stage.step_bound()
     h = 2 * np.pi / cells
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
@@ -762,15 +876,18 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                            progress=progress, positivity=controlled, cfl=cfl, context=what)
-    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,
+    info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
+                log_space_cells=stage.log_space_cells,
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
-    energy = np.array([stage.energy(r) for r in rhos])
+    energy = np.array([stage.energy(r) for r in rhos]) if energy else None
     points = circle_points(cell_angles(cells))
-    info.update(energy_dips=energy_dips(energy, getattr(model, "sign", 1.0)),
-                pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
+    if energy is not None:
+        info["energy_dips"] = energy_dips(energy, getattr(model, "sign", 1.0))
+    info.update(pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
                     model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=points, areas=np.full(cells, h), rho=rhos,

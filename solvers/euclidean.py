@@ -18,13 +18,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import expm
 
+from meanfield.budget import BUDGET, check_fixed_steps
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, as_model
 
+from .contract import PARTICLE_SCHEME, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .stepping import integrate
 
 __all__ = ["solve", "velocity", "tokens"]
+
+DEFAULT_DT = 0.01    # the fixed step when dt=None
+STAGES = {"euler": 1, "rk4": 4}    # field evaluations per step, for the budget
 
 
 def _propagator(V, t):
@@ -86,8 +91,9 @@ def velocity(model, z, t=0.0):
     return _field(model.beta, A, V, float(t), z[None] if z.ndim == 2 else z).reshape(z.shape)
 
 
-def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: float = 0.01, *,
-          progress: bool | None = None) -> ParticleSolution:
+def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str | type | object = PARTICLE_SCHEME,
+          dt: float | None = None, progress: bool | None = None, budget: float | None = BUDGET,
+          method: str | None = None) -> ParticleSolution:
     r"""Integrate the rescaled tokens z(t) = e^{-tV} x(t) of self-attention in R^d.
 
     .. math::
@@ -105,10 +111,17 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: 
         Initial tokens (points of R^d, any norm).
     t_eval : array_like
         Increasing output times.
-    method : {"rk4", "euler"}
-    dt : float
-        The step.
+    scheme : {"rk4", "euler"}, or a Scheme class or instance
+        The time scheme (``stepping.integrate``).
+    dt : float, optional
+        The step (default 0.01).
     progress : bool or None
+        A progress bar (None: after a few seconds on a terminal).
+    budget : float or None
+        Seconds (default one hour; None: no limit): a run whose step count times the measured cost
+        of a step exceeds it is refused before it starts (``meanfield.budget``).
+    method : str, optional
+        The same as ``scheme`` (as ``particles.solve``); pass one of the two.
 
     Returns
     -------
@@ -119,7 +132,7 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: 
     Raises
     ------
     ValueError
-        For non-finite tokens, bad times, method or step.
+        For non-finite tokens, bad times, scheme or step, or a run that does not fit in ``budget``.
 
     Examples
     --------
@@ -132,12 +145,16 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4", dt: 
     """
     model, z0, A, V = _setup(model, x0)
     t_eval = as_time_grid(t_eval)
-    as_choice(method, "method", ("rk4", "euler"))
-    dt = as_positive(dt, "dt")
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
+    if isinstance(method, str):
+        as_choice(method, "scheme", ("rk4", "euler"))
+    dt = DEFAULT_DT if dt is None else as_positive(dt, "dt")
     batched = z0[None] if z0.ndim == 2 else z0
-    zs, info = integrate(lambda t, z: _field(model.beta, A, V, t, z), batched, t_eval, scheme=method, dt=dt,
-                         time_dependent=True, progress=progress)
-    info.update(method=method, dt=dt, variables="rescaled z = exp(-tV) x")
+    rhs = lambda t, z: _field(model.beta, A, V, t, z)      # noqa: E731
+    check_fixed_steps(budget, t_eval, dt, lambda: rhs(t_eval[0], batched), STAGES.get(method, 4),
+                      f"this solve of {model!r} ({batched.shape[-2]} tokens to t = {t_eval[-1]:g})")
+    zs, info = integrate(rhs, batched, t_eval, scheme=method, dt=dt, time_dependent=True, progress=progress)
+    info.update(method=scheme_name(method), dt=dt, variables="rescaled z = exp(-tV) x")
     return ParticleSolution(t=t_eval, x=zs.reshape((t_eval.size,) + z0.shape), energy=None, model=model,
                             info=info)
 

@@ -49,7 +49,8 @@ E_A where the flow is a gradient flow.
 Examples
 --------
 >>> import numpy as np, meanfield as mf
->>> from meanfield.solvers import general_field, mesh
+>>> from meanfield.solvers import general_field
+>>> from meanfield.solvers.meshes import voronoi as mesh
 >>> cells = mesh.icosphere(2)
 >>> rng = np.random.default_rng(0)
 >>> model = mf.SA(2.0, Q=rng.normal(size=(3, 3)), K=rng.normal(size=(3, 3)), V=rng.normal(size=(3, 3)))
@@ -70,7 +71,8 @@ from scipy.special import gammaln, ive, logsumexp
 from meanfield.checks import as_choice, as_float_array
 from meanfield.models import SA, USA, MultiHead, as_model
 
-from . import harmonics, particles, spectral
+from . import particles
+from .kernels import harmonics, spectral
 
 __all__ = ["GeneralField", "attention_field", "uniform_field", "energy", "kernel_weights", "degree", "basis",
            "SUMMATIONS"]

@@ -23,19 +23,23 @@ up to a few thousand tokens.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from numpy.typing import ArrayLike
 
+from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_points, as_positive, as_time_grid
 from meanfield.geometry import normalise
 from meanfield.models import Hardmax
 
+from .contract import PARTICLE_SCHEME, scheme_keyword
 from .results import ParticleSolution
 
 EVENT_TOL = 1e-13
 MAX_CUTS = 4
 ENERGY_NOTE = "NaN: hardmax attention has no interaction energy (β = ∞; E_β diverges)"
-
+DEFAULT_DT = 0.01    # the fixed step when dt=None
 
 def _as_hardmax(model):
     if not isinstance(model, Hardmax):
@@ -143,7 +147,8 @@ def _step(W, V, x, h, scheme):
     return normalise(x + (h / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
 
 
-def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, method: str = "rk4") -> ParticleSolution:
+def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PARTICLE_SCHEME, dt: float | None = None,
+          budget: float | None = BUDGET, method: str | None = None) -> ParticleSolution:
     """Integrate hardmax attention from tokens x0 (n, d) with event-aware steps (module docstring).
 
     Parameters
@@ -151,14 +156,22 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, me
     model : meanfield.Hardmax
     x0 : array (n, d), points on S^{d-1}
     t_eval : increasing output times
-    dt : float
-        The step between switches.
-    method : {"rk4", "euler"}
+    scheme : {"rk4", "euler"}
+        The time scheme between switches (its own event-aware steps: registered scheme classes do
+        not apply here).
+    dt : float, optional
+        The step between switches (default 0.01).
+    budget : float or None
+        Seconds (default one hour; None: no limit): the run stops with a RuntimeError once it has
+        run that long (``meanfield.budget``).
+    method : str, optional
+        The same as ``scheme`` (as ``particles.solve``); pass one of the two.
 
     Returns
     -------
     ParticleSolution
-        x (m, n, d); energy NaN (info["energy"] says why); info: events (switches located),
+        x (m, n, d); energy NaN (info["energy"] says why); info: method, dt, nsteps (steps taken,
+        event searches included), events (switches located),
         switch_times, chattering (steps finished with frozen sets), min_gap (smallest score gap
         best - runner-up seen at a step start).
 
@@ -172,13 +185,17 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, me
     model = _as_hardmax(model)
     x = as_points(x0, "x0").copy()
     t_eval = as_time_grid(t_eval)
-    dt = as_positive(dt, "dt")
-    scheme = as_choice(method, "method", ("rk4", "euler"))
+    dt = DEFAULT_DT if dt is None else as_positive(dt, "dt")
+    method = scheme = as_choice(scheme_keyword(scheme, method, PARTICLE_SCHEME), "scheme", ("rk4", "euler"))
+    budget, start = as_budget(budget), time.perf_counter()
     V = model.interaction(x.shape[-1])[1]
     out = [x.copy()]
     t, switches, min_gap, steps, chattering, sliding = t_eval[0], [], np.inf, 0, 0, False
     for target in t_eval[1:]:
         while t < target:
+            stop = over_budget(start, budget, "the hardmax solve", float(t))
+            if stop is not None:
+                raise stop
             end = min(t + dt, target)
             cuts = 0
             while t < end:
@@ -205,6 +222,6 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, me
         out.append(x.copy())
     # a switch passes through a tie (both tokens in C_i for |gap| <= tie): two located events, one switch
     distinct = [u for k, u in enumerate(switches) if k == 0 or u - switches[k - 1] > 1e-9 * max(1.0, abs(u))]
-    info = dict(method=method, dt=dt, steps=steps, events=len(distinct), switch_times=distinct,
+    info = dict(method=method, dt=dt, nsteps=steps, events=len(distinct), switch_times=distinct,
                 chattering=chattering, min_gap=float(min_gap), energy=ENERGY_NOTE, tie=model.tie)
     return ParticleSolution(t=t_eval, x=np.array(out), energy=np.full(t_eval.size, np.nan), model=model, info=info)

@@ -40,10 +40,11 @@ from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_ar
                               as_time_grid)
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise, span_coordinates
-from meanfield.models import SA, USA, MultiHead, as_model
+from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
-from . import small, stepping
+from . import hardmax, small, stepping
 from .kernels import direct as kernels, gemm, spectral
+from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .noise import brownian_kick
 from .stepping import Checkpoint, digest, fixed_step, integrate
@@ -451,8 +452,9 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
 
     Parameters
     ----------
-    model : SA, USA or MultiHead
-        The dynamics; weights that depend on time are evaluated at ``t``.
+    model : SA, USA, MultiHead or Hardmax
+        The dynamics; weights that depend on time are evaluated at ``t``.  A Hardmax (β = ∞) gives
+        ``hardmax.velocity`` (tokens (n, d), no weights; the other options do not apply).
     x : array_like, shape (n, d) or (B, n, d)
         Unit vectors.
     weights : array_like, shape (n,) or (B, n), optional
@@ -490,6 +492,10 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
     >>> v.shape, bool(np.allclose(np.sum(v * x, axis=1), 0.0))
     ((6, 3), True)
     """
+    if isinstance(model, Hardmax):          # β = ∞: the hardmax field (``hardmax.velocity``)
+        if weights is not None:
+            raise ValueError("the hardmax field weighs every token of the chosen set equally: pass weights=None")
+        return hardmax.velocity(model, x)
     model = as_model(model, multihead=True, time_dependent=True, causal=True).at(t)
     x = as_points(x, "x", ndim=(2, 3))
     backend = _backend(backend, device)
@@ -508,6 +514,70 @@ def velocity(model, x, weights=None, summation="auto", t=0.0, dtype=np.float64, 
                           "auto" if isinstance(model, MultiHead) and summation == "fast" else summation)
     w = _causal_weights(model, as_batch_weights(weights, x))
     return field(model, _batched(x), w, summation=summation, dtype=dtype).reshape(x.shape)
+
+
+class ParticleOperator(Operator):
+    r"""The particle system dx_i/dt = X[μ^n](x_i) on S^{d-1} as an engine operator.
+
+    .. math::
+
+        \frac{dx_i}{dt} = X[\mu^n](x_i), \qquad \mu^n = \sum_j w_j \delta_{x_j},
+
+    the field of ``velocity``; the engine contract of ``meanfield.solvers.contract`` for the state
+    x (n, d) or (B, n, d): the rate is 0 (no step keeps anything non-negative: ``positive`` is
+    False), ``project`` is x/|x| after each step, ``energy`` E_β of the empirical measure (NaN for
+    a MultiHead or a causal model, where it is not the dynamics' energy), and there is no linear
+    part (``linear_part`` raises NotImplementedError).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    d : int
+        The dimension of the tokens.
+    weights : array_like, optional
+        Token weights (default 1/n).
+    summation : {"auto", "direct", "fast"}
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import particles
+    >>> x = mf.uniform_sphere(6, 3, seed=0)
+    >>> op = particles.ParticleOperator(mf.SA(1.0), 3)
+    >>> v, rate = op(x)
+    >>> bool(np.allclose(v, particles.velocity(mf.SA(1.0), x))), rate
+    (True, 0.0)
+    """
+
+    positive = False
+
+    def __init__(self, model: SA | USA | MultiHead, d: int, weights: ArrayLike | None = None,
+                 summation: str = "auto"):
+        self.model, self.d = as_model(model, multihead=True, causal=True), as_count(d, "d", minimum=2)
+        self.weights, self.summation = weights, summation
+
+    def __call__(self, x):
+        return velocity(self.model, x, self.weights, self.summation), 0.0
+
+    def step_bound(self):
+        """``max_step(model, d)`` (the RK4 stability bound; the smallest over a MultiHead's heads)."""
+        return min(max_step(head, self.d) for head in getattr(self.model, "heads", (self.model,)))
+
+    def energy(self, x):
+        """E_β of the empirical measure (one system), NaN where it is not the dynamics' energy."""
+        if isinstance(self.model, MultiHead) or self.model.causal:
+            return np.nan
+        w = None if self.weights is None else np.asarray(self.weights, dtype=float)[None]
+        return float(energies(self.model.beta, _batched(np.asarray(x, dtype=float)), w, self.summation)[0])
+
+    def measure(self, x):
+        """The tokens and their weights."""
+        x = np.asarray(x, dtype=float)
+        return x, (np.full(x.shape[-2], 1.0 / x.shape[-2]) if self.weights is None else np.asarray(self.weights))
+
+    def project(self, x):
+        """x/|x|: back onto the sphere."""
+        return normalise(x)
 
 
 def _causal_weights(model, w):
@@ -713,8 +783,11 @@ def block_dt(model, d):
 def _integration_setup(model, t_eval, method, dt):
     model = as_model(model, multihead=True, time_dependent=True, causal=True)
     t_eval = as_time_grid(t_eval)
-    as_choice(method, "method", tuple(METHODS))
-    scheme = METHODS[method]
+    if isinstance(method, str) or not hasattr(method, "step"):
+        as_choice(method, "scheme (method)", tuple(METHODS))
+        scheme = METHODS[method]
+    else:               # a scheme class or instance (it has ``step``): ``stepping.integrate`` takes it as it is
+        scheme = method
     if dt is not None:
         dt = as_positive(dt, "dt")
     return model, t_eval, scheme, dt
@@ -726,7 +799,7 @@ def _fixed_step(model, d, scheme, dt):
         return dt
     if dt is None:
         return default_dt(model, d)
-    bound = max_step(model, d, scheme)
+    bound = max_step(model, d, scheme if isinstance(scheme, str) else "euler")   # a class: Euler's bound
     if dt > bound:
         raise ValueError(f"dt = {dt:g} exceeds the stability bound {bound:.6g} of {scheme} for {model!r} in R^{d} "
                          f"(2.78/L for rk4, 2/L for euler, L the field's Lipschitz bound; euler_unprojected also "
@@ -748,7 +821,7 @@ def _engine(engine, scheme, n, how, plain):
     """The engine that runs ``solve`` (see its docstring); ``plain``: one head with constant
     weights and no noise."""
     as_choice(engine, "engine", ENGINES)
-    fits = plain and scheme != "dopri5" and uses_small(n, n, how)
+    fits = plain and scheme in ("euler", "rk4") and uses_small(n, n, how)
     if engine == "small" and not fits:
         raise ValueError(f"engine='small' needs one SA/USA head with constant weights, no noise, method "
                          f"'euler' or 'rk4', direct summation and at most {small.SMALL_N} tokens per system; "
@@ -803,13 +876,14 @@ def _observer(observe, model, w, shape, energy, how, log):
     return packed
 
 
-def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method: str = "rk4",
-          dt: float | None = None, *, summation: str = "auto", weights: ArrayLike | None = None,
-          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None, energy: bool = True,
-          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
-          noise: float = 0.0, seed: int | None = None, observe: Callable | None = None, engine: str = "auto",
-          dtype: type = np.float64, budget: float | None = BUDGET, backend: str = "numba",
-          device: str | None = None) -> ParticleSolution:
+def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
+          scheme: str | type | object = PARTICLE_SCHEME, dt: float | None = None, rtol: float = 1e-8,
+          atol: float = 1e-10, summation: str = "auto", weights: ArrayLike | None = None, noise: float = 0.0,
+          seed: int | None = None, energy: bool = True, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
+          budget: float | None = BUDGET, observe: Callable | None = None, engine: str = "auto",
+          dtype: type = np.float64, backend: str = "numba", device: str | None = None,
+          method: str | type | object | None = None) -> ParticleSolution:
     r"""Integrate the tokens x0 on S^{d-1} and return a ParticleSolution.
 
     .. math::
@@ -827,7 +901,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         Initial tokens (unit vectors), one system or a batch of B systems.
     t_eval : array_like
         Increasing output times; the steps end on each of them exactly.
-    method : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}
+    scheme : {"rk4", "euler", "adaptive", "dopri5", "euler_unprojected"}, or a Scheme class or instance
+        The time scheme (the API contract's ``method=`` is the same keyword under its old name).
         RK4 or forward Euler, each followed by the projection x <- x/|x| (it keeps the scheme's
         order), with fixed step ``dt``; or the adaptive Dormand–Prince 5(4) pair with ``rtol``,
         ``atol``; or "euler_unprojected", the scheme of the paper's figures (its
@@ -886,6 +961,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         device type that wrote it (bit for bit).
     device : str, optional
         The torch device: None (CUDA when available, else the CPU), "cpu", "cuda", "cuda:k".
+    method : str, optional
+        The same as ``scheme`` (the name the API contract gives it); pass one of the two.
 
     Returns
     -------
@@ -911,6 +988,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
     >>> sol.x.shape, bool(np.all(np.diff(sol.energy) >= 0))
     ((3, 8, 3), True)
     """
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
     x0 = as_points(x0, "x0", ndim=(2, 3))
@@ -968,7 +1046,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
         advance = _small_advance(model, w, scheme, batched.shape) if engine == "small" else None
     log = {}
     packed = None if observe is None else _observer(observe, model, w, x0.shape, energy, how, log)
-    meta = dict(solver="particles", model=model.to_dict(), method=method if unprojected else scheme, dt=dt,
+    meta = dict(solver="particles", model=model.to_dict(),
+                method=method if unprojected else scheme_name(scheme), dt=dt,
                 rtol=rtol, atol=atol, summation=how, weights=None if w is None else digest(w),
                 noise=float(noise) if kick else 0.0, seed=seed, engine=engine, dtype=np.dtype(dtype).name,
                 observe=None if observe is None else getattr(observe, "__qualname__", repr(observe)))
@@ -986,7 +1065,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, method:
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,
                          advance=advance, observe=packed)
-    info.update(method=method, dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
+    info.update(method=scheme_name(method), dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
                 dtype=np.dtype(dtype).name)
     if backend == "torch":
         info["device"] = str(device)
@@ -1175,8 +1254,10 @@ def angle_velocity(model, theta, summation="auto"):
     return out.reshape(theta.shape)
 
 
-def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="auto", rtol=1e-8, atol=1e-10,
-                 progress=None):
+def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
+                 scheme: str | type | object = PARTICLE_SCHEME, dt: float | None = None, rtol: float = 1e-8,
+                 atol: float = 1e-10, summation: str = "auto", progress: bool | None = None,
+                 budget: float | None = BUDGET, method: str | type | object | None = None) -> ParticleSolution:
     """Integrate tokens on the circle (d = 2) in angle variables θ.
 
     The equation of ``angle_velocity``, with the schemes of ``solve`` (without projection: angles
@@ -1190,13 +1271,17 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
         Initial angles.
     t_eval : array_like
         Increasing output times.
-    method : {"rk4", "euler", "adaptive", "dopri5"}
+    scheme : {"rk4", "euler", "adaptive", "dopri5"}, or a Scheme class or instance
     dt : float, optional
         Fixed step (default ``default_dt``), at most ``max_step``.
-    summation : {"auto", "direct", "fast"}
     rtol, atol : float
         Tolerances of the adaptive method.
+    summation : {"auto", "direct", "fast"}
     progress : bool or None
+    budget : float or None
+        Seconds, as in ``solve``.
+    method : str, optional
+        The same as ``scheme`` (as ``solve``); pass one of the two.
 
     Returns
     -------
@@ -1216,6 +1301,7 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     >>> bool(abs(sol.theta[-1, 1] - sol.theta[-1, 0]) < 1e-6)     # the two tokens have merged
     True
     """
+    method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     if method == "euler_unprojected":
         raise ValueError("method='euler_unprojected' steps Cartesian tokens along the unprojected drift; angles have "
                          "no such drift: use solve() with circle_points(theta0)")
@@ -1228,9 +1314,15 @@ def solve_angles(model, theta0, t_eval, method="rk4", dt=None, *, summation="aut
     dt = _fixed_step(model, 2, scheme, dt)
     if scheme == "dopri5":
         _check_adaptive(model, 2, t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
-    ths, info = integrate(lambda th: angle_velocity(model, th, how), theta0, t_eval, scheme=scheme, dt=dt,
-                          rtol=rtol, atol=atol, progress=progress)
-    info.update(method=method, dt=dt, summation=how)
+    rhs = lambda th: angle_velocity(model, th, how)     # noqa: E731
+    what = f"this {method} solve of {model!r} ({n} angles to t = {t_eval[-1]:g})"
+    if scheme == "dopri5":
+        rhs = deadline(rhs, as_budget(budget), what)
+    else:
+        check_fixed_steps(as_budget(budget), t_eval, dt, lambda: fixed_step(lambda _, th: rhs(th), t_eval[0], theta0,
+                                                                            dt, scheme), 1, what)
+    ths, info = integrate(rhs, theta0, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol, progress=progress)
+    info.update(method=scheme_name(method), dt=dt, summation=how)
     xs = circle_points(ths)
     en = _trajectory_energy(model, xs, None, how)
     if _energy_note(model):

@@ -1,4 +1,26 @@
-"""Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF, plots."""
+"""Result objects returned by the solvers: .npz save/load, compact repr, xarray and netCDF, plots.
+
+Every result carries ``info``, a dict whose common keys (``INFO``) mean the same in every solver:
+
+=============  =====================================================================================
+key            meaning
+=============  =====================================================================================
+nsteps         accepted time steps (int)
+nfev           right-hand side evaluations (int)
+nrejected      rejected steps: positivity or error control (int)
+hmin, hmax     the smallest and largest accepted step (controlled steps only)
+dt             the fixed step, or None for controlled steps
+max_dt         the largest step allowed (a priori bound or cap)
+method         the time scheme (particle solvers; the density solvers use "ssprk3" unless told)
+flux           the finite-volume flux (density solvers)
+cells          the number of cells (density solvers; per output on changing meshes: ``.cells``)
+summation      how the field's sums were computed
+energy_dips    where the discrete energy fell (``energy_report.energy_dips``)
+pinned         cells holding a cluster the scheme cannot move (``energy_report``)
+=============  =====================================================================================
+
+Each solver adds its own keys (documented in its ``solve``).
+"""
 import importlib
 import json
 from dataclasses import dataclass, field
@@ -11,6 +33,14 @@ from meanfield.interpolation import SphericalTriangulation, periodic_linear
 from meanfield.sampling import discretise, uniform_circle_grid
 
 from . import export
+
+#: The common keys of a result's ``info`` and their meaning (module docstring).
+INFO = {"nsteps": "accepted time steps", "nfev": "right-hand side evaluations",
+        "nrejected": "rejected steps (positivity or error control)", "hmin": "smallest accepted step (controlled)",
+        "hmax": "largest accepted step (controlled)", "dt": "the fixed step, or None for controlled steps",
+        "max_dt": "the largest step allowed", "method": "the time scheme", "flux": "the finite-volume flux",
+        "cells": "the number of cells", "summation": "how the field's sums were computed",
+        "energy_dips": "where the discrete energy fell", "pinned": "cells holding a cluster the scheme cannot move"}
 
 #: The module that draws results (``plot``), in the interface layer.  The engines never import it:
 #: ``plot`` imports it by this name when a plot is asked for (as pandas names its plotting
@@ -130,7 +160,7 @@ class ParticleSolution(_Saveable):
         where E_β is not the dynamics' energy).
     model : SA, USA, MultiHead or Hardmax
     info : dict
-        Method, steps, evaluations, summation, engine.
+        The common keys of ``INFO`` (method, nsteps, nfev, nrejected, dt, ...), summation, engine.
     theta : ndarray, optional
         Unwrapped angles (m, ...) of the circle's angle form (``solve_angles``).
     observed : ndarray, optional
@@ -204,6 +234,7 @@ class DensitySolution(_Saveable):
         The discrete E_β.
     model : SA, USA or MultiHead
     info : dict
+        The common keys of ``INFO`` (flux, cells, nsteps, nfev, nrejected, dt, max_dt, ...).
     cells : ndarray, shape (m,), optional
         Cells of each output on changing meshes.
 
@@ -288,6 +319,7 @@ class ZonalSolution(_Saveable):
     d : int
     model : SA or USA
     info : dict
+        The common keys of ``INFO`` (flux, cells, nsteps, nfev, nrejected, dt, max_dt, ...).
 
     Examples
     --------
@@ -346,6 +378,7 @@ class CausalDensitySolution(_Saveable):
     mass : ndarray, shape (m, S)
         Mass per slice.
     info : dict
+        The common keys of ``INFO`` (flux, cells, nsteps, nfev, dt, max_dt), slices.
     model : SA or USA
 
     Examples

@@ -43,7 +43,7 @@ The kernel sums behind the field (Φ~, G~, H~ of ``balanced_field``) come from a
 per mesh and two BLAS products per stage (``field_method``; the degree L is where the Funk–Hecke
 tail of the kernel drops below 1e-17, so the sums equal the direct ones to round-off), and the rest
 of a stage (field, reconstruction, face speeds, fluxes, divergence and positivity rate) is a few
-Numba passes over work arrays allocated once per solve (``_Stage``).
+Numba passes over work arrays allocated once per solve (``SphereOperator``).
 
 SSP-RK3 in time.  A forward-Euler stage of size h keeps every ρ_i ≥ 0 when h · rate ≤ 1, with
 rate = max_i (mass leaving cell i per unit time) / m_i computed from the current fluxes; by
@@ -82,13 +82,15 @@ from .kernels import harmonics, spectral
 from .meshes import reconstruction
 from .circle import isotropic_model
 from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import CFL as STEP_CFL, TIME_STEP, Checkpoint, digest, integrate
 
-__all__ = ["solve", "time_derivative", "max_step", "step_cap", "cell_field", "cell_potential", "balanced_field",
-           "field_method", "icosphere", "fibonacci", "voronoi_mesh", "Mesh"]
+__all__ = ["solve", "SphereOperator", "time_derivative", "max_step", "step_cap", "cell_field", "cell_potential",
+           "cell_energy", "balanced_field", "field_method", "initial_density", "icosphere", "fibonacci", "voronoi_mesh",
+           "Mesh"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -472,16 +474,51 @@ def _cell_potential(model, rho, mesh, summation):
     return sum(cell_potential(head, rho, mesh, cell_field(head, rho, mesh, summation)[1]) for head in _heads(model))
 
 
-class _Stage:
-    """The semi-discrete right-hand side of one solve: rho -> (dρ/dt, positivity rate), with the work
-    arrays of every stage allocated once (the stage allocates only its result).
+class SphereOperator(Operator):
+    r"""The semi-discrete finite-volume system of ``solve`` on one fixed Voronoi mesh.
+
+    .. math::
+
+        \frac{d\rho_i}{dt} = -\frac{1}{|C_i|} \sum_{j \sim i} F_{ij} + D (\Delta_h \rho)_i
+
+    with the fluxes F of ``flux`` (module docstring); the engine contract of
+    ``meanfield.solvers.contract`` (the adaptive engine builds one per mesh).  ``op(rho)`` returns
+    (dρ/dt, rate), rate = max_i (mass leaving cell i per unit time) / m_i (+ the diffusion's), with
+    the work arrays of every stage allocated once (a call allocates only its result).
 
     Per stage: the kernel sums of each head (``_kernel_sums``: two BLAS products with the harmonic
     table), then Numba passes for the field (``_balance``), the reconstruction
     (``reconstruction.face_values``), the face speeds (``_face_speeds``) and the fluxes, divergence
-    and rate (``_fluxes``)."""
+    and rate (``_fluxes``).
 
-    def __init__(self, model, mesh, flux, summation, diffusion=0.0):
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        Isotropic heads.
+    mesh : Mesh
+    flux : {"upwind2", "upwind", "muscl", "tpfa"}
+    summation : {"auto", "fast", "direct"}
+    diffusion : float
+        D >= 0.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> op = sphere.SphereOperator(mf.SA(2.0), mesh, "upwind")
+    >>> rho = 1 + 0.5 * mesh.points[:, 2]
+    >>> drho, rate = op(rho)
+    >>> bool(np.allclose(-op.linear_part(rho) @ rho, drho, rtol=0, atol=1e-12))
+    True
+    >>> bool(abs(drho @ mesh.areas) < 1e-12)          # mass is conserved
+    True
+    """
+
+    positive = True
+
+    def __init__(self, model: SA | USA | MultiHead, mesh: Mesh, flux: str = DEFAULT_FLUX, summation: str = "auto",
+                 diffusion: float = 0.0):
         n, e = mesh.size, mesh.edges.shape[0]
         self.model, self.mesh, self.flux, self.summation = model, mesh, flux, summation
         self.masses, self.W, self.S = np.empty(n), np.empty((n, 10)), np.empty((n, 10))
@@ -499,6 +536,19 @@ class _Stage:
         self.laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
         self.diffusion_rate = diffusion * mesh_rate(mesh) if diffusion > 0 else 0.0
 
+    def _normal_speeds(self, rho, balanced, extrapolate):
+        """Fill self.u (4, E) with the heads' summed normal speeds of the cell-centred field."""
+        mesh, u = self.mesh, self.u
+        u[:] = 0.0
+        np.multiply(rho, mesh.areas, out=self.masses)
+        mass = float(self.masses.sum())
+        for head in _heads(self.model):
+            S = _head_field(head, rho, mesh, self.summation, balanced, self.masses, self.S, self.vel, self.trusted,
+                            self.W)
+            _face_speeds(self.vel, S, self.trusted, mesh.points, mesh.edges, mesh.normals, mesh.distances,
+                         head.beta, head.sign, head.normalised, extrapolate,
+                         speed_bound(head) * (1.0 if head.normalised else mass), u)
+
     def __call__(self, rho):
         mesh, u = self.mesh, self.u
         if self.second:
@@ -508,21 +558,35 @@ class _Stage:
             _potential_speeds(_cell_potential(self.model, rho, mesh, self.summation), mesh.edges, mesh.distances, u)
             self.unresolved[:] = False
         else:
-            u[:] = 0.0
-            np.multiply(rho, mesh.areas, out=self.masses)
-            mass = float(self.masses.sum())
-            for head in _heads(self.model):
-                S = _head_field(head, rho, mesh, self.summation, self.flux == "upwind2", self.masses, self.S,
-                                self.vel, self.trusted, self.W)
-                _face_speeds(self.vel, S, self.trusted, mesh.points, mesh.edges, mesh.normals, mesh.distances,
-                             head.beta, head.sign, head.normalised, self.second,
-                             speed_bound(head) * (1.0 if head.normalised else mass), u)
+            self._normal_speeds(rho, self.flux == "upwind2", self.second)
         rate = _fluxes(rho, self.face_rho, self.slots, self.unresolved, not self.second, u, mesh.edges, mesh.lengths,
                        mesh.cell_ptr, mesh.cell_edges, mesh.areas, self.buf, self.out)
         out = self.out.copy()
         if self.laplacian is not None:
             out += self.diffusion * (self.laplacian @ rho)
         return out, rate + self.diffusion_rate
+
+    def step_bound(self):
+        """``max_step(model, mesh, flux)`` combined with the diffusion's rate."""
+        return combined_step(max_step(self.model, self.mesh, self.flux), self.diffusion, mesh_rate(self.mesh))
+
+    def energy(self, rho):
+        """E_β of the cell measure (``cell_energy``)."""
+        return cell_energy(self.model, rho, self.mesh, self.summation)
+
+    def measure(self, rho):
+        """The generators (N, 3) and the cell masses ρ_i |C_i|."""
+        return self.mesh.points, rho * self.mesh.areas
+
+    def linear_part(self, rho):
+        """A with -A ρ = dρ/dt of flux="upwind" (the unbalanced cell-centred field) frozen at ρ
+        (``contract.upwind_matrix``), the diffusion's -D Δ_h included; ``areas @ A == 0``."""
+        self._normal_speeds(rho, False, False)
+        mesh = self.mesh
+        A = upwind_matrix(mesh.edges[:, 0], mesh.edges[:, 1], self.u[0], self.u[1], mesh.lengths, mesh.areas)
+        if self.laplacian is not None:
+            A = A - self.diffusion * self.laplacian
+        return A.tocsr()
 
 
 def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
@@ -572,7 +636,7 @@ def time_derivative(model, rho, mesh=None, flux=DEFAULT_FLUX, summation="auto"):
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
         raise ValueError(f"rho must have one value per cell, shape ({mesh.size},); got {rho.shape}")
-    return _Stage(model, mesh, flux, summation)(rho)[0]
+    return SphereOperator(model, mesh, flux, summation)(rho)[0]
 
 
 def max_step(model, mesh=None, flux=DEFAULT_FLUX):
@@ -644,7 +708,35 @@ def step_cap(model, mesh=None, flux=DEFAULT_FLUX):
     return max(max_step(model, mesh, flux), float(TIME_STEP / speed_bound(model)))
 
 
-def _initial_density(rho0, mesh):
+def initial_density(rho0: Callable | ArrayLike, mesh: Mesh) -> np.ndarray:
+    """The initial cell densities of ``solve`` on a fixed mesh, normalised to unit mass.
+
+    Parameters
+    ----------
+    rho0 : callable or array_like
+        A callable of points (N, 3) -> densities, evaluated at the generators, or the cell
+        densities (N,).
+    mesh : Mesh
+
+    Returns
+    -------
+    ndarray, shape (N,)
+        Σ_i ρ_i |C_i| = 1.
+
+    Raises
+    ------
+    ValueError
+        For a bad density or shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(1)
+    >>> rho = sphere.initial_density(lambda x: 1 + 0.5 * x[:, 2], mesh)
+    >>> bool(np.isclose(rho @ mesh.areas, 1.0))
+    True
+    """
     if callable(rho0):
         values = as_float_array(rho0(mesh.points.copy()), "rho0(points)")
         if values.shape != (mesh.size,):
@@ -659,14 +751,43 @@ def _initial_density(rho0, mesh):
     return rho / (rho @ mesh.areas)
 
 
-def _energy(model, rho, mesh, summation):
-    """E_β = (1/2β) Σ_i m_i Φ_i of the cell measure (β = 0: (1/2)|Σ m_i c_i|²); for a MultiHead
-    model Σ_h ±E_{β_h} if every head is USA (its field is then that sum's gradient), else NaN.
-    With the harmonic table, Σ_i m_i Φ~_i = Σ_b ε_m κ_l a_b² with a = T^T m: one product."""
+def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summation: str = "auto") -> float:
+    r"""E_β of the cell measure Σ_i m_i δ_{c_i}, m_i = ρ_i |C_i|.
+
+    .. math::
+
+        E_\beta = \frac{1}{2\beta} \sum_{i,j} m_i m_j e^{\beta \langle c_i, c_j \rangle}
+        = \frac{1}{2\beta} \sum_i m_i \Phi_i
+
+    (β = 0: (1/2)|Σ m_i c_i|²); for a MultiHead Σ_h ±E_{β_h} if every head is USA (its field is then
+    that sum's gradient), else NaN.  With the harmonic table, Σ_i m_i Φ~_i = Σ_b ε_m κ_l a_b² with
+    a = T^T m: one product.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    rho : array_like, shape (N,)
+        Cell densities.
+    mesh : Mesh
+    summation : {"auto", "fast", "direct"}
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> mesh = sphere.icosphere(2)
+    >>> rho = np.zeros(mesh.size); rho[0] = 1 / mesh.areas[0]         # all the mass in one cell
+    >>> bool(np.isclose(sphere.cell_energy(mf.SA(2.0), rho, mesh), np.exp(2.0) / 4))
+    True
+    """
     if hasattr(model, "heads"):
         if any(head.normalised for head in model.heads):
             return np.nan
-        return sum(head.sign * _energy(head, rho, mesh, summation) for head in model.heads)
+        return sum(head.sign * cell_energy(head, rho, mesh, summation) for head in model.heads)
     masses = rho * mesh.areas
     if model.beta == 0:
         mean = masses @ mesh.points
@@ -679,10 +800,11 @@ def _energy(model, rho, mesh, summation):
     return float(np.exp(logsumexp(log_phi[pos], b=masses[pos])) / (2.0 * model.beta))
 
 
-def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, mesh: Mesh | None = None,
-          flux: str = DEFAULT_FLUX, *, dt: float | None = None, cfl: float = STEP_CFL, summation: str = "auto",
+def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, mesh: Mesh | None = None,
+          flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          max_dt: float | None = None, cfl: float = STEP_CFL, summation: str = "auto", diffusion: float = 0.0,
           energy: bool = True, progress: bool | None = None, checkpoint: str | PathLike | None = None,
-          checkpoint_every: int = 100, resume: bool = False, diffusion: float = 0.0,
+          checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> DensitySolution:
     r"""Solve the continuity equation on S^2 by finite volumes and return a DensitySolution.
 
@@ -714,12 +836,17 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         ``snapshot(k)``; an array ``rho0`` may lie on any ``icosphere(k)``, k <= 9.
     flux : {"upwind2", "upwind", "muscl", "tpfa"}
         The fluxes of the module docstring (default "upwind2").
+    scheme : str, Scheme class or instance
+        The time scheme (``stepping.integrate``), default "ssprk3"; with ``dt=None`` its steps are
+        positivity-controlled.
     dt : float, optional
         None (default): steps controlled by the actual face speeds (``stepping.integrate`` with
         ``positivity=True``), each ``cfl`` times the largest step for which every cell keeps ρ >= 0
         given the mass that leaves it, at most ``step_cap(model, mesh, flux)``, every SSP stage
         checked.  A number: that fixed step, at most ``max_step`` (larger values are refused); only
         with a fixed ``mesh``.
+    max_dt : float, optional
+        Largest controlled step (default ``step_cap(model, mesh, flux)``; fixed mesh only).
     cfl : float
         In (0, 1]: the fraction of the positivity bound a controlled step takes.
     summation : {"auto", "fast", "direct"}
@@ -730,10 +857,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     progress : bool or None
         A progress report (None: after a few seconds; a bar on a terminal, log lines elsewhere).
     checkpoint : str or path, optional
-        Save the state every ``checkpoint_every`` steps (on adaptive cells: at every check of the
-        refinement criterion); ``resume=True`` continues an existing checkpoint bit for bit.
+        Save the state every ``checkpoint_every`` steps (on adaptive cells: at the first check of the
+        refinement criterion after that many steps); ``resume=True`` continues an existing checkpoint
+        bit for bit.
     checkpoint_every : int
-        Steps between checkpoints on a fixed mesh.
+        Time steps between checkpoints.
     resume : bool
     diffusion : float
         D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
@@ -776,17 +904,22 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         if dt is not None:
             raise ValueError("a fixed dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None "
                              "solves on adaptive cells, whose steps are controlled)")
+        if max_dt is not None:
+            raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
+                             "adaptive cells)")
         from . import adaptive
-        return adaptive.solve(model, rho0, t_eval, flux, summation=summation, energy=energy, progress=progress,
-                              checkpoint=checkpoint, resume=resume, cfl=cfl, diffusion=diffusion, budget=budget)
+        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, summation=summation, energy=energy,
+                              progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                              resume=resume, cfl=cfl, diffusion=diffusion, budget=budget)
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     t_eval = as_time_grid(t_eval)
     diffusion = as_diffusion(diffusion)
     as_choice(flux, "flux", FLUXES)
     _check_summation(summation)
-    rho = _initial_density(rho0, mesh)
-    bound = combined_step(max_step(model, mesh, flux), diffusion, mesh_rate(mesh))
+    rho = initial_density(rho0, mesh)
+    stage = SphereOperator(model, mesh, flux, summation, diffusion)
+    bound = stage.step_bound()
     controlled = dt is None
     if not controlled and as_positive(dt, "dt") > bound:
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {model!r} on {mesh.name}; "
@@ -794,18 +927,22 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, cfl=cfl if controlled else None,
                 summation=summation, mesh=mesh.name, cells=mesh.size, diffusion=diffusion,
                 mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
+    if max_dt is not None:
+        meta["max_dt"] = max_dt
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
-                           checkpoint=ckpt,
+    if controlled:
+        cap = step_cap(model, mesh, flux) if max_dt is None else as_positive(max_dt, "max_dt")
+    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap if controlled else dt, checkpoint=ckpt,
                            resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
-    en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
+    en = np.array([stage.energy(r) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})
-    info.update(flux=flux, dt=dt, max_dt=bound, cfl=cfl if controlled else None, summation=summation,
+    info.update(method=scheme_name(scheme), flux=flux, dt=dt,
+                max_dt=bound, cfl=cfl if controlled else None, summation=summation,
                 field=", ".join(fields), mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
     if en is not None:
         info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))

@@ -69,10 +69,12 @@ from . import stepping
 from .kernels import gegenbauer
 from .circle import CFL, isotropic_model
 from .kernels.circle import FLUX_CODES, flux_pass
+from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
-__all__ = ["solve", "time_derivative", "velocity", "energy", "max_step", "step_cap", "resolve_summation",
+__all__ = ["solve", "ZonalOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
+           "resolve_summation",
            "polar_grid", "cell_measures", "cell_masses", "log_ring_mean"]
 
 FLUXES = ("upwind2", "upwind")
@@ -254,10 +256,45 @@ def _check_cells(cells):
     return cells
 
 
-class _Operator:
-    """Kernel tables and the semi-discrete right-hand side for one model, dimension, grid and flux."""
+class ZonalOperator(Operator):
+    r"""The semi-discrete finite-volume system of ``solve``: cell masses m_i of a zonal density.
 
-    def __init__(self, model, d, cells, flux=DEFAULT_FLUX, summation="direct"):
+    .. math::
+
+        \frac{dm_i}{dt} = -\frac{F_{i+1/2} - F_{i-1/2}}{h}, \qquad h = \pi / N,
+
+    the circle scheme on the mirror image (m, m reversed) over the full circle of 2N cells, so the
+    fluxes through both poles vanish; the engine contract of ``meanfield.solvers.contract``, with
+    the kernel tables (summation "direct") or the Gegenbauer series ("fast") of one model,
+    dimension, grid and flux.  ``op(m)`` returns (dm/dt, rate).
+
+    Parameters
+    ----------
+    model : SA or USA
+        Isotropic (``solve``'s check).
+    d : int
+        Ambient dimension.
+    cells : int
+        N.
+    flux : {"upwind2", "upwind"}
+    summation : {"auto", "fast", "direct"}
+        "auto": ``resolve_summation``.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import zonal
+    >>> op = zonal.ZonalOperator(mf.SA(2.0), 3, 64, "upwind")
+    >>> m = zonal.cell_masses(lambda s: 1 + 0.5 * s, 3, 64)
+    >>> dm, rate = op(m)
+    >>> bool(abs(dm.sum()) < 1e-15), bool(np.allclose(-op.linear_part(m) @ m, dm, rtol=0, atol=1e-15))
+    (True, True)
+    """
+
+    positive = True
+
+    def __init__(self, model: SA | USA, d: int, cells: int, flux: str = DEFAULT_FLUX, summation: str = "auto"):
+        summation = resolve_summation(model, summation)
         self.model, self.d, self.cells, self.flux = model, d, cells, flux
         self.theta, _ = polar_grid(cells)
         self.h = np.pi / cells
@@ -355,6 +392,21 @@ class _Operator:
             return 0.5 * float(m @ self.cos) ** 2
         quadratic = self.series.quadratic(m) if self.summation == "fast" else m @ self.table @ m
         return float(np.exp(beta + np.log(quadratic) - np.log(2.0 * beta)))
+
+    def step_bound(self):
+        """``max_step(model, cells, flux)``."""
+        return max_step(self.model, self.cells, self.flux)
+
+    def measure(self, m):
+        """The polar angles θ_i of the rings, (N, 1), and their masses m_i (a measure on [0, π])."""
+        return self.theta[:, None], m
+
+    def linear_part(self, m):
+        """A with -A m = dm/dt of flux="upwind" for the field frozen at m (``contract.upwind_matrix``:
+        faces between neighbouring rings, none through the poles); ``ones @ A == 0``."""
+        left = np.arange(self.cells - 1)
+        u = self.velocity(m)
+        return upwind_matrix(left, left + 1, u[:-1], u[1:], np.ones(left.size), np.full(self.cells, self.h))
 
 
 def cell_masses(f0, d, cells=None):
@@ -555,7 +607,7 @@ def velocity(model, masses, d):
     d = as_count(d, "d", minimum=2)
     model = _check_model(model, d)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size, "upwind").velocity(m)
+    return ZonalOperator(model, d, m.size, "upwind", "direct").velocity(m)
 
 
 def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
@@ -590,7 +642,7 @@ def time_derivative(model, masses, d, flux=DEFAULT_FLUX):
     model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
     m = _check_masses(masses)
-    return _Operator(model, d, m.size, flux)(m)[0]
+    return ZonalOperator(model, d, m.size, flux, "direct")(m)[0]
 
 
 def energy(masses, beta, d):
@@ -625,13 +677,14 @@ def energy(masses, beta, d):
     """
     m = _check_masses(masses)
     d = as_count(d, "d", minimum=2)
-    return _Operator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind").energy(m)
+    return ZonalOperator(_check_model(SA(as_beta(beta)), d), d, m.size, "upwind", "direct").energy(m)
 
 
-def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, cells: int | None = None,
-          flux: str = DEFAULT_FLUX, *, dt: float | None = None, max_dt: float | None = None,
-          cfl: float = stepping.CFL, summation: str = "auto", progress: bool | None = None,
-          checkpoint: str | PathLike | None = None, checkpoint_every: int = 100, resume: bool = False,
+def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, *, cells: int | None = None,
+          flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", energy: bool = True,
+          progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> ZonalSolution:
     r"""Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
@@ -660,6 +713,9 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     flux : {"upwind2", "upwind"}
         The circle solver's fluxes: second-order "upwind2" (default) or the first-order
         cell-centred donor cell "upwind".
+    scheme : str, Scheme class or instance
+        The time scheme (``stepping.integrate``), default "ssprk3"; with ``dt=None`` its steps are
+        positivity-controlled.
     dt : float, optional
         None (default): SSP-RK3 steps from the actual speeds, h_k = min(max_dt, cfl / rate(m_k)),
         rate the forward-Euler positivity rate of the current state, as in ``circle.solve``.  A
@@ -671,6 +727,8 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     summation : {"auto", "fast", "direct"}
         The truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
         reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).
+    energy : bool
+        Compute the discrete E_β at the output times (else ``.energy`` is None).
     progress : bool or None
     checkpoint : str or path, optional
     checkpoint_every : int
@@ -708,7 +766,7 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     as_choice(flux, "flux", FLUXES)
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
-    op = _Operator(model, d, cells, flux, resolve_summation(model, summation))
+    op = ZonalOperator(model, d, cells, flux, summation)
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
         rhs, cap = op, max_dt
@@ -720,12 +778,15 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
+    meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+    masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                              progress=progress, positivity=dt is None, cfl=cfl, context=what)
-    info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells,
+    info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
+                log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)
     theta, edges = polar_grid(cells)
     return ZonalSolution(t=t_eval, theta=theta, edges=edges, areas=cell_measures(d, cells), masses=masses,
-                         mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]), d=d,
+                         mass=masses.sum(axis=1), energy=np.array([op.energy(m) for m in masses]) if energy else None,
+                         d=d,
                          model=model, info=info)

@@ -226,7 +226,7 @@ def test_checkpoint_resume_repeats_the_uninterrupted_run_bit_for_bit(tmp_path):
     """The checkpoint holds the state at the last check before T; resuming from it recomputes
     the rest and gives the outputs of the uninterrupted run exactly, meshes included."""
     args = (mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5, 1.0, 1.5])
-    kw = dict(base=2, finest=4, bulk=3, threshold=0.8, every=2, energy=False)
+    kw = dict(base=2, finest=4, bulk=3, threshold=0.8, every=2, energy=False, checkpoint_every=1)
     path = tmp_path / "run.npz"
     full = adaptive.solve(*args, checkpoint=path, **kw)
     assert full.info["checks"] >= 3 and path.exists()

@@ -88,7 +88,7 @@ def test_second_order_on_smooth_data_on_graded_meshes():
 
 def test_nothing_refined_is_circle_solve_bit_for_bit():
     rho0 = perturbed_uniform(2)
-    a = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 1.0], cells=64, finest=64)
+    a = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 1.0], cells=64, finest_cells=64)
     b = circle.solve(mf.SA(4.0), rho0, [0.0, 1.0], cells=64, progress=False)
     assert np.array_equal(a.rho, b.rho)
 
@@ -98,7 +98,7 @@ def test_adaptive_run_agrees_with_the_uniform_fine_run_and_conserves():
     mass) against uniform 512 cells; mass to round-off, ρ ≥ 0, W1 between the two 20 times below
     that of the 64-cell grid; the smooth phase runs on 128 cells at least, the end on fewer."""
     rho0 = perturbed_uniform(2)
-    sol = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 3.0, 6.0], cells=64, finest=512, watershed_cells=128)
+    sol = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 3.0, 6.0], cells=64, finest_cells=512, watershed_cells=128)
     fine = circle.solve(mf.SA(4.0), rho0, [0.0, 6.0], cells=512, progress=False)
     assert np.abs(sol.mass - 1).max() < 1e-13 and sol.rho.min() >= 0
     assert sol.info["remeshes"] > 3 and sol.cells.max() < 512 and sol.info["meshes"][-1]["finest"] == 3
@@ -114,7 +114,7 @@ def test_adaptive_run_agrees_with_the_uniform_fine_run_and_conserves():
 def test_checkpoint_resume_is_bit_for_bit(tmp_path):
     rho0 = perturbed_uniform(2)
     args = (mf.SA(4.0), rho0, [0.0, 1.0, 2.0])
-    kw = dict(cells=32, finest=128)
+    kw = dict(cells=32, finest_cells=128)
     whole = adaptive_circle.solve(*args, **kw)
     path = tmp_path / "run.npz"
     with pytest.raises(RuntimeError, match="passed its budget of 1e-09 s at t = .*resume=True on .*run.npz"):
@@ -122,19 +122,19 @@ def test_checkpoint_resume_is_bit_for_bit(tmp_path):
     resumed = adaptive_circle.solve(*args, **kw, checkpoint=path, resume=True)
     assert np.array_equal(whole.rho, resumed.rho) and np.array_equal(whole.cells, resumed.cells)
     with pytest.raises(ValueError, match="different run"):
-        adaptive_circle.solve(*args, cells=32, finest=256, checkpoint=path, resume=True)
+        adaptive_circle.solve(*args, cells=32, finest_cells=256, checkpoint=path, resume=True)
 
 
 def test_bad_input():
     rho0 = perturbed_uniform(2)
     with pytest.raises(ValueError, match="power of two"):
-        adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], cells=64, finest=96)
+        adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], cells=64, finest_cells=96)
     with pytest.raises(ValueError, match="watershed"):
         adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], watershed=np.nan)
     with pytest.raises(ValueError, match="flux"):
         adaptive_circle.solve(mf.SA(1.0), rho0, [0.0, 1.0], flux="nope")
     with pytest.raises(ValueError, match="base cell"):
-        adaptive_circle.solve(mf.SA(1.0), np.ones(10), [0.0, 1.0], cells=64, finest=128)
+        adaptive_circle.solve(mf.SA(1.0), np.ones(10), [0.0, 1.0], cells=64, finest_cells=128)
     with pytest.raises(ValueError):
         adaptive_circle.solve(mf.SA(-1.0), rho0, [0.0, 1.0])
     with pytest.raises(ValueError, match="checkpoint"):
@@ -148,7 +148,7 @@ def test_muscl_pins_and_warns_and_the_solution_works_on_changing_meshes(tmp_path
     """USA β = 2 to T = 8 with muscl (the issue's case): a one-cell cluster pinned, named in the
     warning; the solution's snapshot, measure, at, sample, save/load work output by output."""
     with pytest.warns(PinnedClusterWarning, match="muscl"):
-        sol = adaptive_circle.solve(mf.USA(2.0), perturbed_uniform(2), np.linspace(0, 8, 9), cells=64, finest=256,
+        sol = adaptive_circle.solve(mf.USA(2.0), perturbed_uniform(2), np.linspace(0, 8, 9), cells=64, finest_cells=256,
                                     flux="muscl", watershed_cells=64)
     assert len(sol.info["pinned"]) == 1
     assert len(set(sol.cells.tolist())) > 1

@@ -43,7 +43,7 @@ def test_sa_keeps_accuracy_where_phi_is_tiny(beta, summation):
     model = mf.SA(beta)
     rho = _bumps(256, 60.0)
     ref = _tangent_velocity(model, rho)
-    op = circle._Operator(model, 256, "upwind", summation)
+    op = circle.CircleOperator(model, 256, "upwind", summation).heads[0]
     fields, mass = op.fields(rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         fft_only = fields[0] / (mass + beta * fields[1])
@@ -55,7 +55,7 @@ def test_sa_keeps_accuracy_where_phi_is_tiny(beta, summation):
     masses = rho * 2 * np.pi / 256
     log_phi = reference.log_potential(model, x, x, masses)
     exact_pot = (log_phi - beta - np.log(masses.sum())) / beta
-    pot = circle._Operator(model, 256, "muscl", summation).potential(rho)
+    pot = circle.CircleOperator(model, 256, "muscl", summation).heads[0].potential(rho)
     assert np.max(np.abs(np.diff(pot) - np.diff(exact_pot))) < 1e-12
 
 
@@ -348,7 +348,7 @@ def test_fourier_field_matches_direct_quadrature(model):
     for cells in (96, 1000):
         for rho in (rng.uniform(0.0, 1.0, cells), _bumps(cells, 20.0)):
             ref = sum(_tangent_velocity(head, rho) for head in getattr(model, "heads", (model,)))
-            stage = circle._stage(model, cells, "upwind2", "fast")
+            stage = circle.CircleOperator(model, cells, "upwind2", "fast")
             assert stage.degree < cells // 2 or cells == 96
             (u, slope, _), _ = stage.centre(rho)
             assert np.max(np.abs(u - ref)) <= 1e-11 * max(1.0, np.max(np.abs(ref)))
@@ -357,8 +357,8 @@ def test_fourier_field_matches_direct_quadrature(model):
                 kept = slope != 0 if stage.log_space_cells else slice(None)   # u' = 0 on log-space cells
                 assert np.max(np.abs(slope - fd)[kept]) <= 1e-6 * max(1.0, np.max(np.abs(fd)))
             for flux in circle.FLUXES:
-                fast, rate = circle._stage(model, cells, flux, "fast")(rho)
-                slow, rate_ref = circle._stage(model, cells, flux, "direct")(rho)
+                fast, rate = circle.CircleOperator(model, cells, flux, "fast")(rho)
+                slow, rate_ref = circle.CircleOperator(model, cells, flux, "direct")(rho)
                 # the potential fluxes divide differences of P by h twice: ~10 ulps of P times 1/h² ≈ N²/40
                 tol = 1e-12 if flux in ("upwind2", "upwind") else 1e-15 * cells ** 2
                 assert np.max(np.abs(fast - slow)) <= tol * np.max(np.abs(slow))
@@ -401,12 +401,12 @@ def test_controlled_steps_keep_positivity_and_mass_at_every_step(monkeypatch):
     start and its SSP stages) is >= 0, the mass is kept to round-off, the steps are larger than the global
     bound's, and the output times are the requested ones."""
     seen = []
-    real = circle._Stage.__call__
+    real = circle.CircleOperator.__call__
 
     def spy(self, rho):
         seen.append(rho.min())
         return real(self, rho)
-    monkeypatch.setattr(circle._Stage, "__call__", spy)
+    monkeypatch.setattr(circle.CircleOperator, "__call__", spy)
     t = np.array([0.0, 0.3, 1.7, 5.0, 12.0, 20.0])
     sol = circle.solve(mf.SA(9.0), _rough_start(256), t, progress=False)
     assert np.array_equal(sol.t, t)

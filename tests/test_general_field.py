@@ -6,7 +6,9 @@ import pytest
 from scipy.special import ive
 
 import meanfield as mf
-from meanfield.solvers import circle, general_field as gf, mesh, particles, spectral, sphere
+from meanfield.solvers import circle, general_field as gf, particles, sphere
+from meanfield.solvers.kernels import spectral
+from meanfield.solvers.meshes import voronoi as mesh
 
 
 def random_heads(rng, d, beta_norm, normalised=True, heads=1):

@@ -56,7 +56,7 @@ def test_sphere_multihead_moment_matches_particles():
     moment = np.einsum("n,knd->kd", w, ps.x)
     errors = []
     for level in (1, 2):
-        fv = sphere.solve(MIXED, F_SPHERE, t, sphere.icosphere(level), energy=False)
+        fv = sphere.solve(MIXED, F_SPHERE, t, mesh=sphere.icosphere(level), energy=False)
         fm = (fv.rho * fv.areas) @ fv.points
         errors.append(np.abs((fm[1] - fm[0]) - (moment[1] - moment[0])).max())
         assert np.allclose(fv.mass, 1, atol=1e-13) and fv.rho.min() >= 0
@@ -76,8 +76,8 @@ def test_all_usa_heads_energy_is_monotone(geometry):
         e0 = circle.energy(sol.rho[0], 1.0) - circle.energy(sol.rho[0], 3.0)
     else:
         mesh = sphere.icosphere(2)
-        sol = sphere.solve(model, F_SPHERE, t, mesh, flux="tpfa")
-        nan = sphere.solve(MIXED, F_SPHERE, t[:2], mesh).energy
+        sol = sphere.solve(model, F_SPHERE, t, mesh=mesh, flux="tpfa")
+        nan = sphere.solve(MIXED, F_SPHERE, t[:2], mesh=mesh).energy
         m = sol.rho[0] * sol.areas
         e0 = (particles.energies(1.0, sol.points[None], m[None])
               - particles.energies(3.0, sol.points[None], m[None]))[0]

@@ -134,7 +134,7 @@ def test_bad_matrices_are_named(kwargs, name):
 def test_matrices_of_another_dimension_and_non_models():
     rejects(lambda: mf.velocity(mf.SA(1.0, Q=np.eye(2)), GOOD3), "SA.Q")
     for call in (lambda m: mf.velocity(m, GOOD3), lambda m: particles.solve(m, GOOD3, T),
-                 lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, MESH),
+                 lambda m: circle.solve(m, np.ones(16), T), lambda m: sphere.solve(m, np.ones(MESH.size), T, mesh=MESH),
                  lambda m: mf.growth_rate(m, 3, 2)):
         rejects(lambda: call("SA"), "model")
         rejects(lambda: call(None), "model")
@@ -242,8 +242,8 @@ def test_bad_tolerances_are_named(entry):
 
 
 NAMED_CHOICES = [
-    (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, method=m), "method"),
-    (lambda m: particles.solve_angles(mf.SA(1.0), np.zeros(3), T, method=m), "method"),
+    (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, scheme=m), "scheme"),
+    (lambda m: particles.solve_angles(mf.SA(1.0), np.zeros(3), T, scheme=m), "scheme"),
     (lambda m: particles.solve(mf.SA(1.0), GOOD3, T, summation=m), "summation"),
     (lambda m: particles.velocity(mf.SA(1.0), GOOD3, summation=m), "summation"),
     (lambda m: circle.solve(mf.SA(1.0), np.ones(16), T, flux=m), "flux"),

@@ -421,8 +421,8 @@ def test_controlled_steps_keep_every_stage_positive_and_mass_through_clustering(
     global bound (the actual speeds and outflows are below sup|X| = 1 on every face)."""
     mesh = icosphere(2)
     minima = []
-    original = sphere._Stage.__call__
-    monkeypatch.setattr(sphere._Stage, "__call__", lambda self, r: minima.append(r.min()) or original(self, r))
+    original = sphere.SphereOperator.__call__
+    monkeypatch.setattr(sphere.SphereOperator, "__call__", lambda self, r: minima.append(r.min()) or original(self, r))
     rho0 = 1.0 + 0.3 * np.random.default_rng(1).random(mesh.size)
     sol = sphere.solve(mf.SA(9.0), rho0, np.linspace(0.0, 20.0, 21), mesh=mesh)
     assert min(minima) >= 0.0 and sol.rho.min() >= 0.0
@@ -465,7 +465,7 @@ def test_defaults_normalisation_and_solution_object(tmp_path):
     back = DensitySolution.load(tmp_path / "s.npz")
     np.testing.assert_array_equal(back.rho, sol.rho)
     assert back.model == sol.model and back.info["mesh"] == "icosphere(2)"
-    fixed = sphere.solve(mf.SA(1.0), np.ones(icosphere(4).size), [0.0, 0.01], icosphere(4))
+    fixed = sphere.solve(mf.SA(1.0), np.ones(icosphere(4).size), [0.0, 0.01], mesh=icosphere(4))
     assert fixed.info["cells"] == 2562 and fixed.info["flux"] == "upwind2" and fixed.cells is None
     # the default flux is well balanced: the uniform density stays put to round-off
     np.testing.assert_allclose(fixed.rho[-1], 1 / (4 * np.pi), rtol=1e-14)
@@ -486,7 +486,7 @@ def test_checkpoint_resume_is_bit_exact(tmp_path, monkeypatch):
     args = (mf.SA(3.0), lambda x: np.exp(2 * x[:, 1]), t)
     full = sphere.solve(*args, mesh=mesh)
     path = tmp_path / "ck.npz"
-    original = sphere._Stage.__call__
+    original = sphere.SphereOperator.__call__
     calls = []
 
     def interrupted(*a):
@@ -495,11 +495,11 @@ def test_checkpoint_resume_is_bit_exact(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return original(*a)
 
-    monkeypatch.setattr(sphere._Stage, "__call__", interrupted)
+    monkeypatch.setattr(sphere.SphereOperator, "__call__", interrupted)
     with pytest.raises(KeyboardInterrupt):
         sphere.solve(*args, mesh=mesh, checkpoint=path, checkpoint_every=2)
     calls.clear()
-    monkeypatch.setattr(sphere._Stage, "__call__", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(sphere.SphereOperator, "__call__", lambda *a: calls.append(1) or original(*a))
     resumed = sphere.solve(*args, mesh=mesh, checkpoint=path, checkpoint_every=2, resume=True)
     assert 0 < len(calls) <= full.info["nfev"] - 12     # it went on from the checkpoint (step 4)
     assert resumed.info["nfev"] == full.info["nfev"]
@@ -590,8 +590,8 @@ def test_stage_does_not_read_its_work_arrays_before_writing_them():
     """The work arrays come from np.empty: whatever they hold (here NaN) must not reach dρ/dt."""
     mesh = icosphere(2)
     rho = np.exp(2 * mesh.points @ AXIS)
-    clean = sphere._Stage(mf.SA(3.0), mesh, "upwind2", "auto")(rho)
-    stage = sphere._Stage(mf.SA(3.0), mesh, "upwind2", "auto")
+    clean = sphere.SphereOperator(mf.SA(3.0), mesh, "upwind2", "auto")(rho)
+    stage = sphere.SphereOperator(mf.SA(3.0), mesh, "upwind2", "auto")
     for work in (stage.vel, stage.S, stage.W, stage.u, stage.buf, stage.out, stage.face_rho):
         work.fill(np.nan)
     dirty = stage(rho)

@@ -64,8 +64,8 @@ def test_d2_is_the_circle_solver_on_even_data(flux):
 def test_gegenbauer_series_matches_the_kernel_tables(beta, d):
     """The truncated series (``gegenbauer``) against the O(N²) tables of the reference path: E m, (E∘G) m,
     ∂_θ(E∘G) m and m^T E m agree to 1e-13 (observed <= 3e-14, d = 128), with 20–45 terms."""
-    op = zfv._Operator(mf.SA(beta), d, 160, "upwind2")
-    series = zfv._Operator(mf.SA(beta), d, 160, "upwind2", summation="fast").series
+    op = zfv.ZonalOperator(mf.SA(beta), d, 160, "upwind2", "direct")
+    series = zfv.ZonalOperator(mf.SA(beta), d, 160, "upwind2", summation="fast").series
     m = zfv.cell_masses(lambda s: np.exp(2.0 * s) + np.random.default_rng(3).uniform(0, 0.3, s.size), d, 160)
     for got, want in zip(series.fields(m), (op.table @ m, op.moved @ m, op.moved_slope @ m)):
         assert np.max(np.abs(got - want)) <= 1e-13 * max(1.0, np.max(np.abs(want)))
@@ -93,12 +93,12 @@ def test_controlled_steps_keep_positivity_and_agree_with_fixed_steps(monkeypatch
     190 against 653), and a time error (against steps of a quarter of the global bound) far below the
     space error (against 256 cells): observed 3.9e-4 and 2.9e-2."""
     seen = []
-    real = zfv._Operator.__call__
+    real = zfv.ZonalOperator.__call__
 
     def spy(self, m):
         seen.append(m.min())
         return real(self, m)
-    monkeypatch.setattr(zfv._Operator, "__call__", spy)
+    monkeypatch.setattr(zfv.ZonalOperator, "__call__", spy)
     model, t = mf.SA(9.0), np.array([0.0, 0.4, 3.0, 8.0])
     sol = zfv.solve(model, _vmf(1.0), t, 5, cells=128)
     assert np.array_equal(sol.t, t) and min(seen) >= 0.0 and len(seen) == sol.info["nfev"]
@@ -139,7 +139,7 @@ def test_large_beta_softmax_velocity_matches_log_space_reference():
     d, n, beta = 6, 96, 600.0
     masses = zfv.cell_masses(lambda s: np.maximum(s - 0.5, 0.0), d, n)
     u = zfv.velocity(mf.SA(beta), masses, d)
-    op = zfv._Operator(mf.SA(beta), d, n)
+    op = zfv.ZonalOperator(mf.SA(beta), d, n, summation="direct")
     assert op.velocity(masses) is not None and op.log_space_cells > 0
     with np.errstate(divide="ignore"):
         logw = op.log_k + np.log(masses)[None, :]

@@ -520,7 +520,7 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=None, mesh
         from meanfield.solvers import sphere
         return sphere.solve(model, rho0, t_eval, mesh=sphere.icosphere(spec["level"]), flux=flux, progress=progress)
     from meanfield.solvers import adaptive
-    return adaptive.solve(model, rho0, t_eval, flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"],
+    return adaptive.solve(model, rho0, t_eval, flux=flux, base=spec["base"], finest=spec["finest"], bulk=spec["bulk"],
                           progress=progress)
 
 
