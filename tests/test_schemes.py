@@ -60,7 +60,7 @@ def test_order_on_the_circle_finite_volumes(scheme):
     """The semi-discrete circle system (64 cells, first-order upwind, symmetric data: the stagnation
     points sit on faces, so the right-hand side is smooth) against RK4 with a 25 times smaller step."""
     cells = 64
-    stage = circle._stage(mf.SA(2.0), cells, "upwind")
+    stage = circle.CircleOperator(mf.SA(2.0), cells, "upwind")
     rho0 = (1 + 0.4 * np.cos(circle.cell_angles(cells))) / (2 * np.pi)
     t = np.array([0.0, 0.5])
 
@@ -74,7 +74,7 @@ def test_order_on_the_circle_finite_volumes(scheme):
 
 def test_shu_osher_subclass_keeps_circle_densities_non_negative_under_positivity_control():
     cells = 128
-    stage = circle._stage(mf.SA(9.0), cells, circle.DEFAULT_FLUX)
+    stage = circle.CircleOperator(mf.SA(9.0), cells, circle.DEFAULT_FLUX)
     theta = circle.cell_angles(cells)
     rho0 = np.exp(6 * np.cos(theta) + 3 * np.sin(3 * theta)) + 1e-12
     rho0 /= rho0.sum() * 2 * np.pi / cells
@@ -97,7 +97,7 @@ def test_positivity_control_of_a_non_ssp_scheme_rejects_negative_results():
     assert info["nrejected"] >= 1 and Y.min() >= 0
     assert abs(Y[-1, 0] - np.exp(-(0.3 * 3 + 4.5))) < 2e-3
     cells = 64                                       # and on the circle, RK4 never returns a negative density
-    stage = circle._stage(mf.SA(9.0), cells, circle.DEFAULT_FLUX)
+    stage = circle.CircleOperator(mf.SA(9.0), cells, circle.DEFAULT_FLUX)
     rho0 = np.exp(8 * np.cos(circle.cell_angles(cells)))
     rhos, _ = integrate(stage, rho0 / rho0.mean() / (2 * np.pi), np.linspace(0, 3, 4), scheme="rk4",
                         dt=circle.step_cap(mf.SA(9.0), cells, circle.DEFAULT_FLUX), positivity=True)
@@ -115,10 +115,10 @@ def test_ssprk3_is_bit_for_bit_the_shu_osher_formula():
     """Fixed steps on the circle and sphere finite volumes (equal steps ending on each output time),
     and the first positivity-controlled step of a circle solve, equal to the hand-written formula."""
     cells = 64
-    stage = circle._stage(mf.SA(4.0), cells, circle.DEFAULT_FLUX)
+    stage = circle.CircleOperator(mf.SA(4.0), cells, circle.DEFAULT_FLUX)
     theta = circle.cell_angles(cells)
     mesh = sphere.icosphere(2)
-    sphere_stage = sphere._Stage(mf.SA(2.0), mesh, sphere.DEFAULT_FLUX, "direct", 0.0)
+    sphere_stage = sphere.SphereOperator(mf.SA(2.0), mesh, sphere.DEFAULT_FLUX, "direct", 0.0)
     for f, rho0, dt in ((lambda r: stage(r)[0], 1 + 0.3 * np.cos(theta) + 0.2 * np.sin(theta) ** 3, 0.04),
                         (lambda r: sphere_stage(r)[0], 1 + 0.5 * mesh.points[:, 2] * mesh.points[:, 0], 0.01)):
         t = np.array([0.0, 0.1, 0.25])
@@ -138,7 +138,7 @@ def test_ssprk3_is_bit_for_bit_the_shu_osher_formula():
 
 def test_checkpoint_resume_is_bit_for_bit_with_a_scheme_given_as_a_class(tmp_path):
     cells = 48
-    stage = circle._stage(mf.SA(4.0), cells, circle.DEFAULT_FLUX)
+    stage = circle.CircleOperator(mf.SA(4.0), cells, circle.DEFAULT_FLUX)
     rho0 = 1 + 0.4 * np.cos(circle.cell_angles(cells)) ** 3
     t = np.linspace(0.0, 2.0, 5)
     cap = circle.step_cap(mf.SA(4.0), cells, circle.DEFAULT_FLUX)
@@ -251,7 +251,7 @@ def test_progress_waits_for_long_runs_by_default(capsys):
 def test_one_progress_report_for_an_adaptive_run_across_its_stretches(capsys, monkeypatch):
     monkeypatch.setattr(reporting, "INTERVAL", 0.0)
     rho0 = lambda x: 1 + 0.3 * x[:, 0] + 0.1 * x[:, 1]                    # noqa: E731
-    sol = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 1.0, 2.0], cells=32, finest=128, progress=True)
+    sol = adaptive_circle.solve(mf.SA(4.0), rho0, [0.0, 1.0, 2.0], cells=32, finest_cells=128, progress=True)
     lines = capsys.readouterr().err.splitlines()
     assert sol.info["remeshes"] >= 1 or sol.info["checks"] >= 1
     assert sum("done in" in line for line in lines) == 1 and lines[-1].startswith("solve: t=2/2 (100%)")
