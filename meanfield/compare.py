@@ -278,15 +278,14 @@ class Comparison(_Saveable):
 
 
 def read_report(path):
-    """(folder, numbers of its report.json) for a report folder or its report.json; None for any
-    other path (a .npz file written by ``save``)."""
+    """(folder, numbers of its report.json) for a report folder or its report.json, the folder checked
+    against its marker first (``atomic.verify_folder``); None for any other path (a .npz file)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "report.json")
     if os.path.basename(path) != "report.json":
         return None
-    with open(path) as fh:
-        return os.path.dirname(path), json.load(fh)
+    return os.path.dirname(path), atomic.read_json(path)
 
 
 def _draws(s):
