@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
-__all__ = ["write_file", "umask", "replace_folder", "check_folder", "verify_folder", "read_json", "is_complete", "MARKER"]
+__all__ = ["write_file", "umask", "replace_folder", "check_folder", "verify_folder", "read_json", "is_complete",
+           "MARKER"]
 
 MARKER = "complete.json"
 _RENAME_EXCHANGE = 2
