@@ -34,6 +34,7 @@ import numpy as np
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.models import as_model
 
 from . import adaptive_state, sphere
@@ -145,13 +146,14 @@ def _initial(rho0, amesh, base):
         rho = as_density(values, "rho0")
     else:
         rho = as_density(rho0, "rho0")
+        rho = rho / rho.max()                       # relative sizes: no underflow in the transfer
         sizes = [level_size(level) for level in range(amesh.finest + 1)]
         if rho.ndim != 1 or rho.size not in sizes:
             raise ValueError(f"an array rho0 must hold one density per cell of icosphere(k), k <= finest = "
                              f"{amesh.finest}: shape (10·4^k + 2,), e.g. ({sizes[base]},) for icosphere({base}); got "
                              f"{rho.shape} (or pass a callable of points (N, 3))")
         rho = transfer(adaptive_mesh(np.arange(rho.size), amesh.finest), amesh, rho)
-    return rho / (rho @ amesh.mesh.areas)
+    return unit_mass(rho, amesh.mesh.areas)
 
 
 def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],

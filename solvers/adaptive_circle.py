@@ -59,6 +59,7 @@ from scipy.special import ive
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 
 from . import circle
 from . import circle_kernels as kernels
@@ -322,14 +323,15 @@ def _initial(rho0, mesh, cells):
         if values.shape != angles.shape:
             raise ValueError(f"rho0(points) must return one density per point, shape ({angles.size},); "
                              f"got {values.shape}")
-        rho = as_density(values, "rho0(points)").reshape(mesh.size, QUADRATURE) @ weights / 2
+        shape = unit_mass(as_density(values, "rho0(points)"), np.ones(values.size))     # no overflow in the sums
+        rho = shape.reshape(mesh.size, QUADRATURE) @ weights
     else:
         rho = as_density(rho0, "rho0")
         if rho.shape != (cells,):
             raise ValueError(f"an array rho0 must hold one density per base cell, shape ({cells},); got "
                              f"{rho.shape} (or pass a callable of points (N, 2))")
-        rho = transfer(uniform_mesh(cells, mesh.depth), mesh, rho)
-    return rho / (rho @ mesh.widths)
+        rho = transfer(uniform_mesh(cells, mesh.depth), mesh, rho / rho.max())   # relative sizes: no overflow
+    return unit_mass(rho, mesh.widths)
 
 
 def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):

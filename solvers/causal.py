@@ -72,6 +72,7 @@ import scipy.fft
 from numba import njit, prange
 
 from meanfield.checks import as_count, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
@@ -343,7 +344,7 @@ def time_derivative(model, rho):
 
 
 def _unit_slices(rho):
-    return rho / (rho.sum(axis=1, keepdims=True) * (2 * np.pi / rho.shape[1]))
+    return unit_mass(rho, np.full(rho.shape[1], 2 * np.pi / rho.shape[1]))
 
 
 def _initial_density(rho0, slices, cells):

@@ -74,6 +74,7 @@ from numba import njit, prange
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
@@ -533,7 +534,7 @@ def _initial_density(rho0, cells):
         if cells is not None and _check_cells(cells) != rho.size:
             raise ValueError(f"rho0 has {rho.size} cell values but cells = {cells}; leave cells=None (the array "
                              f"sets the grid) or pass a callable of points")
-    return rho / (rho.sum() * (2 * np.pi / rho.size))
+    return unit_mass(rho, np.full(rho.size, 2 * np.pi / rho.size))
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):

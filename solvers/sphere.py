@@ -74,6 +74,7 @@ from scipy.special import logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
 
@@ -654,7 +655,7 @@ def _initial_density(rho0, mesh):
     if rho.shape != (mesh.size,):
         raise ValueError(f"rho0 must have one value per cell of the mesh, shape ({mesh.size},); got {rho.shape} "
                          f"(or pass a callable of points (N, 3))")
-    return rho / (rho @ mesh.areas)
+    return unit_mass(rho, mesh.areas)
 
 
 def _energy(model, rho, mesh, summation):

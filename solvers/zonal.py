@@ -61,6 +61,7 @@ from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.measures import sphere_area
 from meanfield.models import SA, USA
 from meanfield.theory import speed_bound
@@ -405,11 +406,10 @@ def cell_masses(f0, d, cells=None):
         if cells is not None and _check_cells(cells) != f.size:
             raise ValueError(f"f0 has {f.size} cell values but cells = {cells}; leave cells=None (the array sets "
                              f"the grid) or pass a callable of s")
-    masses = f * _cell_fractions(d, f.size)
-    total = masses.sum()
-    if not total > 0:
+    fractions = _cell_fractions(d, f.size)
+    if not np.any((f > 0) & (fractions > 0)):
         raise ValueError(f"f0 has no mass on S^{d - 1}: it vanishes wherever the cell measures are positive")
-    return masses / total
+    return unit_mass(f, fractions, "f0") * fractions
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):

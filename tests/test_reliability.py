@@ -1,0 +1,83 @@
+"""Regressions for the reliability and security audit of issue 38: ρ₀ at the ends of the double range,
+checkpoint validation, guards on time, memory and underflow, the pinning detector.  The sweep's
+scheduler refusal is in test_sweep.py, report-folder markers in test_faults.py."""
+import warnings
+
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.solvers import adaptive, adaptive_circle, causal, circle, sphere, zonal
+from meanfield.solvers.mesh import icosphere
+
+T0 = [0.0, 0.01]
+MODEL = mf.SA(1.0)
+
+
+# --------------------------------------------------------------------------- 3. ρ₀ at the ends of the double range
+
+def _shape(x):
+    return 1 + 0.5 * x[:, 0]
+
+
+ENGINES = {      # name: (solve(rho0 callable of the shape times scale), solve(array of the shape times scale))
+    "circle": (lambda f: circle.solve(MODEL, f, T0, cells=32),
+               lambda a: circle.solve(MODEL, a, T0), lambda: _shape(mf.circle_points(circle.cell_angles(32)))),
+    "sphere": (lambda f: sphere.solve(MODEL, f, T0, mesh=icosphere(1)),
+               lambda a: sphere.solve(MODEL, a, T0, mesh=icosphere(1)), lambda: _shape(icosphere(1).points)),
+    "adaptive": (lambda f: adaptive.solve(MODEL, f, T0, base=1, finest=2),
+                 lambda a: adaptive.solve(MODEL, a, T0, base=1, finest=2), lambda: _shape(icosphere(1).points)),
+    "adaptive_circle": (lambda f: adaptive_circle.solve(MODEL, f, T0, cells=16, finest=64),
+                        lambda a: adaptive_circle.solve(MODEL, a, T0, cells=16, finest=64),
+                        lambda: _shape(mf.circle_points(circle.cell_angles(16)))),
+    "causal": (lambda f: causal.solve(MODEL, lambda s, th: _on_slices(f, s, th), T0, slices=4, cells=16),
+               lambda a: causal.solve(MODEL, np.tile(a, (4, 1)), T0, slices=4, cells=16),
+               lambda: _shape(mf.circle_points(circle.cell_angles(16)))),
+    "zonal": (lambda f: zonal.solve(MODEL, lambda s: f(np.column_stack([s, np.sqrt(1 - s * s)])), T0, d=3, cells=16),
+              lambda a: zonal.solve(MODEL, a, T0, d=3),
+              lambda: _shape(np.column_stack([np.cos(zonal.polar_grid(16)[0]), np.zeros(16)]))),
+}
+
+
+def _on_slices(f, s, theta):
+    """f of points (N, 2) as a causal rho0(s (S, 1), θ (1, N)): the same start on every slice."""
+    cos, sin = np.broadcast_arrays(np.cos(theta) + 0 * s, np.sin(theta) + 0 * s)
+    return f(np.column_stack([cos.ravel(), sin.ravel()])).reshape(cos.shape)
+
+
+def _scaled(scale):
+    return lambda x: scale * _shape(x)
+
+
+def _first(sol):
+    rho = np.asarray(sol.rho[0] if not hasattr(sol, "masses") else sol.masses[0], dtype=float)
+    return rho, np.ravel(np.asarray(sol.mass)[0]) if hasattr(sol, "mass") else np.array([rho.sum()])
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_rho0_is_rescaled_by_relative_sizes_at_the_ends_of_the_double_range(engine):
+    """ρ₀ = c·f for c from 5e-324 to 1e308, callable or array: unit mass, finite densities, the answer
+    for f itself (exactly where c is a power of two, to the subnormals' precision at 1e-310)."""
+    by_callable, by_array, shape = ENGINES[engine]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_c, _ = _first(by_callable(_shape))
+        ref_a, _ = _first(by_array(shape()))
+        for scale, rtol in ((1e308, 1e-13), (2.0 ** -1000, 1e-13), (1e-310, 1e-9), (5e-324, None)):
+            for solve, f, ref in ((by_callable, _scaled(scale), ref_c), (by_array, scale * shape(), ref_a)):
+                rho, mass = _first(solve(f))
+                assert np.all(np.isfinite(rho)) and np.all(rho >= 0), (engine, scale)
+                assert np.allclose(mass, 1.0, rtol=1e-12, atol=0), (engine, scale, mass)
+                if rtol is not None:
+                    assert np.allclose(rho, ref, rtol=rtol, atol=0), (engine, scale)
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+@pytest.mark.parametrize("bad", [np.nan, np.inf, 0.0, -1.0])
+def test_rho0_nan_inf_zero_or_negative_is_refused(engine, bad):
+    _, by_array, shape = ENGINES[engine]
+    a = shape() * (bad if bad == 0.0 else 1.0)
+    if bad != 0.0:
+        a[0] = bad
+    with pytest.raises(ValueError, match="rho0|f0"):
+        by_array(a)
