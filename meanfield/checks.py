@@ -697,3 +697,65 @@ def unit_mass(rho: ArrayLike, sizes: ArrayLike, name: str = "rho0") -> np.ndarra
                          + "; a density must integrate to a positive number")
     shape = rho / top
     return shape / (shape @ as_float_array(sizes, "sizes"))[..., None]
+
+
+MASS_RTOL = 1e-9        # a restored density's mass may differ from the run's by this (round-off of long runs)
+
+
+def as_restored_density(rho: ArrayLike, sizes: ArrayLike, mass: float | ArrayLike, name: str = "rho") -> np.ndarray:
+    r"""Cell densities read back from a file (a checkpoint): finite, non-negative, one value per cell,
+    and of the run's mass to round-off, so that a damaged or crafted state is refused before a run
+    resumes from it.
+
+    .. math::
+
+        \rho_i \ge 0, \qquad \Big|\sum_i \rho_i |C_i| - m\Big| \le 10^{-9}\, m
+        \quad (\text{each row of a 2-D array}).
+
+    Parameters
+    ----------
+    rho : array_like, shape (N,) or (S, N)
+        The restored densities.
+    sizes : array_like, shape (N,)
+        The cells' measures.
+    mass : float or array_like, shape (S,)
+        The run's mass (of each row).
+    name : str
+        What ``rho`` is, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and what is wrong.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.checks import as_restored_density
+    >>> sizes = np.full(4, np.pi / 2)
+    >>> rho = np.full(4, 1 / (2 * np.pi))
+    >>> bool(np.all(as_restored_density(rho, sizes, 1.0) == rho))
+    True
+    >>> as_restored_density(2 * rho, sizes, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho has mass 2 where the run's is 1
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    arr = np.asarray(rho)
+    if arr.dtype.kind != "f" or arr.ndim not in (1, 2) or arr.shape[-1:] != sizes.shape:
+        raise ValueError(f"{name} has shape {arr.shape} and dtype {arr.dtype}, not float densities on "
+                         f"{sizes.size} cells")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} holds NaN or inf")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} holds negative densities (min {arr.min():.3g})")
+    have, want = arr @ sizes, np.asarray(mass, dtype=float)
+    if not np.all(np.abs(have - want) <= MASS_RTOL * want):
+        worst = np.ravel(have)[np.argmax(np.ravel(np.abs(have - want)))]
+        raise ValueError(f"{name} has mass {worst:.10g} where the run's is {float(np.max(want)):.10g}")
+    return arr

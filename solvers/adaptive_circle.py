@@ -60,13 +60,15 @@ from scipy.special import ive
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
 from meanfield.checks import unit_mass
+from meanfield.npzfile import NPZ_ERRORS
 
 from . import circle
 from . import circle_kernels as kernels
-from .dyadic import select, transfer, uniform_mesh, DyadicMesh
+from .dyadic import select, transfer, uniform_mesh
 from .dyadic_kernels import flux_pass, log_space
 from .changing_meshes import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
+from .restored import restored_run
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
@@ -551,25 +553,19 @@ class _Run:
             with np.load(ckpt.path, allow_pickle=False) as data:
                 state = {key: data[key] for key in data.files}
             meta = str(state["meta"])
-        except (OSError, ValueError, KeyError, EOFError) as exc:
+        except NPZ_ERRORS as exc:
             raise ValueError(f"checkpoint {ckpt.path} is unreadable or corrupt ({type(exc).__name__}: {exc}); "
                              f"delete it to start afresh") from None
-        if meta != ckpt.meta or str(state.get("start")) != self.start or not np.array_equal(state["t_eval"],
+        if meta != ckpt.meta or str(state.get("start")) != self.start or not np.array_equal(state.get("t_eval"),
                                                                                                self.t_eval):
             raise ValueError(f"checkpoint {ckpt.path} was written by a different run (model, settings, initial "
                              f"state or output times differ); delete it or choose another checkpoint path")
-        self.t, self.k, self.threshold = float(state["t"]), int(state["k"]), float(state["threshold"])
-        self.mesh, self.rho = self._mesh(state["edges"]), state["rho"]
-        self.out, first = [], 0
-        for n in state["out_sizes"]:
-            self.out.append((self._mesh(state["out_edges"][first:first + n]), state["out_rho"][first:first + n]))
-            first += n
-        self.jumps = state["jumps"].tolist()
-        self.meshes, self.counters = json.loads(str(state["meshes"])), json.loads(str(state["counters"]))
+        try:
+            restored = restored_run(state, self.t_eval, self.cells, self.depth)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+            raise ValueError(f"checkpoint {ckpt.path} is inconsistent ({exc}); delete it to start afresh") from None
+        self.t, self.k, self.threshold, self.mesh, self.rho, self.out, self.jumps, self.meshes, self.counters = restored
         self.stage = _Stage(self.model, self.mesh, self.flux)
-
-    def _mesh(self, edges):
-        return DyadicMesh(self.cells, self.depth, edges, np.diff(np.append(edges, self.cells << self.depth)))
 
     def advance(self, ckpt, progress, budget, start):
         t_eval, counters = self.t_eval, self.counters

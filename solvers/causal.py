@@ -404,7 +404,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices
     dt = positivity_step(dt, bound, f"{model!r} with {cells} cells in θ")
     op = _Operator(model, cells)
     meta = dict(solver="causal", model=model.to_dict(), dt=dt, slices=slices, cells=cells)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(cells))
     rhos, info = integrate(op, rho, t_eval, scheme="ssprk3", dt=as_positive(dt, "dt"), checkpoint=ckpt,
                            resume=resume, progress=progress)
     info.update(dt=dt, max_dt=bound, slices=slices, cells=cells, flux="upwind2")

@@ -763,7 +763,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(cells))
     rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
                            progress=progress, positivity=controlled, cfl=cfl, context=what)
     info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,

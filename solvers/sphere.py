@@ -793,7 +793,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     meta = dict(solver="sphere", model=model.to_dict(), flux=flux, dt=dt, cfl=cfl if controlled else None,
                 summation=summation, mesh=mesh.name, cells=mesh.size, diffusion=diffusion,
                 mesh_digest=digest(np.concatenate([mesh.points.ravel(), mesh.areas])))
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=mesh.areas)
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"

@@ -719,7 +719,8 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(m0.size))
     masses, info = integrate(rhs, m0, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
                              progress=progress, positivity=dt is None, cfl=cfl, context=what)
     info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=op.log_space_cells,

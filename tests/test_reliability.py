@@ -81,3 +81,80 @@ def test_rho0_nan_inf_zero_or_negative_is_refused(engine, bad):
         a[0] = bad
     with pytest.raises(ValueError, match="rho0|f0"):
         by_array(a)
+
+
+# --------------------------------------------------------------------------- 4. checkpoint loaders
+
+X0 = mf.uniform_sphere(8, 3, seed=1)
+RUNS = {         # name: (run(path, resume), the key of the stored density or points)
+    "circle": (lambda p, r: circle.solve(MODEL, _shape, [0.0, 0.05, 0.1], cells=32, checkpoint=p, resume=r,
+                                         checkpoint_every=2), "y"),
+    "sphere": (lambda p, r: sphere.solve(MODEL, _shape, [0.0, 0.05, 0.1], mesh=icosphere(1), checkpoint=p,
+                                         resume=r, checkpoint_every=2), "y"),
+    "zonal": (lambda p, r: zonal.solve(MODEL, lambda s: 1 + 0.5 * s, [0.0, 0.05, 0.1], d=3, cells=16, checkpoint=p,
+                                       resume=r, checkpoint_every=2), "y"),
+    "causal": (lambda p, r: causal.solve(MODEL, lambda s, th: 1 + 0.5 * np.cos(th) + 0 * s, [0.0, 0.05, 0.1],
+                                         slices=4, cells=16, checkpoint=p, resume=r, checkpoint_every=2), "y"),
+    "particles": (lambda p, r: mf.solvers.particles.solve(MODEL, X0, [0.0, 0.05, 0.1], dt=0.01, checkpoint=p,
+                                                         resume=r, checkpoint_every=2), "y"),
+    "adaptive_circle": (lambda p, r: adaptive_circle.solve(MODEL, _shape, [0.0, 0.3, 0.6], cells=16, finest=64,
+                                                           interval=0.1, checkpoint=p, checkpoint_every=1, resume=r),
+                        "rho"),
+    "adaptive": (lambda p, r: adaptive.solve(MODEL, _shape, [0.0, 0.3, 0.6], base=1, finest=2, interval=0.1,
+                                             checkpoint=p, resume=r), "rho"),
+}
+
+
+def _crafted(path, fault, key):
+    data = path.read_bytes()
+    if fault == "flip":
+        flipped = bytearray(data)
+        for i in range(len(data) // 3, len(data), 61):
+            flipped[i] ^= 0x5A
+        path.write_bytes(bytes(flipped))
+        return
+    if fault == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+        return
+    with np.load(path, allow_pickle=False) as npz:
+        state = {k: npz[k] for k in npz.files}
+    if fault == "double":
+        state[key] = state[key] * 2
+    elif fault == "nan":
+        state[key] = state[key].copy()
+        state[key].flat[0] = np.nan
+    elif fault in ("k99", "k0"):
+        state["k"] = np.array(99 if fault == "k99" else 0, dtype=state["k"].dtype)
+    elif fault == "t1e6":
+        state["t"] = np.array(1e6)
+    np.savez(path, **state)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """One checkpoint of each engine's run, written once."""
+    folder = tmp_path_factory.mktemp("checkpoints")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, (run, _) in RUNS.items():
+            run(folder / f"{name}.npz", False)
+    return folder
+
+
+FAULTS = ["flip", "truncate", "double", "nan", "k99", "k0", "t1e6"]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("engine", sorted(RUNS))
+def test_damaged_or_crafted_checkpoint_is_refused_naming_the_file(tmp_path, checkpoints, engine, fault):
+    """Byte flips and truncations (the npz error list), and crafted valid files no run could have
+    written (ρ×2, NaN, k = 99, k = 0, t = 1e6): refused on resume, naming the file."""
+    run, key = RUNS[engine]
+    path = tmp_path / "run.npz"
+    path.write_bytes((checkpoints / f"{engine}.npz").read_bytes())
+    _crafted(path, fault, key)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="checkpoint") as err:
+            run(path, True)
+    assert str(path) in str(err.value), err.value
