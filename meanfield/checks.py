@@ -442,6 +442,35 @@ def memory_bytes() -> int | None:
         return None
 
 
+def available_bytes() -> int | None:
+    r"""The memory a new allocation can get without swapping: ``MemAvailable`` of /proc/meminfo (Linux),
+    else the physical memory (``memory_bytes``); None where the system says neither.
+
+    .. math::
+
+        \text{available} \le \text{physical memory}.
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> from meanfield.checks import available_bytes, memory_bytes
+    >>> free = available_bytes()
+    >>> free is None or 0 < free <= memory_bytes()
+    True
+    """
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return memory_bytes()
+
+
 def as_size(value: int, name: str, bytes_each: float) -> int:
     r"""A count (``as_count``) of items of ``bytes_each`` bytes that fits in the machine's memory.
 
@@ -450,7 +479,7 @@ def as_size(value: int, name: str, bytes_each: float) -> int:
 
     .. math::
 
-        \text{value} \times \text{bytes\_each} \le \text{physical memory}.
+        \text{value} \times \text{bytes\_each} \le \text{available memory}.
 
     Parameters
     ----------
@@ -479,10 +508,10 @@ def as_size(value: int, name: str, bytes_each: float) -> int:
     1000
     """
     value = as_count(value, name)
-    total, need = memory_bytes(), float(value) * bytes_each
+    total, need = available_bytes(), float(value) * bytes_each
     if total is not None and need > total:
-        raise ValueError(f"{name} = {value} needs about {need / 2 ** 30:.3g} GiB of memory, more than this "
-                         f"machine's {total / 2 ** 30:.3g} GiB; use a smaller {name} (or batches)")
+        raise ValueError(f"{name} = {value} needs about {need / 2 ** 30:.3g} GiB of memory, more than the "
+                         f"{total / 2 ** 30:.3g} GiB available; use a smaller {name} (or batches)")
     return value
 
 
@@ -759,3 +788,48 @@ def as_restored_density(rho: ArrayLike, sizes: ArrayLike, mass: float | ArrayLik
         worst = np.ravel(have)[np.argmax(np.ravel(np.abs(have - want)))]
         raise ValueError(f"{name} has mass {worst:.10g} where the run's is {float(np.max(want)):.10g}")
     return arr
+
+
+def as_index(k: int, size: int, name: str = "k") -> int:
+    r"""An index into ``size`` items, Python style (negative counts from the end), checked.
+
+    .. math::
+
+        -\text{size} \le k < \text{size}.
+
+    Parameters
+    ----------
+    k : int
+        The index.
+    size : int
+        The number of items.
+    name : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If ``k`` is not an integer.
+    ValueError
+        If it is out of range.
+
+    Examples
+    --------
+    >>> from meanfield.checks import as_index
+    >>> as_index(-1, 4), as_index(2, 4)
+    (-1, 2)
+    >>> as_index(99, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: k = 99 is out of range for 4 outputs (0..3, or -4..-1 from the end)
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(k).__name__}")
+    if not -size <= k < size:
+        raise ValueError(f"{name} = {k} is out of range for {size} outputs (0..{size - 1}, or -{size}..-1 "
+                         f"from the end)")
+    return int(k)

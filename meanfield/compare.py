@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import atomic
+from .budget import check_memory
 from .checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from .clusters import density_clusters, particle_clusters
 from .energy import energy
@@ -695,6 +696,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     if as_flag(causal, "causal"):
         given = [name for name, value in (("level", level), ("mesh", mesh), ("base", base), ("finest", finest),
                                           ("bulk", bulk)) if value is not None]
+        if transport != "auto":
+            raise ValueError(f"transport = {transport!r} does not apply with causal=True: the causal comparison "
+                             f"measures its own distance, W_1 on the circle per bin of s (leave transport='auto')")
         if given:
             raise ValueError(f"causal=True solves the causal PDE on [0, 1] × S^1 (cells and slices): "
                              f"{', '.join(given)} set the cells on S^2 and do not apply")
@@ -710,6 +714,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     d = GEOMETRIES[geometry]
     t_eval = as_time_grid(t_eval)
     n, seeds = as_count(n, "n"), as_count(seeds, "seeds")
+    check_memory(8.0 * n * seeds * d * (t_eval.size + 8), f"n = {n} tokens x {seeds} seeds")
     seed = as_seed(seed)
     spec = None
     if density is None:

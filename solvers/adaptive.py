@@ -32,8 +32,9 @@ import time
 
 import numpy as np
 
-from meanfield.budget import BUDGET, as_budget, over_budget
+from meanfield.budget import BUDGET, as_budget, check_advance, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import as_flag
 from meanfield.checks import unit_mass
 from meanfield.models import as_model
 
@@ -65,6 +66,9 @@ def _wanted(rho, areas, settings, threshold):
 def _bulk(bulk, base, finest):
     """The bulk level: ``bulk``, or by default min(base + BULK_LEVELS, finest)."""
     return min(base + BULK_LEVELS, finest) if bulk is None else as_count(bulk, "bulk", minimum=0)
+
+
+MAX_FINEST = 12     # icosphere(12): 1.7e8 cells, 2.7e-4 rad apart; deeper levels are refused
 
 
 def check_levels(base, finest, bulk=None):
@@ -104,6 +108,9 @@ def check_levels(base, finest, bulk=None):
     finest = as_count(finest, "finest", minimum=0)
     if finest < base:
         raise ValueError(f"finest = {finest} must be at least base = {base}")
+    if finest > MAX_FINEST:
+        raise ValueError(f"finest = {finest} is above MAX_FINEST = {MAX_FINEST}: icosphere({finest}) has "
+                         f"{10 * 4 ** finest + 2:.3g} cells; refine at most to level {MAX_FINEST}")
     bulk = _bulk(bulk, base, finest)
     if not base <= bulk <= finest:
         raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
@@ -280,10 +287,12 @@ def solve(model, rho0, t_eval, flux=sphere.DEFAULT_FLUX, *, base=DEFAULTS["base"
     sphere.max_step(model, sphere.icosphere(0), flux)           # validates the model and the flux
     as_choice(summation, "summation", ("auto", "direct", "fast"))
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     base, finest, bulk = check_levels(base, finest, bulk)
     buffer = as_count(buffer, "buffer", minimum=0)
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
+    check_advance(t_eval, interval, "interval", "this adaptive solve", "remeshing stretches")
     threshold = as_positive(threshold, "threshold")
     cfl, diffusion, budget = as_positive(cfl, "cfl"), as_diffusion(diffusion), as_budget(budget)
     if cfl > 1:

@@ -57,8 +57,9 @@ import time
 import numpy as np
 from scipy.special import ive
 
-from meanfield.budget import BUDGET, as_budget, over_budget
+from meanfield.budget import BUDGET, as_budget, check_advance, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
+from meanfield.checks import as_flag
 from meanfield.checks import unit_mass
 from meanfield.npzfile import NPZ_ERRORS
 
@@ -487,6 +488,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     model = circle.isotropic_model(model, "adaptive circle", multihead=True)
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     cells = circle._check_cells(cells)
     finest = as_count(finest, "finest")
     depth = _depth(cells, finest)
@@ -495,6 +497,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
                     watershed=float(watershed),
                     max_cells=as_count(max_cells, "max_cells"), every=as_count(every, "every"),
                     interval=as_positive(interval, "interval"))
+    check_advance(t_eval, settings["interval"], "interval", "this adaptive circle solve", "remeshing stretches")
     if not (np.isfinite(settings["watershed"]) and settings["watershed"] >= 0):
         raise ValueError(f"watershed must be a finite number >= 0; got {watershed!r}")
     watershed_cells = min(max(as_count(watershed_cells, "watershed_cells"), cells), finest)

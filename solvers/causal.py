@@ -72,6 +72,7 @@ import scipy.fft
 from numba import njit, prange
 
 from meanfield.checks import as_count, as_float_array, as_positive, as_time_grid
+from meanfield.budget import check_memory
 from meanfield.checks import unit_mass
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
@@ -398,6 +399,9 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, slices
     """
     model = _causal_model(model)
     t_eval = as_time_grid(t_eval)
+    check_memory(8.0 * (t_eval.size + 12) * (np.size(rho0) if not callable(rho0) else
+                                             as_count(slices, "slices") * as_count(cells, "cells")),
+                 f"the causal solve on {slices} slices x {cells} cells to {t_eval.size} output times")
     rho = _initial_density(rho0, slices, cells)
     slices, cells = rho.shape
     bound = max_step(model, cells)

@@ -27,6 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from meanfield.checks import as_choice, as_points, as_positive, as_time_grid
+from meanfield.budget import check_advance
 from meanfield.geometry import normalise
 from meanfield.models import Hardmax
 
@@ -173,6 +174,7 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, dt: float = 0.01, me
     x = as_points(x0, "x0").copy()
     t_eval = as_time_grid(t_eval)
     dt = as_positive(dt, "dt")
+    check_advance(t_eval, dt, "dt", "this hardmax solve")
     scheme = as_choice(method, "method", ("rk4", "euler"))
     V = model.interaction(x.shape[-1])[1]
     out = [x.copy()]

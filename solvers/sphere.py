@@ -74,6 +74,7 @@ from scipy.special import logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import as_flag
 from meanfield.checks import unit_mass
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
@@ -131,7 +132,7 @@ def _fluxes(rho, face_rho, slots, unresolved, first_order, u, edges, lengths, ce
                 leave += buf[e, 1]
         out[i] = -acc / areas[i]
         if leave > 0.0:
-            rate = max(rate, leave / (rho[i] * areas[i]))
+            rate = max(rate, leave / areas[i] / rho[i]) if rho[i] > 0.0 else np.inf    # ρ|C| may underflow
     return rate
 
 
@@ -781,6 +782,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     diffusion = as_diffusion(diffusion)
     as_choice(flux, "flux", FLUXES)
     _check_summation(summation)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import adaptive, adaptive_circle, causal, circle, sphere, zonal
+from meanfield.compare import Comparison, compare
+from meanfield.solvers import adaptive, adaptive_circle, causal, circle, hardmax, particles, sphere, zonal
+from meanfield.solvers.span import solve_in_span
 from meanfield.solvers.mesh import icosphere
 
 T0 = [0.0, 0.01]
@@ -95,7 +97,7 @@ RUNS = {         # name: (run(path, resume), the key of the stored density or po
                                        resume=r, checkpoint_every=2), "y"),
     "causal": (lambda p, r: causal.solve(MODEL, lambda s, th: 1 + 0.5 * np.cos(th) + 0 * s, [0.0, 0.05, 0.1],
                                          slices=4, cells=16, checkpoint=p, resume=r, checkpoint_every=2), "y"),
-    "particles": (lambda p, r: mf.solvers.particles.solve(MODEL, X0, [0.0, 0.05, 0.1], dt=0.01, checkpoint=p,
+    "particles": (lambda p, r: particles.solve(MODEL, X0, [0.0, 0.05, 0.1], dt=0.01, checkpoint=p,
                                                          resume=r, checkpoint_every=2), "y"),
     "adaptive_circle": (lambda p, r: adaptive_circle.solve(MODEL, _shape, [0.0, 0.3, 0.6], cells=16, finest=64,
                                                            interval=0.1, checkpoint=p, checkpoint_every=1, resume=r),
@@ -158,3 +160,127 @@ def test_damaged_or_crafted_checkpoint_is_refused_naming_the_file(tmp_path, chec
         with pytest.raises(ValueError, match="checkpoint") as err:
             run(path, True)
     assert str(path) in str(err.value), err.value
+
+
+# --------------------------------------------------------------------------- 5. underflow, time and memory guards
+
+def test_flux_pass_survives_a_density_whose_mass_underflows():
+    """ρ_i = 5e-324 in a cell of width < 1/2: ρ_i w_i rounds to 0; the positivity rate divides by it."""
+    from meanfield.solvers.dyadic import uniform_mesh
+    from meanfield.solvers.dyadic_kernels import flux_pass
+    mesh = uniform_mesh(16, 0)
+    rho = np.ones(16)
+    rho[3] = 5e-324
+    out = np.empty(16)
+    rate = flux_pass(rho, mesh.widths, mesh.gaps, np.ones(16), np.zeros(16), np.zeros(16), 1.0, 1,
+                     np.empty((5, 16)), out)
+    assert np.isfinite(rate) and np.all(np.isfinite(out))
+
+
+def test_sphere_rate_survives_subnormal_cells():
+    mesh = icosphere(2)
+    rho = 1 + 0.9 * mesh.points[:, 0]
+    rho[mesh.points[:, 0] < 0] = 5e-324
+    for flux in ("upwind", "upwind2", "muscl"):
+        dr = sphere.time_derivative(mf.SA(4.0), rho, mesh, flux=flux)
+        assert np.all(np.isfinite(dr))
+
+
+def test_adaptive_circle_runs_through_merges_to_t_2000():
+    """SA β = 3 from a near-uniform start on S^1: clusters form and merge, the emptied cells' densities
+    fall through the subnormals (a ZeroDivisionError past t ≈ 810 before the guard); mass stays 1 and
+    the energy E_β, a Lyapunov function of the flow, never decreases."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = adaptive_circle.solve(mf.SA(3.0), mf.perturbed_uniform(2, seed=0), np.linspace(0, 2000, 11), cells=64,
+                                    finest=1024, budget=None)
+    assert np.allclose(sol.mass, 1.0, rtol=0, atol=1e-10)
+    assert all(np.all(np.isfinite(r)) and np.all(r >= 0) for r in sol.rho)
+    assert np.all(np.diff(sol.energy) >= -1e-9 * np.abs(sol.energy[1:]))
+    assert sol.cells[-1] < sol.cells[0]
+
+
+@pytest.mark.slow
+def test_adaptive_sphere_runs_through_merges_to_t_2000():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sol = adaptive.solve(mf.SA(3.0), mf.perturbed_uniform(3, seed=0), np.linspace(0, 2000, 5), base=1, finest=3,
+                             budget=None)
+    assert np.allclose(sol.mass, 1.0, rtol=0, atol=1e-10)
+    assert all(np.all(np.isfinite(r)) and np.all(r >= 0) for r in sol.rho)
+    assert np.all(np.diff(sol.energy) >= -1e-9 * np.abs(sol.energy[1:]))
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [0.0, 1.0], dt=1e-300), "cannot advance"),
+    (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [1e20, 1e20 + 1e4], dt=1.0), "cannot advance"),
+    (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [0.0, 1e6], dt=1e-3), "steps"),
+    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest=64, interval=1e-300), "interval"),
+    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest=64, interval=1e-9), "stretches"),
+    (lambda: adaptive.solve(MODEL, _shape, [0.0, 1.0], base=1, finest=2, interval=1e-300), "interval"),
+    (lambda: adaptive.solve(MODEL, _shape, [0.0, 1.0], base=2, finest=20), "MAX_FINEST"),
+    (lambda: causal.solve(MODEL, lambda s, th: 1 + 0 * s * th, [0.0, 1.0], slices=10 ** 7, cells=256), "GiB"),
+    (lambda: compare(MODEL, mf.perturbed_uniform(2), [0.0, 1.0], n=10 ** 9), "GiB"),
+    (lambda: compare(MODEL, mf.perturbed_uniform(2), [0.0, 1.0], causal=True, slices=10 ** 7), "GiB"),
+    (lambda: compare(MODEL, mf.perturbed_uniform(2), [0.0, 1.0], causal=True, transport="bogus"),
+     "transport"),
+])
+def test_runs_that_cannot_finish_or_fit_are_refused_up_front(call, words):
+    start = __import__("time").perf_counter()
+    with pytest.raises(ValueError, match=words):
+        call()
+    assert __import__("time").perf_counter() - start < 30
+
+
+def test_command_line_prints_refusals_as_one_line(tmp_path, capsys):
+    from meanfield.cli import main
+    status = main(["compare", "--n", str(10 ** 9), "--out", str(tmp_path / "r"), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2 and len(err.splitlines()) == 1 and err.startswith("meanfield") and "GiB" in err, err
+
+
+# --------------------------------------------------------------------------- 7. smaller items
+
+@pytest.mark.parametrize("call", [
+    lambda: particles.solve(MODEL, X0, [0.0, 0.1], dt=0.05, energy="no"),
+    lambda: sphere.solve(MODEL, _shape, [0.0, 0.01], mesh=icosphere(1), energy="no"),
+    lambda: adaptive.solve(MODEL, _shape, [0.0, 0.01], base=1, finest=2, energy="no"),
+    lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 0.01], cells=16, finest=64, energy="no"),
+    lambda: solve_in_span(MODEL, X0, [0.0, 0.1], dt=0.05, lift="no"),
+])
+def test_strings_are_not_read_as_booleans(call):
+    with pytest.raises(TypeError, match="energy|lift"):
+        call()
+
+
+def test_density_output_index_out_of_range_is_named():
+    sol = circle.solve(MODEL, _shape, T0, cells=32)
+    points = mf.circle_points(np.array([0.1, 2.0]))
+    with pytest.raises(ValueError, match="k = 99"):
+        sol.at(points, k=99)
+    with pytest.raises(ValueError, match="k = -3"):
+        sol.measure(k=-3)
+    assert np.array_equal(sol.at(points, k=-1), sol.at(points, k=1))
+
+
+def test_mesh_with_a_garbled_array_header_is_named(tmp_path):
+    """A flipped byte in an array header (uncompressed file): tokenize.TokenError / SyntaxError are
+    in the npz error list, so the loader names the file."""
+    from meanfield.solvers.mesh import Mesh
+    path = tmp_path / "m.npz"
+    icosphere(1).save(path)
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    np.savez(path, **arrays)
+    data = path.read_bytes()
+    for old, new in ((b"'shape': (", b"'shape': (("), (b"'descr': '", b"'descr': '''")):
+        path.write_bytes(data.replace(old, new, 1))
+        with pytest.raises(ValueError, match=str(path)):
+            Mesh.load(path)
+
+
+def test_truncated_report_json_is_named(tmp_path):
+    from meanfield import atomic
+    folder = atomic.replace_folder(tmp_path / "r", lambda tmp: open(f"{tmp}/report.json", "w").write('{"t": [0'))
+    with pytest.raises(ValueError, match="report.json"):
+        Comparison.load(folder)
