@@ -82,7 +82,7 @@ from meanfield.theory import speed_bound
 from .results import DensitySolution
 from . import circle_kernels as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
-from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
+from .energy_report import detector_times, energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from . import stepping
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
@@ -765,15 +765,17 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                 diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(cells))
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
-                           progress=progress, positivity=controlled, cfl=cfl, context=what)
+    times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
+    states, info = integrate(rhs, rho, times, scheme="ssprk3", dt=cap, checkpoint=ckpt, resume=resume,
+                             progress=progress, positivity=controlled, cfl=cfl, context=what)
+    rhos = states[outputs]
     info.update(flux=flux, dt=dt, max_dt=max_dt, cells=cells, log_space_cells=stage.log_space_cells,
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
     energy = np.array([stage.energy(r) for r in rhos])
     points = circle_points(cell_angles(cells))
     info.update(energy_dips=energy_dips(energy, getattr(model, "sign", 1.0)),
-                pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
-                    model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
+                pinned=pinned_on_fixed_mesh(times, states * h, ring_adjacency(cells), points, lambda k: velocity(
+                    model, states[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=points, areas=np.full(cells, h), rho=rhos,
                            mass=rhos.sum(axis=1) * h, energy=energy, model=model, info=info)

@@ -83,7 +83,7 @@ from . import harmonics, particles, reconstruction, spectral
 from .circle import isotropic_model
 from .mesh import Mesh, fibonacci, icosphere, voronoi_mesh
 from .results import DensitySolution
-from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
+from .energy_report import detector_times, energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import CFL as STEP_CFL, TIME_STEP, Checkpoint, digest, integrate
 
@@ -801,9 +801,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
     rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
-    rhos, info = integrate(rhs, rho, t_eval, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
-                           checkpoint=ckpt,
-                           resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+    times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
+    states, info = integrate(rhs, rho, times, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
+                             checkpoint=ckpt,
+                             resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+    rhos = states[outputs]
     en = np.array([_energy(model, r, mesh, summation) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})
@@ -812,8 +814,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if en is not None:
         info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))
     info["pinned"] = pinned_on_fixed_mesh(
-        t_eval, rhos * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
-        lambda k: sum(cell_field(head, rhos[k], mesh, summation)[0] for head in _heads(model)),
+        times, states * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
+        lambda k: sum(cell_field(head, states[k], mesh, summation)[0] for head in _heads(model)),
         np.sqrt(mesh.areas)).tolist()
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=np.array(mesh.points), areas=np.array(mesh.areas), rho=rhos,
