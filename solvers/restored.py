@@ -77,8 +77,9 @@ def dyadic_cells(edges: np.ndarray, base: int, depth: int) -> DyadicMesh:
 def restored_run(state: dict, t_eval: np.ndarray, base: int, depth: int) -> tuple:
     r"""The position, meshes and densities of a checkpointed adaptive circle run, each checked.
 
-    A run saves while ``1 <= k < len(t_eval)`` with ``t_eval[k-1] <= t <= t_eval[k]``, k stored
-    outputs, and unit mass (to round-off) in every density:
+    A run saves while ``1 <= k < len(t_eval)`` with ``t_eval[k-1] <= t <= t_eval[k]``, and once
+    more when it ends (k = len(t_eval), t = t_eval[-1]), with k stored outputs, and unit mass (to
+    round-off) in every density:
 
     .. math::
 
@@ -122,10 +123,12 @@ def restored_run(state: dict, t_eval: np.ndarray, base: int, depth: int) -> tupl
     ValueError: rho has mass 2 where the run's is 1
     """
     t, k = float(_scalar(state, "t", "f")), int(_scalar(state, "k", "iu"))
-    if not 1 <= k < t_eval.size:
-        raise ValueError(f"output index k = {k} outside 1..{t_eval.size - 1}")
-    if not t_eval[k - 1] <= t <= t_eval[k]:
-        raise ValueError(f"time t = {t} outside [t_eval[{k - 1}], t_eval[{k}]] = [{t_eval[k - 1]}, {t_eval[k]}]")
+    if not 1 <= k <= t_eval.size:
+        raise ValueError(f"output index k = {k} outside 1..{t_eval.size}")
+    end = t_eval[min(k, t_eval.size - 1)]           # a finished run (k = len(t_eval)) is at t_eval[-1]
+    if not t_eval[k - 1] <= t <= end:
+        raise ValueError(f"time t = {t} outside [t_eval[{k - 1}], t_eval[{min(k, t_eval.size - 1)}]] = "
+                         f"[{t_eval[k - 1]}, {end}]")
     threshold = float(_scalar(state, "threshold", "f"))
     if not 0 < threshold < np.inf:
         raise ValueError(f"threshold = {threshold}")

@@ -146,6 +146,19 @@ def checkpoints(tmp_path_factory):
 FAULTS = ["flip", "truncate", "double", "nan", "k99", "k0", "t1e6"]
 
 
+@pytest.mark.parametrize("engine", sorted(RUNS))
+def test_a_clean_checkpoint_resumes_to_the_same_answer(tmp_path, checkpoints, engine):
+    run, _ = RUNS[engine]
+    path = tmp_path / "run.npz"
+    path.write_bytes((checkpoints / f"{engine}.npz").read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh, resumed = run(tmp_path / "fresh.npz", False), run(path, True)
+    for a, b in zip(fresh.rho if hasattr(fresh, "rho") else [fresh.x], resumed.rho if hasattr(resumed, "rho")
+                    else [resumed.x]):
+        assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("engine", sorted(RUNS))
 def test_damaged_or_crafted_checkpoint_is_refused_naming_the_file(tmp_path, checkpoints, engine, fault):
