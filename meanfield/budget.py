@@ -307,12 +307,13 @@ def check_fixed_steps(budget: float | None, t_eval: ArrayLike, dt: float, call: 
 
 
 def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike, dt: float | None,
-                         y0: np.ndarray, what: str) -> Callable:
+                         y0: np.ndarray, what: str, cap: float | None = None) -> Callable:
     r"""The right-hand side of an SSP-RK3 density solve held to ``budget``.
 
     With steps controlled by the state (``dt`` None) the run stops once the budget has passed
-    (``deadline``); with fixed steps of ``dt`` the run is refused up front when three evaluations of
-    ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
+    (``deadline``), and is refused up front when even steps of the largest size ``cap`` would exceed
+    it (a lower bound on the steps it needs); with fixed steps of ``dt`` the run is refused up front
+    when three evaluations of ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
 
     .. math::
 
@@ -332,6 +333,8 @@ def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike,
         Initial state (to time rhs).
     what : str
         The run, for the messages.
+    cap : float, optional
+        The largest controlled step (``dt`` None).
 
     Returns
     -------
@@ -353,6 +356,8 @@ def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike,
     """
     budget = as_budget(budget)
     if dt is None:
+        if cap is not None:
+            check_fixed_steps(budget, t_eval, cap, lambda: rhs(y0), 3, what)
         return deadline(rhs, budget, what)
     check_fixed_steps(budget, t_eval, dt, lambda: rhs(y0), 3, what)
     return rhs

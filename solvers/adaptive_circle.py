@@ -76,6 +76,9 @@ __all__ = ["solve", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULT
 
 DEFAULTS = dict(cells=256, finest=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
                 interval=0.25, max_cells=8192)
+MAX_BETA = 2.0 ** 30   # scipy's ive(k, beta) returns NaN beyond (the kernels' Fourier coefficients)
+BESSEL = " (the kernels' Fourier coefficients ive(k, beta) of scipy stop at 2^30)"
+TINY_BETA = 1e-150  # below it the kernels' coefficients are their β → 0 limits (relative error O(β))
 QUADRATURE = 4      # Gauss–Legendre nodes per cell for the cell averages of a callable rho0
 _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "tpfa": ("Q",)}
 
@@ -83,7 +86,7 @@ _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "
 def _coefficients(beta, degree):
     """Fourier coefficients (k = 0..K) of the kernels Q, G (odd: i γ_k, γ returned) and G'."""
     k = np.arange(degree + 1, dtype=float)
-    if beta == 0:
+    if beta < TINY_BETA:                # the β → 0 limits: I_k(β)/β and (I_0 - 1)/β lose every digit below
         a_over_beta = np.where(k == 1, 0.5, 0.0)
         q = np.where(k == 0, -1.0, a_over_beta)
     else:
@@ -240,7 +243,7 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     >>> bool(np.abs(rest).max() < 1e-14)                                  # the uniform density is at rest
     True
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True)
+    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
@@ -485,7 +488,7 @@ def solve(model, rho0, t_eval, cells=DEFAULTS["cells"], finest=DEFAULTS["finest"
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0), int(sol.cells[-1]) > 64
     (True, True)
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True)
+    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
     energy = as_flag(energy, "energy")

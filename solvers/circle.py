@@ -501,6 +501,9 @@ def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np
         if head.beta > max_beta:
             raise ValueError(f"beta = {head.beta:g} is beyond what the {solver} solver represents: it needs "
                              f"beta <= {max_beta:.6g}{limit}")
+        if 0 < head.beta < np.finfo(float).tiny:       # E_β ≈ 1/(2β) overflows; the dynamics is β = 0's
+            raise ValueError(f"beta = {head.beta:g} is subnormal: E_beta ≈ 1/(2 beta) overflows double precision "
+                             f"and the dynamics equals beta = 0's to round-off; use beta = 0")
     return model
 
 
@@ -760,7 +763,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=cap)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,

@@ -800,7 +800,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     stage = _Stage(model, mesh, flux, summation, diffusion)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=step_cap(model, mesh, flux))
     times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
     states, info = integrate(rhs, rho, times, scheme="ssprk3", dt=step_cap(model, mesh, flux) if controlled else dt,
                              checkpoint=ckpt,

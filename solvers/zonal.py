@@ -716,7 +716,7 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what, cap=cap)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,

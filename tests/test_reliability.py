@@ -335,3 +335,34 @@ def test_pinning_is_reported_on_the_sphere_however_sparse_the_outputs(flux):
     else:
         assert sol.info["pinned"] and set(sol.info["pinned"]) <= set(cells)
     assert sol.rho.shape == (2, mesh.size)
+
+
+@pytest.mark.parametrize("solve", [
+    lambda m: circle.solve(m, _shape, T0, cells=16),
+    lambda m: adaptive_circle.solve(m, _shape, T0, cells=16, finest=64),
+])
+def test_subnormal_beta_is_refused_and_tiny_beta_is_the_beta_zero_dynamics(solve):
+    """β = 5e-324 gave NaN densities on the adaptive circle and E_β = inf on both; β = 1e-300 (normal)
+    moves the density as β = 0 does."""
+    with pytest.raises(ValueError, match="subnormal"):
+        solve(mf.SA(5e-324))
+    tiny, zero = solve(mf.SA(1e-300)), solve(mf.SA(0.0))
+    assert np.allclose(tiny.rho[-1], zero.rho[-1], rtol=1e-12, atol=0) and np.all(np.isfinite(tiny.energy))
+
+
+def test_adaptive_circle_refuses_beta_beyond_its_bessel_coefficients():
+    """SA β = 1e20 gave NaN densities: scipy's ive(k, β) stops at 2^30."""
+    with pytest.raises(ValueError, match="2\\^30"):
+        adaptive_circle.solve(mf.SA(1e20), _shape, T0, cells=16, finest=64)
+    sol = adaptive_circle.solve(mf.SA(1e9), _shape, T0, cells=16, finest=64)
+    assert np.allclose(sol.mass, 1.0) and all(np.all(np.isfinite(r)) for r in sol.rho)
+
+
+def test_controlled_runs_whose_least_step_count_exceeds_the_budget_are_refused():
+    """Controlled steps are at most step_cap: T / cap steps at least, timed, refused up front."""
+    start = __import__("time").perf_counter()
+    with pytest.raises(ValueError, match="budget"):
+        sphere.solve(mf.USA(4.0), _shape, [0.0, 2e4], mesh=icosphere(1), budget=5)
+    with pytest.raises(ValueError, match="budget"):
+        circle.solve(MODEL, _shape, [0.0, 1e5], cells=64, budget=5)
+    assert __import__("time").perf_counter() - start < 10
