@@ -10,7 +10,10 @@
   leftovers of interrupted writes are removed by the next call.  Two writers of one folder take
   turns (a lock on the parent folder), and the folder and marker get the modes of the umask.
 - ``check_folder(folder)`` refuses, before any work, a target that is a file, is not writable,
-  or is a non-empty folder that is not one of ours (no marker): replacing it would lose data.
+  or is a non-empty folder that is not one of ours (no marker) or holds anything its marker does
+  not list (a user's notes, a folder of data): replacing it would delete them.
+- ``verify_folder(folder)`` checks a finished folder against its marker before it is read: the
+  same files, sizes and SHA-256 hashes, and names what differs.
 """
 import contextlib
 import ctypes
@@ -24,7 +27,8 @@ import time
 from collections.abc import Callable
 from typing import BinaryIO
 
-__all__ = ["write_file", "umask", "replace_folder", "check_folder", "is_complete", "MARKER"]
+__all__ = ["write_file", "umask", "replace_folder", "check_folder", "verify_folder", "read_json", "is_complete",
+           "MARKER"]
 
 MARKER = "complete.json"
 _RENAME_EXCHANGE = 2
@@ -135,9 +139,141 @@ def _listing(folder):
     return sorted(p for p in out if p != MARKER)
 
 
+def _marker(folder):
+    """The marker's file table {relative path: {"bytes", "sha256"}}; ValueError naming what is wrong."""
+    path = os.path.join(folder, MARKER)
+    if not os.path.isfile(path):
+        raise ValueError(f"{folder} has no {MARKER}: it is not a finished meanfield folder")
+    try:
+        with open(path, "rb") as fh:
+            listed = json.load(fh)["files"]
+        if not isinstance(listed, dict) or not all(
+                isinstance(k, str) and isinstance(v, dict) and isinstance(v.get("bytes"), int)
+                and isinstance(v.get("sha256"), str) for k, v in listed.items()):
+            raise TypeError("a file entry is not {bytes: int, sha256: str}")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is damaged ({type(exc).__name__}: {exc})") from None
+    return listed
+
+
+def _unlisted(folder, listed):
+    """Paths under folder that the marker does not list: files, and whole folders holding no listed file."""
+    holders = {parent for name in listed for parent in _parents(name)}
+    extra = []
+    for root, dirs, files in os.walk(folder):
+        here = os.path.relpath(root, folder)
+        names = {n: n if here == "." else os.path.join(here, n) for n in dirs + files}
+        for d in list(dirs):
+            if names[d] not in holders:
+                extra.append(names[d] + os.sep)
+                dirs.remove(d)
+        extra += [names[f] for f in files if names[f] not in listed and names[f] != MARKER]
+    return sorted(extra)
+
+
+def _parents(name):
+    """The folders above a relative path: 'a/b/c.txt' -> 'a/b', 'a'."""
+    name = os.path.dirname(name)
+    while name:
+        yield name
+        name = os.path.dirname(name)
+
+
+def verify_folder(folder: str | os.PathLike, name: str = "folder") -> str:
+    """Check a finished folder against its marker ``complete.json``: exactly the files it lists, with
+    their sizes and SHA-256 hashes.
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        The folder.
+    name : str
+        What the folder is, for the error message.
+
+    Returns
+    -------
+    str
+        The absolute path of ``folder``.
+
+    Raises
+    ------
+    ValueError
+        Naming the folder and every file that is missing, added, resized or changed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from meanfield.atomic import replace_folder, verify_folder
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.txt"), "w").write("1")
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
+    ...     _ = verify_folder(report)
+    ...     _ = open(os.path.join(report, "a.txt"), "w").write("2")      # changed after the write
+    ...     verify_folder(report, "report")
+    Traceback (most recent call last):
+    ...
+    ValueError: report ... does not match its complete.json: a.txt changed (SHA-256 differs)
+    """
+    folder = os.path.abspath(os.fspath(folder))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{name} {folder} is not a folder")
+    listed = _marker(folder)
+    problems = [f"{p} is not listed" for p in _unlisted(folder, listed)]
+    for rel, item in sorted(listed.items()):
+        path = os.path.join(folder, rel)
+        if not os.path.isfile(path):
+            problems.append(f"{rel} is missing")
+        elif os.path.getsize(path) != item["bytes"]:
+            problems.append(f"{rel} has {os.path.getsize(path)} bytes, not {item['bytes']}")
+        elif _sha256(path) != item["sha256"]:
+            problems.append(f"{rel} changed (SHA-256 differs)")
+    if problems:
+        raise ValueError(f"{name} {folder} does not match its {MARKER}: {'; '.join(problems)}")
+    return folder
+
+
+def read_json(path: str | os.PathLike) -> object:
+    """The JSON file ``path`` of a finished folder, read after checking the folder against its marker
+    (``verify_folder``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A JSON file inside a folder written by ``replace_folder`` (a report.json, a convergence.json).
+
+    Returns
+    -------
+    object
+        The decoded JSON.
+
+    Raises
+    ------
+    ValueError
+        Naming the folder and what differs from its marker, or naming the file if it is not JSON.
+
+    Examples
+    --------
+    >>> import json, os, tempfile
+    >>> from meanfield.atomic import read_json, replace_folder
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     write = lambda tmp: open(os.path.join(tmp, "a.json"), "w").write(json.dumps([1, 2]))
+    ...     report = replace_folder(os.path.join(parent, "report"), write)
+    ...     print(read_json(os.path.join(report, "a.json")))
+    [1, 2]
+    """
+    path = os.fspath(path)
+    verify_folder(os.path.dirname(os.path.abspath(path)))
+    try:
+        with open(path, "rb") as fh:
+            return json.load(fh)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from None
+
+
 def is_complete(folder: str | os.PathLike) -> bool:
     """Whether ``folder`` is a finished ``replace_folder`` write: it holds the marker ``complete.json``
-    and exactly the files it lists, with their sizes and SHA-256 hashes.
+    and exactly the files it lists, with their sizes and SHA-256 hashes (``verify_folder`` without
+    the message).
 
     Parameters
     ----------
@@ -161,13 +297,10 @@ def is_complete(folder: str | os.PathLike) -> bool:
     True False
     """
     try:
-        with open(os.path.join(folder, MARKER)) as fh:
-            listed = json.load(fh)["files"]
-        return sorted(listed) == _listing(folder) and all(
-            os.path.getsize(os.path.join(folder, name)) == item["bytes"]
-            and _sha256(os.path.join(folder, name)) == item["sha256"] for name, item in listed.items())
-    except (OSError, ValueError, KeyError, TypeError):
+        verify_folder(folder)
+    except (OSError, ValueError):
         return False
+    return True
 
 
 def _siblings(folder, kind):
@@ -191,8 +324,8 @@ def check_folder(folder: str | os.PathLike, name: str = "folder") -> str:
     Parameters
     ----------
     folder : str or os.PathLike
-        Must not be a file, nor a non-empty folder without the marker; its parent must be
-        writable (it is created if missing).
+        Must not be a file, nor a non-empty folder without the marker or holding anything the
+        marker does not list; its parent must be writable (it is created if missing).
     name : str
         The argument's name, for the error message.
 
@@ -224,6 +357,15 @@ def check_folder(folder: str | os.PathLike, name: str = "folder") -> str:
         if os.listdir(folder) and not os.path.exists(os.path.join(folder, MARKER)):
             raise ValueError(f"{name} {folder} is a non-empty folder that is not a meanfield report (no {MARKER}); "
                              f"refusing to replace it: choose a new or empty folder")
+        if os.listdir(folder):
+            try:
+                extra = _unlisted(folder, _marker(folder))
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}; refusing to replace it: choose a new or empty folder") from None
+            if extra:
+                raise ValueError(f"{name} {folder} holds {', '.join(extra)}, which its {MARKER} does not list; "
+                                 f"refusing to replace it (they would be deleted): move them or choose another "
+                                 f"folder")
     parent = os.path.dirname(folder)
     try:
         os.makedirs(parent, exist_ok=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .checks import as_positive
+from .checks import as_positive, available_bytes
 
 __all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "over_budget", "step_count",
            "check_fixed_steps", "ssprk3_within_budget"]
@@ -307,12 +307,13 @@ def check_fixed_steps(budget: float | None, t_eval: ArrayLike, dt: float, call: 
 
 
 def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike, dt: float | None,
-                         y0: np.ndarray, what: str) -> Callable:
+                         y0: np.ndarray, what: str, cap: float | None = None) -> Callable:
     r"""The right-hand side of an SSP-RK3 density solve held to ``budget``.
 
     With steps controlled by the state (``dt`` None) the run stops once the budget has passed
-    (``deadline``); with fixed steps of ``dt`` the run is refused up front when three evaluations of
-    ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
+    (``deadline``), and is refused up front when even steps of the largest size ``cap`` would exceed
+    it (a lower bound on the steps it needs); with fixed steps of ``dt`` the run is refused up front
+    when three evaluations of ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
 
     .. math::
 
@@ -332,6 +333,8 @@ def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike,
         Initial state (to time rhs).
     what : str
         The run, for the messages.
+    cap : float, optional
+        The largest controlled step (``dt`` None).
 
     Returns
     -------
@@ -353,6 +356,110 @@ def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike,
     """
     budget = as_budget(budget)
     if dt is None:
+        if cap is not None:
+            check_fixed_steps(budget, t_eval, cap, lambda: rhs(y0), 3, what)
         return deadline(rhs, budget, what)
     check_fixed_steps(budget, t_eval, dt, lambda: rhs(y0), 3, what)
     return rhs
+
+
+MAX_STEPS = 10 ** 7      # a run cut into more steps (or remeshing stretches) than this is refused up front
+
+
+def check_advance(t_eval: ArrayLike, step: float, name: str, what: str, unit: str = "steps",
+                  limit: float = MAX_STEPS) -> None:
+    r"""Refuse, before a run starts, a largest step that cannot advance t in double precision anywhere
+    in ``t_eval`` (``t + step == t``: the loop would never end) or that cuts ``t_eval`` into more than
+    ``limit`` pieces, with the estimate.
+
+    .. math::
+
+        \max_k |t_k| + \Delta t > \max_k |t_k|, \qquad
+        \sum_k \lceil (t_{k+1} - t_k)/\Delta t \rceil \le \text{limit}.
+
+    Parameters
+    ----------
+    t_eval : array_like
+        Output times.
+    step : float
+        The largest step (``dt``, or the adaptive solvers' ``interval``).
+    name : str
+        The argument's name.
+    what : str
+        The run, for the message.
+    unit : str
+        What the pieces are called.
+    limit : float
+        The most pieces accepted.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``, its value and the estimate.
+
+    Examples
+    --------
+    >>> from meanfield.budget import check_advance
+    >>> check_advance([0.0, 1.0], 0.01, "dt", "this run")
+    >>> check_advance([0.0, 1.0], 1e-300, "dt", "this run")
+    Traceback (most recent call last):
+    ...
+    ValueError: dt = 1e-300 cannot advance t at t = 1 (t + dt == t in double precision), so this run would ...
+    >>> check_advance([0.0, 1.0], 1e-9, "dt", "this run")
+    Traceback (most recent call last):
+    ...
+    ValueError: dt = 1e-09 cuts t_eval into 1e+09 steps, more than 1e+07 (this run); use a larger dt ...
+    """
+    t_eval = np.asarray(t_eval, dtype=float)
+    top = float(np.max(np.abs(t_eval)))
+    if not top + step > top:
+        raise ValueError(f"{name} = {step:g} cannot advance t at t = {top:g} (t + {name} == t in double precision), "
+                         f"so {what} would never end; use a larger {name}")
+    count = step_count(t_eval, step)
+    if count > limit:
+        raise ValueError(f"{name} = {step:g} cuts t_eval into {count:.3g} {unit}, more than {limit:.0e} ({what}); "
+                         f"use a larger {name} (or fewer output times, or split the run and resume from a checkpoint)")
+
+
+def check_memory(nbytes: float, what: str) -> None:
+    r"""Refuse, before allocating, arrays of ``nbytes`` bytes in all that exceed the memory available
+    now (``checks.available_bytes``), with the estimate: a MemoryError deep inside numpy, an hour of
+    swapping, or the kernel's OOM killer (which may kill another process) is worse.
+
+    .. math::
+
+        \text{nbytes} \le \text{MemAvailable}.
+
+    Parameters
+    ----------
+    nbytes : float
+        The estimated size of the arrays.
+    what : str
+        What needs them, for the message (the sizes that set it).
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        With the estimate and the memory available.
+
+    Examples
+    --------
+    >>> from meanfield.budget import check_memory
+    >>> check_memory(8e3, "a small run")
+    >>> check_memory(1e30, "slices = 10^25")
+    Traceback (most recent call last):
+    ...
+    ValueError: slices = 10^25 needs about 9.31e+20 GiB of memory, more than the ... GiB available; ...
+    """
+    free = available_bytes()
+    if free is not None and nbytes > free:
+        raise ValueError(f"{what} needs about {nbytes / 2 ** 30:.3g} GiB of memory, more than the "
+                         f"{free / 2 ** 30:.3g} GiB available; use smaller sizes (or fewer output times)")

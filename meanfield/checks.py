@@ -442,6 +442,35 @@ def memory_bytes() -> int | None:
         return None
 
 
+def available_bytes() -> int | None:
+    r"""The memory a new allocation can get without swapping: ``MemAvailable`` of /proc/meminfo (Linux),
+    else the physical memory (``memory_bytes``); None where the system says neither.
+
+    .. math::
+
+        \text{available} \le \text{physical memory}.
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> from meanfield.checks import available_bytes, memory_bytes
+    >>> free = available_bytes()
+    >>> free is None or 0 < free <= memory_bytes()
+    True
+    """
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return memory_bytes()
+
+
 def as_size(value: int, name: str, bytes_each: float) -> int:
     r"""A count (``as_count``) of items of ``bytes_each`` bytes that fits in the machine's memory.
 
@@ -450,7 +479,7 @@ def as_size(value: int, name: str, bytes_each: float) -> int:
 
     .. math::
 
-        \text{value} \times \text{bytes\_each} \le \text{physical memory}.
+        \text{value} \times \text{bytes\_each} \le \text{available memory}.
 
     Parameters
     ----------
@@ -479,10 +508,10 @@ def as_size(value: int, name: str, bytes_each: float) -> int:
     1000
     """
     value = as_count(value, name)
-    total, need = memory_bytes(), float(value) * bytes_each
+    total, need = available_bytes(), float(value) * bytes_each
     if total is not None and need > total:
-        raise ValueError(f"{name} = {value} needs about {need / 2 ** 30:.3g} GiB of memory, more than this "
-                         f"machine's {total / 2 ** 30:.3g} GiB; use a smaller {name} (or batches)")
+        raise ValueError(f"{name} = {value} needs about {need / 2 ** 30:.3g} GiB of memory, more than the "
+                         f"{total / 2 ** 30:.3g} GiB available; use a smaller {name} (or batches)")
     return value
 
 
@@ -641,3 +670,166 @@ def as_density(values: ArrayLike, name: str = "rho0") -> np.ndarray:
     if not arr.sum() > 0:
         raise ValueError(f"{name} has zero mass; a density must integrate to a positive number")
     return np.ascontiguousarray(arr)
+
+
+def unit_mass(rho: ArrayLike, sizes: ArrayLike, name: str = "rho0") -> np.ndarray:
+    r"""Cell densities rescaled to unit mass by their relative sizes (each row of a 2-D array apart).
+
+    .. math::
+
+        \rho_i \leftarrow \frac{\rho_i / \max_k \rho_k}{\sum_k (\rho_k / \max_j \rho_j)\, |C_k|}.
+
+    Only the shape of ρ matters (as for ``discretise`` and ``as_probability``): dividing by the
+    maximum first keeps every finite non-negative ρ with positive mass finite and exact to
+    round-off, from subnormal values (5e-324) to the largest double (1.8e308), where ``ρ / Σ ρ |C|``
+    would give NaN, inf or a mass off by the subnormals' lost digits.
+
+    Parameters
+    ----------
+    rho : array_like, shape (N,) or (S, N)
+        Cell densities (finite, non-negative, every row with a positive value).
+    sizes : array_like, shape (N,)
+        The cells' measures |C_k| (widths, areas, or fractions of the whole).
+    name : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        Same shape as ``rho``, with ``unit_mass(rho, sizes) @ sizes == 1`` to round-off.
+
+    Raises
+    ------
+    ValueError
+        If ``rho`` holds NaN, inf or negative values, or a row of zero mass.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.checks import unit_mass
+    >>> sizes = np.full(4, np.pi / 2)
+    >>> for rho in ([1e308, 1e308, 0.0, 0.0], [5e-324, 5e-324, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]):
+    ...     print(unit_mass(rho, sizes) @ sizes, unit_mass(rho, sizes)[0])
+    1.0 0.3183098861837907
+    1.0 0.3183098861837907
+    1.0 0.3183098861837907
+    """
+    rho = as_float_array(rho, name)
+    if rho.ndim not in (1, 2) or rho.shape[-1] == 0:
+        raise ValueError(f"{name} must be a non-empty array of cell densities; got shape {rho.shape}")
+    if not np.all(np.isfinite(rho)) or np.any(rho < 0):
+        bad = "NaN" if np.any(np.isnan(rho)) else "inf" if np.any(np.isinf(rho)) else "negative values"
+        raise ValueError(f"{name} must be finite and non-negative; it holds {bad}")
+    top = rho.max(axis=-1, keepdims=True)
+    if np.any(top <= 0):
+        raise ValueError(f"{name} has zero mass" + (" in some slices" if rho.ndim > 1 else "")
+                         + "; a density must integrate to a positive number")
+    shape = rho / top
+    return shape / (shape @ as_float_array(sizes, "sizes"))[..., None]
+
+
+MASS_RTOL = 1e-9        # a restored density's mass may differ from the run's by this (round-off of long runs)
+
+
+def as_restored_density(rho: ArrayLike, sizes: ArrayLike, mass: float | ArrayLike, name: str = "rho") -> np.ndarray:
+    r"""Cell densities read back from a file (a checkpoint): finite, non-negative, one value per cell,
+    and of the run's mass to round-off, so that a damaged or crafted state is refused before a run
+    resumes from it.
+
+    .. math::
+
+        \rho_i \ge 0, \qquad \Big|\sum_i \rho_i |C_i| - m\Big| \le 10^{-9}\, m
+        \quad (\text{each row of a 2-D array}).
+
+    Parameters
+    ----------
+    rho : array_like, shape (N,) or (S, N)
+        The restored densities.
+    sizes : array_like, shape (N,)
+        The cells' measures.
+    mass : float or array_like, shape (S,)
+        The run's mass (of each row).
+    name : str
+        What ``rho`` is, for the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and what is wrong.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.checks import as_restored_density
+    >>> sizes = np.full(4, np.pi / 2)
+    >>> rho = np.full(4, 1 / (2 * np.pi))
+    >>> bool(np.all(as_restored_density(rho, sizes, 1.0) == rho))
+    True
+    >>> as_restored_density(2 * rho, sizes, 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: rho has mass 2 where the run's is 1
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    arr = np.asarray(rho)
+    if arr.dtype.kind != "f" or arr.ndim not in (1, 2) or arr.shape[-1:] != sizes.shape:
+        raise ValueError(f"{name} has shape {arr.shape} and dtype {arr.dtype}, not float densities on "
+                         f"{sizes.size} cells")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} holds NaN or inf")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} holds negative densities (min {arr.min():.3g})")
+    have, want = arr @ sizes, np.asarray(mass, dtype=float)
+    if not np.all(np.abs(have - want) <= MASS_RTOL * want):
+        worst = np.ravel(have)[np.argmax(np.ravel(np.abs(have - want)))]
+        raise ValueError(f"{name} has mass {worst:.10g} where the run's is {float(np.max(want)):.10g}")
+    return arr
+
+
+def as_index(k: int, size: int, name: str = "k") -> int:
+    r"""An index into ``size`` items, Python style (negative counts from the end), checked.
+
+    .. math::
+
+        -\text{size} \le k < \text{size}.
+
+    Parameters
+    ----------
+    k : int
+        The index.
+    size : int
+        The number of items.
+    name : str
+        Name of the argument in error messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If ``k`` is not an integer.
+    ValueError
+        If it is out of range.
+
+    Examples
+    --------
+    >>> from meanfield.checks import as_index
+    >>> as_index(-1, 4), as_index(2, 4)
+    (-1, 2)
+    >>> as_index(99, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: k = 99 is out of range for 4 outputs (0..3, or -4..-1 from the end)
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer; got {type(k).__name__}")
+    if not -size <= k < size:
+        raise ValueError(f"{name} = {k} is out of range for {size} outputs (0..{size - 1}, or -{size}..-1 "
+                         f"from the end)")
+    return int(k)

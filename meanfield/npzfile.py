@@ -3,16 +3,20 @@
 ``NPZ_ERRORS`` are the exceptions that reading a damaged ``.npz`` raises — an unreadable file
 (``OSError``), a truncated or garbled archive (``zipfile.BadZipFile``, ``EOFError``), a flipped
 byte in a compressed member (``zlib.error``), a flipped flag bit (``NotImplementedError``:
-"compressed patched data"), a damaged array header (``ValueError``) or a missing member
-(``KeyError``) —, so that every reader catches all of them and names the file.
+"compressed patched data"), a damaged array header (``ValueError``, or ``tokenize.TokenError`` and
+``SyntaxError`` from its parser), a header declaring an array too large to allocate
+(``MemoryError``, ``OverflowError``) or a missing member (``KeyError``) —, so that every reader
+catches all of them and names the file.
 """
 import os
+import tokenize
 import zipfile
 import zlib
 
 __all__ = ["NPZ_ERRORS", "npz_path"]
 
-NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error)
+NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, NotImplementedError, zipfile.BadZipFile, zlib.error,
+              tokenize.TokenError, SyntaxError, MemoryError, OverflowError)
 
 
 def npz_path(path: str | os.PathLike) -> str:

@@ -664,7 +664,7 @@ def _dask_client(client, workers):
     try:
         from distributed import Client, LocalCluster
     except ImportError:
-        raise ImportError("client= needs Dask: pip install 'meanfield[dist]' (or run with client=None, "
+        raise ImportError("client= needs Dask: pip install 'meanfield-attention[dist]' (or run with client=None, "
                           "in this process)") from None
     if isinstance(client, Client):
         yield client
@@ -682,7 +682,10 @@ def _dask_client(client, workers):
 
 
 def _cores():
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """The CPUs this process may use: its affinity mask, capped by the cgroup CPU quota."""
+    from .solvers._numba_env import cpu_quota
+    seen = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(seen, cpu_quota() or seen)
 
 
 def _run_here(func, todo, timeout):
@@ -995,6 +998,19 @@ def _read_config(path):
     return config
 
 
+def _config_scheduler(dask_config, allowed, path):
+    """The config's ``[dask] scheduler``: 'local' or 'none' as they are; a network address only with
+    the user's --allow-scheduler.  Connecting to a scheduler sends it the tasks and runs in this
+    process whatever it sends back (Dask unpickles results), so a config cannot choose one alone."""
+    scheduler = dask_config.get("scheduler", "local")
+    if scheduler not in ("local", "none") and not allowed:
+        raise ValueError(f"{path} names the scheduler {scheduler!r}; connecting to it would send it your tasks and "
+                         f"run in this process whatever it sends back (Dask unpickles results), so a config alone "
+                         f"cannot choose one: pass --allow-scheduler if you trust that address, or give it with "
+                         f"--scheduler (see docs/robustness.md)")
+    return scheduler
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="meanfield sweep", description=(
         "Run func(params, seed) over a parameter grid and seeds, on a Dask cluster (a local one by default) "
@@ -1005,6 +1021,9 @@ def _parser():
     p.add_argument("--store", help="store folder (overrides the config's 'store')")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table: the one-line summary only")
+    p.add_argument("--allow-scheduler", action="store_true",
+                   help="trust the config's [dask] scheduler address (by default only 'local' or 'none' "
+                        "are taken from a config; an address must come from --scheduler or this flag)")
     p.add_argument("--allow-any-function", action="store_true",
                    help="trust the config: let it name any importable function (by default only the built-in "
                         f"tasks {', '.join(ALLOWED_FUNCTIONS)})")
@@ -1019,7 +1038,7 @@ def _settings(parser, args):
         grid, seeds = config["grid"], config.get("seeds", 1)
         _tasks(_func_id(func), grid, seeds, func)
         dask_config = config.get("dask", {})
-        scheduler = args.scheduler or dask_config.get("scheduler", "local")
+        scheduler = args.scheduler or _config_scheduler(dask_config, args.allow_scheduler, args.config)
         if scheduler not in ("local", "none") and not scheduler.startswith(("tcp://", "tls://", "inproc://")):
             raise ValueError(f"scheduler must be 'local', 'none' or an address tcp://host:port; got {scheduler!r}")
         workers = args.workers or dask_config.get("workers")
@@ -1060,7 +1079,7 @@ def _summary(res, limit=40):
 
 def main(argv: list[str] | None = None) -> int:
     r"""``meanfield sweep config.toml [--scheduler ADDR] [--workers N] [--store DIR] [--no-progress]
-    [--quiet] [--allow-any-function]``: run the sweep a TOML file describes (examples/sweep.toml)
+    [--quiet] [--allow-scheduler] [--allow-any-function]``: run the sweep a TOML file describes (examples/sweep.toml)
     and print a summary.
 
     Parameters
@@ -1100,8 +1119,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import distributed  # noqa: F401
         except ImportError:
-            print("meanfield sweep: Dask is not installed (pip install 'meanfield[dist]'); running in-process",
-                  file=sys.stderr)
+            print("meanfield sweep: Dask is not installed (pip install 'meanfield-attention[dist]'); "
+                  "running in-process", file=sys.stderr)
             client = None
     try:
         res = run(func, grid, seeds, store, client=client, workers=workers,

@@ -37,8 +37,9 @@ from os import PathLike
 import numpy as np
 from numpy.typing import ArrayLike
 
-from meanfield.budget import BUDGET, as_budget, over_budget
+from meanfield.budget import BUDGET, as_budget, check_advance, over_budget
 from meanfield.checks import as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import as_flag, unit_mass
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.progress import Progress
 
@@ -73,6 +74,9 @@ def _wanted(rho, areas, settings, threshold):
 def _bulk(bulk, base, finest):
     """The bulk level: ``bulk``, or by default min(base + BULK_LEVELS, finest)."""
     return min(base + BULK_LEVELS, finest) if bulk is None else as_count(bulk, "bulk", minimum=0)
+
+
+MAX_FINEST = 12     # icosphere(12): 1.7e8 cells, 2.7e-4 rad apart; deeper levels are refused
 
 
 def check_levels(base, finest, bulk=None):
@@ -112,6 +116,9 @@ def check_levels(base, finest, bulk=None):
     finest = as_count(finest, "finest", minimum=0)
     if finest < base:
         raise ValueError(f"finest = {finest} must be at least base = {base}")
+    if finest > MAX_FINEST:
+        raise ValueError(f"finest = {finest} is above MAX_FINEST = {MAX_FINEST}: icosphere({finest}) has "
+                         f"{10 * 4 ** finest + 2:.3g} cells; refine at most to level {MAX_FINEST}")
     bulk = _bulk(bulk, base, finest)
     if not base <= bulk <= finest:
         raise ValueError(f"bulk = {bulk} must lie between base = {base} and finest = {finest}")
@@ -154,13 +161,14 @@ def _initial(rho0, amesh, base):
         rho = as_density(values, "rho0")
     else:
         rho = as_density(rho0, "rho0")
+        rho = rho / rho.max()                       # relative sizes: no underflow in the transfer
         sizes = [level_size(level) for level in range(amesh.finest + 1)]
         if rho.ndim != 1 or rho.size not in sizes:
             raise ValueError(f"an array rho0 must hold one density per cell of icosphere(k), k <= finest = "
                              f"{amesh.finest}: shape (10·4^k + 2,), e.g. ({sizes[base]},) for icosphere({base}); got "
                              f"{rho.shape} (or pass a callable of points (N, 3))")
         rho = transfer(adaptive_mesh(np.arange(rho.size), amesh.finest), amesh, rho)
-    return rho / (rho @ amesh.mesh.areas)
+    return unit_mass(rho, amesh.mesh.areas)
 
 
 def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], threshold=DEFAULTS["threshold"],
@@ -294,10 +302,12 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     sphere.max_step(model, sphere.icosphere(0), flux)           # validates the model and the flux
     as_choice(summation, "summation", ("auto", "direct", "fast"))
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     base, finest, bulk = check_levels(base, finest, bulk)
     buffer = as_count(buffer, "buffer", minimum=0)
     every = as_count(every, "every")
     interval = as_positive(interval, "interval")
+    check_advance(t_eval, interval, "interval", "this adaptive solve", "remeshing stretches")
     threshold = as_positive(threshold, "threshold")
     cfl, diffusion, budget = as_positive(cfl, "cfl"), as_diffusion(diffusion), as_budget(budget)
     if cfl > 1:

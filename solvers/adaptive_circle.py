@@ -62,8 +62,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ive
 
-from meanfield.budget import BUDGET, as_budget, over_budget
+from meanfield.budget import BUDGET, as_budget, check_advance, over_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_density, as_positive, as_time_grid
+from meanfield.checks import as_flag, unit_mass
+from meanfield.npzfile import NPZ_ERRORS
 from meanfield.progress import Progress
 
 from meanfield.models import SA, USA, MultiHead
@@ -76,12 +78,16 @@ from .results import DensitySolution
 from .kernels.dyadic import flux_pass, log_space
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
+from .restored import restored_run
 from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
 
 __all__ = ["solve", "DyadicOperator", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
 
 DEFAULTS = dict(cells=256, finest_cells=8192, threshold=2.0, watershed=1e-2, watershed_cells=1024, buffer=2, every=8,
                 interval=0.25, max_cells=8192)
+MAX_BETA = 2.0 ** 30   # scipy's ive(k, beta) returns NaN beyond (the kernels' Fourier coefficients)
+BESSEL = " (the kernels' Fourier coefficients ive(k, beta) of scipy stop at 2^30)"
+TINY_BETA = 1e-150  # below it the kernels' coefficients are their β → 0 limits (relative error O(β))
 QUADRATURE = 4      # Gauss–Legendre nodes per cell for the cell averages of a callable rho0
 _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "tpfa": ("Q",)}
 
@@ -89,7 +95,7 @@ _FIELDS = {"upwind2": ("G", "Q", "dG"), "upwind": ("G", "Q"), "muscl": ("Q",), "
 def _coefficients(beta, degree):
     """Fourier coefficients (k = 0..K) of the kernels Q, G (odd: i γ_k, γ returned) and G'."""
     k = np.arange(degree + 1, dtype=float)
-    if beta == 0:
+    if beta < TINY_BETA:                # the β → 0 limits: I_k(β)/β and (I_0 - 1)/β lose every digit below
         a_over_beta = np.where(k == 1, 0.5, 0.0)
         q = np.where(k == 0, -1.0, a_over_beta)
     else:
@@ -291,7 +297,7 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     >>> bool(np.abs(rest).max() < 1e-14)                                  # the uniform density is at rest
     True
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True)
+    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
@@ -377,14 +383,15 @@ def _initial(rho0, mesh, cells):
         if values.shape != angles.shape:
             raise ValueError(f"rho0(points) must return one density per point, shape ({angles.size},); "
                              f"got {values.shape}")
-        rho = as_density(values, "rho0(points)").reshape(mesh.size, QUADRATURE) @ weights / 2
+        shape = unit_mass(as_density(values, "rho0(points)"), np.ones(values.size))     # no overflow in the sums
+        rho = shape.reshape(mesh.size, QUADRATURE) @ weights
     else:
         rho = as_density(rho0, "rho0")
         if rho.shape != (cells,):
             raise ValueError(f"an array rho0 must hold one density per base cell, shape ({cells},); got "
                              f"{rho.shape} (or pass a callable of points (N, 2))")
-        rho = transfer(uniform_mesh(cells, mesh.depth), mesh, rho)
-    return rho / (rho @ mesh.widths)
+        rho = transfer(uniform_mesh(cells, mesh.depth), mesh, rho / rho.max())   # relative sizes: no overflow
+    return unit_mass(rho, mesh.widths)
 
 
 def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
@@ -540,9 +547,10 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0), int(sol.cells[-1]) > 64
     (True, True)
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True)
+    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     cells = circle.check_cells(cells)
     finest = as_count(finest_cells, "finest_cells")
     depth = _depth(cells, finest)
@@ -551,6 +559,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                     watershed=float(watershed),
                     max_cells=as_count(max_cells, "max_cells"), every=as_count(every, "every"),
                     interval=as_positive(interval, "interval"))
+    check_advance(t_eval, settings["interval"], "interval", "this adaptive circle solve", "remeshing stretches")
     if not (np.isfinite(settings["watershed"]) and settings["watershed"] >= 0):
         raise ValueError(f"watershed must be a finite number >= 0; got {watershed!r}")
     watershed_cells = min(max(as_count(watershed_cells, "watershed_cells"), cells), finest)
@@ -612,25 +621,19 @@ class _Run:
             with np.load(ckpt.path, allow_pickle=False) as data:
                 state = {key: data[key] for key in data.files}
             meta = str(state["meta"])
-        except (OSError, ValueError, KeyError, EOFError) as exc:
+        except NPZ_ERRORS as exc:
             raise ValueError(f"checkpoint {ckpt.path} is unreadable or corrupt ({type(exc).__name__}: {exc}); "
                              f"delete it to start afresh") from None
-        if meta != ckpt.meta or str(state.get("start")) != self.start or not np.array_equal(state["t_eval"],
+        if meta != ckpt.meta or str(state.get("start")) != self.start or not np.array_equal(state.get("t_eval"),
                                                                                                self.t_eval):
             raise ValueError(f"checkpoint {ckpt.path} was written by a different run (model, settings, initial "
                              f"state or output times differ); delete it or choose another checkpoint path")
-        self.t, self.k, self.threshold = float(state["t"]), int(state["k"]), float(state["threshold"])
-        self.mesh, self.rho = self._mesh(state["edges"]), state["rho"]
-        self.out, first = [], 0
-        for n in state["out_sizes"]:
-            self.out.append((self._mesh(state["out_edges"][first:first + n]), state["out_rho"][first:first + n]))
-            first += n
-        self.jumps = state["jumps"].tolist()
-        self.meshes, self.counters = json.loads(str(state["meshes"])), json.loads(str(state["counters"]))
+        try:
+            restored = restored_run(state, self.t_eval, self.cells, self.depth)
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+            raise ValueError(f"checkpoint {ckpt.path} is inconsistent ({exc}); delete it to start afresh") from None
+        self.t, self.k, self.threshold, self.mesh, self.rho, self.out, self.jumps, self.meshes, self.counters = restored
         self.stage = DyadicOperator(self.model, self.mesh, self.flux)
-
-    def _mesh(self, edges):
-        return DyadicMesh(self.cells, self.depth, edges, np.diff(np.append(edges, self.cells << self.depth)))
 
     def advance(self, ckpt, progress, budget, start):
         t_eval, counters = self.t_eval, self.counters

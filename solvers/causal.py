@@ -74,6 +74,8 @@ from numba import njit, prange
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_positive, as_time_grid
+from meanfield.budget import check_memory
+from meanfield.checks import unit_mass
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
@@ -404,7 +406,7 @@ def time_derivative(model, rho):
 
 
 def _unit_slices(rho):
-    return rho / (rho.sum(axis=1, keepdims=True) * (2 * np.pi / rho.shape[1]))
+    return unit_mass(rho, np.full(rho.shape[1], 2 * np.pi / rho.shape[1]))
 
 
 def _initial_density(rho0, slices, cells):
@@ -469,6 +471,9 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     """
     model = _causal_model(model)
     t_eval = as_time_grid(t_eval)
+    check_memory(8.0 * (t_eval.size + 12) * (np.size(rho0) if not callable(rho0) else
+                                             as_count(slices, "slices") * as_count(cells, "cells")),
+                 f"the causal solve on {slices} slices x {cells} cells to {t_eval.size} output times")
     rho = _initial_density(rho0, slices, cells)
     slices, cells = rho.shape
     bound = max_step(model, cells)
@@ -478,7 +483,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     if flux != "upwind2":
         meta["flux"] = flux
     meta = with_scheme(meta, scheme)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(cells))
     what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
     rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,

@@ -75,6 +75,7 @@ from numba import njit, prange
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
@@ -83,7 +84,7 @@ from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, u
 from .results import DensitySolution
 from .kernels import circle as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
-from .energy_report import energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
+from .energy_report import detector_times, energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from . import stepping
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
@@ -561,6 +562,9 @@ def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np
         if head.beta > max_beta:
             raise ValueError(f"beta = {head.beta:g} is beyond what the {solver} solver represents: it needs "
                              f"beta <= {max_beta:.6g}{limit}")
+        if 0 < head.beta < np.finfo(float).tiny:       # E_β ≈ 1/(2β) overflows; the dynamics is β = 0's
+            raise ValueError(f"beta = {head.beta:g} is subnormal: E_beta ≈ 1/(2 beta) overflows double precision "
+                             f"and the dynamics equals beta = 0's to round-off; use beta = 0")
     return model
 
 
@@ -642,7 +646,7 @@ def initial_density(rho0: Callable | ArrayLike, cells: int | None = None) -> np.
         if cells is not None and check_cells(cells) != rho.size:
             raise ValueError(f"rho0 has {rho.size} cell values but cells = {cells}; leave cells=None (the array "
                              f"sets the grid) or pass a callable of points")
-    return rho / (rho.sum() * (2 * np.pi / rho.size))
+    return unit_mass(rho, np.full(rho.size, 2 * np.pi / rho.size))
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
@@ -873,13 +877,16 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=cap)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
     meta = with_scheme(meta, scheme)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
-    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                           progress=progress, positivity=controlled, cfl=cfl, context=what)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(cells))
+    times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
+    states, info = integrate(rhs, rho, times, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
+                             progress=progress, positivity=controlled, cfl=cfl, context=what)
+    rhos = states[outputs]
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=stage.log_space_cells,
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
@@ -887,8 +894,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     points = circle_points(cell_angles(cells))
     if energy is not None:
         info["energy_dips"] = energy_dips(energy, getattr(model, "sign", 1.0))
-    info.update(pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
-                    model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
+    info.update(pinned=pinned_on_fixed_mesh(times, states * h, ring_adjacency(cells), points, lambda k: velocity(
+                    model, states[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=points, areas=np.full(cells, h), rho=rhos,
                            mass=rhos.sum(axis=1) * h, energy=energy, model=model, info=info)

@@ -12,10 +12,56 @@ import numpy as np
 import scipy.sparse
 
 __all__ = ["energy_dips", "PinnedClusterWarning", "clusters_in_cells", "pinned_cells", "pinned_on_fixed_mesh",
-           "mesh_adjacency",
+           "detector_times", "PINNING_FLUXES", "mesh_adjacency",
            "ring_adjacency", "warn_pinned"]
 
 DIP_TOL = 1e-9     # relative changes below this are the energy evaluation's own error (spectral sums: 1e-10)
+PINNING_FLUXES = ("muscl", "tpfa")     # the potential-difference fluxes, which keep E_β monotone and pin
+DETECTOR_SAMPLES = 33                  # states the pinning detector sees at least, however sparse t_eval
+
+
+def detector_times(t_eval, flux, samples=DETECTOR_SAMPLES):
+    r"""The times a run with ``flux`` stops at: ``t_eval``, and for the fluxes that pin
+    (``PINNING_FLUXES``) equispaced times as well, so that ``pinned_on_fixed_mesh`` sees a cluster
+    stay in its cell however sparse the outputs are (with t_eval = [0, T] no cluster exists at the
+    first output, and a streak needs two).
+
+    .. math::
+
+        \{t_k\} \cup \{t_0 + j (t_m - t_0)/(S - 1)\}_{j=0}^{S-1}
+        \quad (\text{times within } 10^{-9} (t_m - t_0) \text{ of an output dropped}).
+
+    Parameters
+    ----------
+    t_eval : ndarray
+        The output times (increasing).
+    flux : str
+        The run's flux.
+    samples : int
+        S, the equispaced times added.
+
+    Returns
+    -------
+    times : ndarray
+        The stops, increasing, containing ``t_eval``.
+    outputs : ndarray of int
+        The index of each output in ``times``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> times, outputs = detector_times(np.array([0.0, 8.0]), "muscl", samples=5)
+    >>> times.tolist(), outputs.tolist()
+    ([0.0, 2.0, 4.0, 6.0, 8.0], [0, 4])
+    >>> detector_times(np.array([0.0, 8.0]), "upwind2")[0].tolist()
+    [0.0, 8.0]
+    """
+    if flux not in PINNING_FLUXES or t_eval.size < 2:
+        return t_eval, np.arange(t_eval.size)
+    extra = np.linspace(t_eval[0], t_eval[-1], samples)
+    gap = np.min(np.abs(extra[:, None] - t_eval[None, :]), axis=1)
+    times = np.union1d(t_eval, extra[gap > 1e-9 * (t_eval[-1] - t_eval[0])])
+    return times, np.searchsorted(times, t_eval)
 
 
 class PinnedClusterWarning(UserWarning):

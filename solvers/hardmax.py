@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike
 
 from meanfield.budget import BUDGET, as_budget, over_budget
 from meanfield.checks import as_choice, as_points, as_positive, as_time_grid
+from meanfield.budget import check_advance
 from meanfield.geometry import normalise
 from meanfield.models import Hardmax
 
@@ -187,6 +188,7 @@ def solve(model: Hardmax, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str = PAR
     t_eval = as_time_grid(t_eval)
     dt = DEFAULT_DT if dt is None else as_positive(dt, "dt")
     method = scheme = as_choice(scheme_keyword(scheme, method, PARTICLE_SCHEME), "scheme", ("rk4", "euler"))
+    check_advance(t_eval, dt, "dt", "this hardmax solve")
     budget, start = as_budget(budget), time.perf_counter()
     V = model.interaction(x.shape[-1])[1]
     out = [x.copy()]

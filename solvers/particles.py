@@ -38,6 +38,7 @@ from scipy.special import logsumexp
 
 from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
+from meanfield.checks import as_flag
 from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
 from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
@@ -991,6 +992,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
     method = scheme_keyword(scheme, method, PARTICLE_SCHEME)
     model, t_eval, scheme, dt = _integration_setup(model, t_eval, method, dt)
     budget = as_budget(budget)
+    energy = as_flag(energy, "energy")
     x0 = as_points(x0, "x0", ndim=(2, 3))
     backend = _backend(backend, device)
     dtype = _precision(dtype, x0.shape[-1], summation, backend)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from meanfield.checks import as_index
 from meanfield.atomic import write_file
 from meanfield.npzfile import NPZ_ERRORS, npz_path
 from meanfield.interpolation import SphericalTriangulation, periodic_linear
@@ -259,6 +260,7 @@ class DensitySolution(_Saveable):
 
     def snapshot(self, k=-1):
         """Output k alone, as a one-output DensitySolution on its own (fixed) mesh."""
+        k = as_index(k, self.t.size)
         if self.cells is None:
             points, areas, rho = self.points, self.areas, self.rho[k]
         else:
@@ -271,6 +273,7 @@ class DensitySolution(_Saveable):
     def measure(self, k=-1):
         """(points, weights) of the k-th output as a probability measure: the cell masses
         rho_i |cell_i|, clipped at 0 and normalised (ready for optimal transport)."""
+        k = as_index(k, self.t.size)
         if self.cells is not None:
             return self.snapshot(k).measure()
         w = np.clip(self.rho[k], 0.0, None) * self.areas
@@ -280,6 +283,7 @@ class DensitySolution(_Saveable):
         """The density of output k at arbitrary points (q, d): periodic linear interpolation
         between cell centres on S^1, linear interpolation on the Delaunay triangulation of the
         generators (their convex hull) on S^2 (``meanfield.interpolation``)."""
+        k = as_index(k, self.t.size)
         if self.cells is not None:
             return self.snapshot(k).at(points)
         if self.points.shape[1] == 2:

@@ -14,6 +14,7 @@ the full one to round-off.  General Q^T K or V move tokens out of S: refused.
 import numpy as np
 
 from meanfield.checks import as_points
+from meanfield.checks import as_flag
 from meanfield.geometry import span_coordinates
 from meanfield.models import as_model
 
@@ -99,6 +100,7 @@ def solve_in_span(model, x0, t_eval, *, lift=True, **options):
     True
     """
     model = as_model(model, causal=True)
+    lift = as_flag(lift, "lift")
     if not supports(model):
         raise ValueError(f"the span of the tokens is invariant only for Q^T K = a I and V = v I (constant); "
                          f"got {model!r}: solve in R^d with particles.solve")

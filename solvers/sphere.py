@@ -74,6 +74,8 @@ from scipy.special import logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import as_flag
+from meanfield.checks import unit_mass
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
 
@@ -84,7 +86,7 @@ from .circle import isotropic_model
 from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
-from .energy_report import energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
+from .energy_report import detector_times, energy_dips, mesh_adjacency, pinned_on_fixed_mesh, warn_pinned
 from .diffusion import as_diffusion, combined_step, mesh_laplacian, mesh_rate
 from .stepping import CFL as STEP_CFL, TIME_STEP, Checkpoint, digest, integrate
 
@@ -134,7 +136,7 @@ def _fluxes(rho, face_rho, slots, unresolved, first_order, u, edges, lengths, ce
                 leave += buf[e, 1]
         out[i] = -acc / areas[i]
         if leave > 0.0:
-            rate = max(rate, leave / (rho[i] * areas[i]))
+            rate = max(rate, leave / areas[i] / rho[i]) if rho[i] > 0.0 else np.inf    # ρ|C| may underflow
     return rate
 
 
@@ -748,7 +750,7 @@ def initial_density(rho0: Callable | ArrayLike, mesh: Mesh) -> np.ndarray:
     if rho.shape != (mesh.size,):
         raise ValueError(f"rho0 must have one value per cell of the mesh, shape ({mesh.size},); got {rho.shape} "
                          f"(or pass a callable of points (N, 3))")
-    return rho / (rho @ mesh.areas)
+    return unit_mass(rho, mesh.areas)
 
 
 def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summation: str = "auto") -> float:
@@ -914,6 +916,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     model = _check_model(model)
     mesh = _check_mesh(mesh)
     t_eval = as_time_grid(t_eval)
+    energy = as_flag(energy, "energy")
     diffusion = as_diffusion(diffusion)
     as_choice(flux, "flux", FLUXES)
     _check_summation(summation)
@@ -930,14 +933,17 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if max_dt is not None:
         meta["max_dt"] = max_dt
     meta = with_scheme(meta, scheme)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=mesh.areas)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     if controlled:
         cap = step_cap(model, mesh, flux) if max_dt is None else as_positive(max_dt, "max_dt")
-    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap if controlled else dt, checkpoint=ckpt,
-                           resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=cap if controlled else None)
+    times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
+    states, info = integrate(rhs, rho, times, scheme=scheme, dt=cap if controlled else dt, checkpoint=ckpt,
+                             resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+    rhos = states[outputs]
     en = np.array([stage.energy(r) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})
@@ -947,8 +953,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if en is not None:
         info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))
     info["pinned"] = pinned_on_fixed_mesh(
-        t_eval, rhos * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
-        lambda k: sum(cell_field(head, rhos[k], mesh, summation)[0] for head in _heads(model)),
+        times, states * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
+        lambda k: sum(cell_field(head, states[k], mesh, summation)[0] for head in _heads(model)),
         np.sqrt(mesh.areas)).tolist()
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
     return DensitySolution(t=t_eval, points=np.array(mesh.points), areas=np.array(mesh.areas), rho=rhos,

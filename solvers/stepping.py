@@ -32,6 +32,7 @@ import numpy as np
 from meanfield.atomic import write_file
 from meanfield.budget import as_budget, over_budget
 from meanfield.checks import as_count, as_positive
+from meanfield.checks import as_restored_density
 from meanfield.npzfile import NPZ_ERRORS
 from meanfield.progress import Progress
 
@@ -163,6 +164,9 @@ class Checkpoint:
         Save every this many steps (and at every output time).
     meta : dict, optional
         The run's settings; a checkpoint written with other settings is refused on resume.
+    sizes : ndarray, optional
+        The cell measures of a density run: a stored state that is negative, or whose mass
+        ``y @ sizes`` differs from the initial state's beyond round-off, is refused on resume.
 
     Raises
     ------
@@ -182,13 +186,14 @@ class Checkpoint:
     True
     """
 
-    def __init__(self, path, every=100, meta=None):
+    def __init__(self, path, every=100, meta=None, sizes=None):
         try:
             self.path = os.path.abspath(os.fspath(path))
         except TypeError:
             raise TypeError(f"checkpoint must be a path (str or os.PathLike); got {type(path).__name__}") from None
         self.every = as_count(every, "checkpoint_every")
         self.meta = json.dumps(meta or {}, sort_keys=True, default=str)
+        self.sizes = sizes         # cell measures of a density run: stored states must keep y0's mass
         if os.path.isdir(self.path):
             raise ValueError(f"checkpoint {self.path} is a folder; give a file path such as run.npz")
         folder, base = os.path.split(self.path)
@@ -240,7 +245,21 @@ class Checkpoint:
             raise ValueError(f"checkpoint {self.path} started from another initial state; "
                              f"delete it or choose another checkpoint path")
         self._check_state(state, t_eval)
+        if self.sizes is not None:
+            self._check_densities(state, y0)
         return state
+
+    def _check_densities(self, state, y0):
+        """Every stored density non-negative, finite and of the initial state's mass (``sizes`` given)."""
+        mass = y0 @ self.sizes
+        out = state["out"]
+        try:
+            as_restored_density(state["y"], self.sizes, mass, "the stored state")
+            if out.shape[1:] == y0.shape:
+                as_restored_density(out.reshape(-1, y0.shape[-1]), self.sizes,
+                                    np.broadcast_to(mass, out.shape[:-1]).ravel(), "a stored output")
+        except ValueError as exc:
+            raise ValueError(f"checkpoint {self.path} is inconsistent ({exc}); delete it to start afresh") from None
 
     def _check_state(self, state, t_eval):
         """Counters within range, times inside t_eval, every stored state finite."""

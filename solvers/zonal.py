@@ -61,6 +61,7 @@ from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
 from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
+from meanfield.checks import unit_mass
 from meanfield.measures import sphere_area
 from meanfield.models import SA, USA
 from meanfield.theory import speed_bound
@@ -458,11 +459,10 @@ def cell_masses(f0, d, cells=None):
         if cells is not None and _check_cells(cells) != f.size:
             raise ValueError(f"f0 has {f.size} cell values but cells = {cells}; leave cells=None (the array sets "
                              f"the grid) or pass a callable of s")
-    masses = f * _cell_fractions(d, f.size)
-    total = masses.sum()
-    if not total > 0:
+    fractions = _cell_fractions(d, f.size)
+    if not np.any((f > 0) & (fractions > 0)):
         raise ValueError(f"f0 has no mass on S^{d - 1}: it vanishes wherever the cell measures are positive")
-    return masses / total
+    return unit_mass(f, fractions, "f0") * fractions
 
 
 def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
@@ -775,11 +775,12 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
+    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what, cap=cap)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     meta = with_scheme(meta, scheme)
-    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
+    ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
+                                                      sizes=np.ones(m0.size))
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
                              progress=progress, positivity=dt is None, cfl=cfl, context=what)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,

@@ -309,3 +309,83 @@ def test_killed_checkpointed_run_resumes_bit_for_bit(tmp_path, call, pause):
     for name in ("t", "x", "rho", "mass", "energy"):
         a, b = getattr(full, name, None), getattr(resumed, name, None)
         assert (a is None and b is None) or np.array_equal(a, b, equal_nan=True), name
+
+
+# --------------------------------------------------------------------------- report folders and their markers
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory):
+    """A real comparison's report folder (written once; tests copy it)."""
+    folder = tmp_path_factory.mktemp("reports") / "report"
+    c = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=1), [0.0, 0.5], n=16, seeds=1, cells=32)
+    compare.write_report(c, folder)
+    return folder
+
+
+def _copy(folder, to):
+    import shutil
+    shutil.copytree(folder, to)
+    return to
+
+
+@pytest.mark.parametrize("added", ["notes.txt", "mydata/x.csv", "empty_folder/"])
+def test_out_over_a_report_holding_user_files_refuses_and_keeps_them(tmp_path, small_report, capsys, added):
+    """A report folder to which the user added a file or a folder: --out refuses (exit 2, naming it)
+    and replace_folder refuses, so nothing of the user's is deleted."""
+    out = _copy(small_report, tmp_path / "out")
+    target = out / added
+    if added.endswith("/"):
+        target.mkdir()
+    else:
+        target.parent.mkdir(exist_ok=True)
+        target.write_text("mine")
+    with pytest.raises(SystemExit) as exit_:
+        compare_cli.main(["--n", "8", "--cells", "16", "--T", "0.1", "--out", str(out), "--quiet"])
+    assert exit_.value.code == 2 and added.split("/")[0] in capsys.readouterr().err
+    with pytest.raises(ValueError, match="does not list"):
+        atomic.replace_folder(out, lambda tmp: None)
+    assert target.exists() and (out / "report.json").exists()
+
+
+def test_out_refuses_a_folder_whose_marker_is_damaged(tmp_path, small_report):
+    out = _copy(small_report, tmp_path / "out")
+    (out / atomic.MARKER).write_text("{not json")
+    with pytest.raises(ValueError, match="damaged"):
+        atomic.check_folder(out, "out")
+
+
+def _changed_digit(path):
+    text = path.read_text()
+    i = next(i for i, ch in enumerate(text) if ch in "123456789" and i > text.index('"w1"'))
+    path.write_text(text[:i] + str(int(text[i]) % 9 + 1) + text[i + 1:])
+
+
+@pytest.mark.parametrize("fault", ["digit", "swapped", "missing", "added", "truncated", "no_marker"])
+def test_report_loaders_verify_the_folder_against_its_marker(tmp_path, small_report, fault):
+    """A report folder changed after it was written is refused by Comparison.load, naming what differs."""
+    out = _copy(small_report, tmp_path / "out")
+    if fault == "digit":
+        _changed_digit(out / "report.json")
+        match = "report.json changed"
+    elif fault == "swapped":        # another report's density (same size class, different numbers)
+        other = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=2), [0.0, 0.5], n=16, seeds=1, cells=32)
+        compare.write_report(other, tmp_path / "other")
+        os.replace(tmp_path / "other" / "density.npz", out / "density.npz")
+        match = "density.npz"
+    elif fault == "missing":
+        os.remove(out / "particles.npz")
+        match = "particles.npz is missing"
+    elif fault == "added":
+        (out / "extra.npz").write_bytes(b"x")
+        match = "extra.npz is not listed"
+    elif fault == "truncated":
+        (out / "report.json").write_text((out / "report.json").read_text()[:50])
+        match = "report.json has"
+    else:
+        os.remove(out / atomic.MARKER)
+        match = "no complete.json"
+    for path in (out, out / "report.json"):
+        with pytest.raises(ValueError, match=match) as err:
+            compare.Comparison.load(path)
+        assert str(out) in str(err.value)
+    assert compare.Comparison.load(small_report).t.tolist() == [0.0, 0.5]

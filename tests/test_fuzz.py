@@ -19,7 +19,7 @@ from hypothesis.extra import numpy as hnp
 import meanfield as mf
 from meanfield import theory
 from meanfield.clusters import cluster_count
-from meanfield.solvers import circle, particles, sphere
+from meanfield.solvers import adaptive, adaptive_circle, causal, circle, hardmax, particles, sphere
 
 FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
                 phases=[Phase.explicit, Phase.generate],     # no shrinking: bounded cost even on failure
@@ -95,6 +95,10 @@ def _compiled():
         circle.solve(mf.SA(1.0), np.ones(16), [0.0, 0.05], flux=flux)
     for flux in sphere.FLUXES:
         sphere.solve(mf.USA(1.0), np.ones(MESH.size), [0.0, 0.05], mesh=MESH, flux=flux)
+    causal.solve(mf.SA(1.0), np.ones((4, 16)), [0.0, 0.05], slices=4, cells=16)
+    hardmax.solve(mf.Hardmax(1.0), mf.uniform_sphere(4, 3, seed=0), [0.0, 0.05])
+    adaptive.solve(mf.SA(1.0), np.ones(42), [0.0, 0.05], base=1, finest=2)
+    adaptive_circle.solve(mf.SA(1.0), np.ones(16), [0.0, 0.05], cells=16, finest=64)
 
 @contextmanager
 def alarm(seconds=ALARM):
@@ -430,3 +434,50 @@ def test_fuzz_convergence_study(beta, ns, grids, t_end):
                                    "budget")
     if result is not None:
         assert np.all(result.w1 >= 0) and np.all(result.w1 <= np.pi + 1e-9)
+
+
+# --------------------------------------------------------------------------- causal, hardmax, adaptive (issue 38)
+
+@settings(FUZZ, max_examples=12)
+@given(model=models, rho=st.one_of(hnp.arrays(np.float64, (4, 16), elements=st.floats(0, 1e300)), arrays()),
+       t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats), dt=st.one_of(st.none(), extreme_floats))
+def test_fuzz_causal_solve(model, rho, t_end, dt):
+    sol = answer_or_named_error(lambda: causal.solve(model, rho, [0.0, t_end], dt=dt),
+                                "rho0", "t_eval", "dt", "beta", "model", "cells", "slices")
+    if sol is not None:
+        assert np.allclose(sol.mass, 1.0, rtol=1e-12) and np.all(sol.rho >= -1e-14)
+
+
+@settings(FUZZ, max_examples=15)
+@given(beta=st.one_of(st.floats(0, 50), extreme_floats), x=points(d=3),
+       t_end=st.one_of(st.floats(1e-3, 1.0), extreme_floats), dt=st.one_of(st.floats(1e-3, 0.5), extreme_floats),
+       method=st.sampled_from(["rk4", "euler", "nope"]))
+def test_fuzz_hardmax_solve(beta, x, t_end, dt, method):
+    sol = answer_or_named_error(lambda: hardmax.solve(mf.Hardmax(beta), x, [0.0, t_end], dt=dt, method=method),
+                                "beta", "x0", "t_eval", "dt", "method")
+    if sol is not None:
+        assert np.allclose(np.linalg.norm(sol.x, axis=-1), 1.0, atol=1e-8)
+
+
+@settings(FUZZ, max_examples=10)
+@given(model=models, rho=st.one_of(hnp.arrays(np.float64, 42, elements=st.floats(0, 1e300)), arrays()),
+       t_end=st.one_of(st.floats(1e-3, 0.3), extreme_floats), interval=st.one_of(st.floats(1e-2, 1.0), extreme_floats),
+       finest=st.sampled_from([1, 2, 3, 20, -1]))
+def test_fuzz_adaptive_solve(model, rho, t_end, interval, finest):
+    sol = answer_or_named_error(lambda: adaptive.solve(model, rho, [0.0, t_end], base=1, finest=finest,
+                                                       interval=interval, budget=BUDGET),
+                                "rho0", "t_eval", "interval", "finest", "beta", "budget", "MAX_FINEST")
+    if sol is not None:
+        assert np.allclose(sol.mass, 1.0, rtol=1e-12) and all(np.all(r >= -1e-14) for r in sol.rho)
+
+
+@settings(FUZZ, max_examples=10)
+@given(model=models, rho=st.one_of(hnp.arrays(np.float64, 16, elements=st.floats(0, 1e300)), arrays()),
+       t_end=st.one_of(st.floats(1e-3, 0.5), extreme_floats), interval=st.one_of(st.floats(1e-2, 1.0), extreme_floats),
+       finest=st.sampled_from([16, 64, 1024, 100, 0]))
+def test_fuzz_adaptive_circle_solve(model, rho, t_end, interval, finest):
+    sol = answer_or_named_error(lambda: adaptive_circle.solve(model, rho, [0.0, t_end], cells=16, finest=finest,
+                                                              interval=interval, budget=BUDGET),
+                                "rho0", "t_eval", "interval", "finest", "beta", "budget", "cells")
+    if sol is not None:
+        assert np.allclose(sol.mass, 1.0, rtol=1e-12) and all(np.all(r >= -1e-14) for r in sol.rho)

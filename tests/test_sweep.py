@@ -227,7 +227,7 @@ def test_failures_on_dask_are_collected(tmp_path, client):
 
 def test_local_client_without_dask_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)                # import distributed -> ImportError
-    with pytest.raises(ImportError, match=r"meanfield\[dist\]"):
+    with pytest.raises(ImportError, match=r"meanfield-attention\[dist\]"):
         sweep.run(sweep_tasks.polynomial, {"a": [1]}, 1, tmp_path, client="local")
 
 
@@ -303,6 +303,59 @@ def test_command_line_reports_failed_tasks(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         sweep.main([str(write_config(tmp_path, 'function = "polynomial"\n[grid]\na = [1]\n'))])
     assert exit_.value.code == 2 and "module:function" in capsys.readouterr().err
+
+
+class _Connected(Exception):
+    pass
+
+
+@pytest.fixture
+def no_connection(monkeypatch):
+    """distributed.Client that fails the test if anything tries to connect."""
+    distributed = pytest.importorskip("distributed")
+
+    class Refused(distributed.Client):
+        def __init__(self, *args, **kwargs):
+            raise _Connected(f"a Client was made: {args} {kwargs}")
+    monkeypatch.setattr(distributed, "Client", Refused)
+    monkeypatch.setattr("socket.socket.connect", lambda *a: pytest.fail("a socket connected"))
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tls://example.org:8786", "inproc://x", "ws://h:1"])
+def test_config_naming_a_scheduler_is_refused_before_connecting(tmp_path, capsys, no_connection, address):
+    """A config is data: a scheduler address in it (which could send back pickles that run code here)
+    is refused, exit 2, before any Client or socket exists, unless the user's flag allows it."""
+    config = write_config(tmp_path, f"""
+        function = "meanfield.sweep:particle_clusters"
+        store = "{tmp_path / 'store'}"
+        [grid]
+        beta = [1.0]
+        n = [4]
+        d = [3]
+        T = [1.0]
+        [dask]
+        scheduler = "{address}"
+        """)
+    from meanfield.cli import main as cli
+    with pytest.raises(SystemExit) as exit_:
+        cli(["sweep", str(config), "--quiet"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and address in err and "--allow-scheduler" in err
+    assert not (tmp_path / "store").exists()
+    if address.startswith("tcp://"):         # the user's flag: now (and only now) a Client is made
+        with pytest.raises(_Connected):
+            sweep.main([str(config), "--quiet", "--allow-scheduler"])
+        with pytest.raises(_Connected):
+            sweep.main([str(config), "--quiet", "--scheduler", address])
+    assert sweep.main([str(config), "--quiet", "--scheduler", "none"]) == 0       # the user's choice wins
+
+
+def test_cores_honour_the_cgroup_quota(monkeypatch):
+    import meanfield.solvers._numba_env as env
+    monkeypatch.setattr(env, "cpu_quota", lambda root="/sys/fs/cgroup": 1)
+    assert sweep._cores() == 1
+    monkeypatch.setattr(env, "cpu_quota", lambda root="/sys/fs/cgroup": None)
+    assert sweep._cores() == (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
 
 
 def test_example_config_describes_a_valid_sweep():

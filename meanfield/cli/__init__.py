@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     -------
     int
         The exit status: 0 on success, 2 for an unknown command or bad options (argparse's
-        ``SystemExit(2)`` for the options of a command).
+        ``SystemExit(2)`` for the options of a command) and for a refusal raised while the command
+        runs (a ValueError, TypeError or OSError: a size beyond memory, a run beyond its budget, an
+        unreadable file), printed as one line ``meanfield: error: ...``.
 
     Examples
     --------
@@ -74,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"meanfield: unknown command {argv[0]!r}\n\n{usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
-    return module.main(argv[1:]) or 0
+    try:
+        return module.main(argv[1:]) or 0
+    except (ValueError, TypeError, OSError) as exc:      # a refusal (sizes, budget, files): one line, status 2
+        print(f"meanfield: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

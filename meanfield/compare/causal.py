@@ -35,6 +35,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..transport.causal import GOLDEN, binned_w1, causal_tokens
+from ..budget import check_memory
 from ..checks import as_choice, as_count, as_seed, as_time_grid
 from ..clusters import density_clusters, particle_clusters
 from .core import quantum_level, read_report
@@ -386,6 +387,8 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
     t_eval = as_time_grid(t_eval)
     model = check_causal_settings(model, n, slices, cells, bins, sampling)
     n, seeds, seed = as_count(n, "n"), as_count(seeds, "seeds"), as_seed(seed)
+    check_memory(8.0 * (t_eval.size + 12) * (2 * n * seeds + slices * cells),
+                 f"n = {n} tokens x {seeds} seeds and the PDE on {slices} slices x {cells} cells")
     f = slice_density(rho0)
     if density is not None and (not isinstance(density, CausalDensitySolution) or density.t.shape != t_eval.shape
                                 or not np.allclose(density.t, t_eval)):

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import atomic
+from ..budget import check_memory
 from ..checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from ..clusters import density_clusters, particle_clusters
 from ..energy import energy
@@ -279,15 +280,14 @@ class Comparison(_Saveable):
 
 
 def read_report(path):
-    """(folder, numbers of its report.json) for a report folder or its report.json; None for any
-    other path (a .npz file written by ``save``)."""
+    """(folder, numbers of its report.json) for a report folder or its report.json, the folder checked
+    against its marker first (``atomic.verify_folder``); None for any other path (a .npz file)."""
     path = os.fspath(path)
     if os.path.isdir(path):
         path = os.path.join(path, "report.json")
     if os.path.basename(path) != "report.json":
         return None
-    with open(path) as fh:
-        return os.path.dirname(path), json.load(fh)
+    return os.path.dirname(path), atomic.read_json(path)
 
 
 def _draws(s):
@@ -697,6 +697,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     if as_flag(causal, "causal"):
         given = [name for name, value in (("level", level), ("mesh", mesh), ("base", base), ("finest", finest),
                                           ("bulk", bulk)) if value is not None]
+        if transport != "auto":
+            raise ValueError(f"transport = {transport!r} does not apply with causal=True: the causal comparison "
+                             f"measures its own distance, W_1 on the circle per bin of s (leave transport='auto')")
         if given:
             raise ValueError(f"causal=True solves the causal PDE on [0, 1] × S^1 (cells and slices): "
                              f"{', '.join(given)} set the cells on S^2 and do not apply")
@@ -712,6 +715,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     d = GEOMETRIES[geometry]
     t_eval = as_time_grid(t_eval)
     n, seeds = as_count(n, "n"), as_count(seeds, "seeds")
+    check_memory(8.0 * n * seeds * d * (t_eval.size + 8), f"n = {n} tokens x {seeds} seeds")
     seed = as_seed(seed)
     spec = None
     if density is None:

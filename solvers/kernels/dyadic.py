@@ -96,7 +96,7 @@ def flux_pass(rho, widths, gaps, u, slope, pot, bound, flux, work, out):
     for i in range(n):
         out[i] = (fluxes[i - 1 if i > 0 else n - 1] - fluxes[i]) / widths[i]
         if outflow[i] > 0.0:
-            rate = max(rate, outflow[i] / (rho[i] * widths[i])) if rho[i] > 0.0 else np.inf
+            rate = max(rate, outflow[i] / widths[i] / rho[i]) if rho[i] > 0.0 else np.inf   # ρw may underflow
     return rate
 
 

@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from meanfield.checks import as_restored_density
 from meanfield.npzfile import NPZ_ERRORS
 
 from .remesh import adaptive_mesh, level_size
@@ -164,6 +165,11 @@ def load(checkpoint, start, t_eval, finest):
 
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     out = [(mesh(state["out_index"][a:b]), state["out_rho"][a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    try:                        # unit mass to round-off: a crafted ρ×2 would resume with mass 2
+        for i, (cells, rho) in enumerate(out + [(mesh(state["index"]), state["rho"])]):
+            as_restored_density(rho, cells.mesh.areas, 1.0, "rho" if i == len(out) else f"output {i}")
+    except ValueError as exc:
+        raise bad(f"inconsistent ({exc})") from None
     counters = {key: int(state[key]) for key in COUNTERS}
     counters.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
     meshes = [dict(t=float(a), cells=int(b), finest=int(c))
