@@ -98,7 +98,7 @@ def _compiled():
     causal.solve(mf.SA(1.0), np.ones((4, 16)), [0.0, 0.05], slices=4, cells=16)
     hardmax.solve(mf.Hardmax(1.0), mf.uniform_sphere(4, 3, seed=0), [0.0, 0.05])
     adaptive.solve(mf.SA(1.0), np.ones(42), [0.0, 0.05], base=1, finest=2)
-    adaptive_circle.solve(mf.SA(1.0), np.ones(16), [0.0, 0.05], cells=16, finest=64)
+    adaptive_circle.solve(mf.SA(1.0), np.ones(16), [0.0, 0.05], cells=16, finest_cells=64)
 
 @contextmanager
 def alarm(seconds=ALARM):
@@ -451,10 +451,10 @@ def test_fuzz_causal_solve(model, rho, t_end, dt):
 @settings(FUZZ, max_examples=15)
 @given(beta=st.one_of(st.floats(0, 50), extreme_floats), x=points(d=3),
        t_end=st.one_of(st.floats(1e-3, 1.0), extreme_floats), dt=st.one_of(st.floats(1e-3, 0.5), extreme_floats),
-       method=st.sampled_from(["rk4", "euler", "nope"]))
-def test_fuzz_hardmax_solve(beta, x, t_end, dt, method):
-    sol = answer_or_named_error(lambda: hardmax.solve(mf.Hardmax(beta), x, [0.0, t_end], dt=dt, method=method),
-                                "beta", "x0", "t_eval", "dt", "method")
+       scheme=st.sampled_from(["rk4", "euler", "nope"]))
+def test_fuzz_hardmax_solve(beta, x, t_end, dt, scheme):
+    sol = answer_or_named_error(lambda: hardmax.solve(mf.Hardmax(beta), x, [0.0, t_end], dt=dt, scheme=scheme),
+                                "Q", "beta", "x0", "t_eval", "dt", "scheme")
     if sol is not None:
         assert np.allclose(np.linalg.norm(sol.x, axis=-1), 1.0, atol=1e-8)
 
@@ -476,8 +476,8 @@ def test_fuzz_adaptive_solve(model, rho, t_end, interval, finest):
        t_end=st.one_of(st.floats(1e-3, 0.5), extreme_floats), interval=st.one_of(st.floats(1e-2, 1.0), extreme_floats),
        finest=st.sampled_from([16, 64, 1024, 100, 0]))
 def test_fuzz_adaptive_circle_solve(model, rho, t_end, interval, finest):
-    sol = answer_or_named_error(lambda: adaptive_circle.solve(model, rho, [0.0, t_end], cells=16, finest=finest,
+    sol = answer_or_named_error(lambda: adaptive_circle.solve(model, rho, [0.0, t_end], cells=16, finest_cells=finest,
                                                               interval=interval, budget=BUDGET),
-                                "rho0", "t_eval", "interval", "finest", "beta", "budget", "cells")
+                                "rho0", "t_eval", "interval", "finest_cells", "beta", "budget", "cells")
     if sol is not None:
         assert np.allclose(sol.mass, 1.0, rtol=1e-12) and all(np.all(r >= -1e-14) for r in sol.rho)

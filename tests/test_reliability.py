@@ -29,8 +29,8 @@ ENGINES = {      # name: (solve(rho0 callable of the shape times scale), solve(a
                lambda a: sphere.solve(MODEL, a, T0, mesh=icosphere(1)), lambda: _shape(icosphere(1).points)),
     "adaptive": (lambda f: adaptive.solve(MODEL, f, T0, base=1, finest=2),
                  lambda a: adaptive.solve(MODEL, a, T0, base=1, finest=2), lambda: _shape(icosphere(1).points)),
-    "adaptive_circle": (lambda f: adaptive_circle.solve(MODEL, f, T0, cells=16, finest=64),
-                        lambda a: adaptive_circle.solve(MODEL, a, T0, cells=16, finest=64),
+    "adaptive_circle": (lambda f: adaptive_circle.solve(MODEL, f, T0, cells=16, finest_cells=64),
+                        lambda a: adaptive_circle.solve(MODEL, a, T0, cells=16, finest_cells=64),
                         lambda: _shape(mf.circle_points(circle.cell_angles(16)))),
     "causal": (lambda f: causal.solve(MODEL, lambda s, th: _on_slices(f, s, th), T0, slices=4, cells=16),
                lambda a: causal.solve(MODEL, np.tile(a, (4, 1)), T0, slices=4, cells=16),
@@ -99,11 +99,11 @@ RUNS = {         # name: (run(path, resume), the key of the stored density or po
                                          slices=4, cells=16, checkpoint=p, resume=r, checkpoint_every=2), "y"),
     "particles": (lambda p, r: particles.solve(MODEL, X0, [0.0, 0.05, 0.1], dt=0.01, checkpoint=p,
                                                          resume=r, checkpoint_every=2), "y"),
-    "adaptive_circle": (lambda p, r: adaptive_circle.solve(MODEL, _shape, [0.0, 0.3, 0.6], cells=16, finest=64,
+    "adaptive_circle": (lambda p, r: adaptive_circle.solve(MODEL, _shape, [0.0, 0.3, 0.6], cells=16, finest_cells=64,
                                                            interval=0.1, checkpoint=p, checkpoint_every=1, resume=r),
                         "rho"),
     "adaptive": (lambda p, r: adaptive.solve(MODEL, _shape, [0.0, 0.3, 0.6], base=1, finest=2, interval=0.1,
-                                             checkpoint=p, resume=r), "rho"),
+                                             checkpoint=p, checkpoint_every=1, resume=r), "rho"),
 }
 
 
@@ -179,8 +179,8 @@ def test_damaged_or_crafted_checkpoint_is_refused_naming_the_file(tmp_path, chec
 
 def test_flux_pass_survives_a_density_whose_mass_underflows():
     """ρ_i = 5e-324 in a cell of width < 1/2: ρ_i w_i rounds to 0; the positivity rate divides by it."""
-    from meanfield.solvers.dyadic import uniform_mesh
-    from meanfield.solvers.dyadic_kernels import flux_pass
+    from meanfield.solvers.meshes.dyadic import uniform_mesh
+    from meanfield.solvers.kernels.dyadic import flux_pass
     mesh = uniform_mesh(16, 0)
     rho = np.ones(16)
     rho[3] = 5e-324
@@ -197,7 +197,7 @@ def test_adaptive_circle_runs_through_merges_to_t_2000():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sol = adaptive_circle.solve(mf.SA(3.0), mf.perturbed_uniform(2, seed=0), np.linspace(0, 2000, 11), cells=64,
-                                    finest=1024, budget=None)
+                                    finest_cells=1024, budget=None)
     assert np.allclose(sol.mass, 1.0, rtol=0, atol=1e-10)
     assert all(np.all(np.isfinite(r)) and np.all(r >= 0) for r in sol.rho)
     assert np.all(np.diff(sol.energy) >= -1e-9 * np.abs(sol.energy[1:]))
@@ -219,8 +219,8 @@ def test_adaptive_sphere_runs_through_merges_to_t_2000():
     (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [0.0, 1.0], dt=1e-300), "cannot advance"),
     (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [1e20, 1e20 + 1e4], dt=1.0), "cannot advance"),
     (lambda: hardmax.solve(mf.Hardmax(1.0), X0, [0.0, 1e6], dt=1e-3), "steps"),
-    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest=64, interval=1e-300), "interval"),
-    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest=64, interval=1e-9), "stretches"),
+    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest_cells=64, interval=1e-300), "interval"),
+    (lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 1.0], cells=16, finest_cells=64, interval=1e-9), "stretches"),
     (lambda: adaptive.solve(MODEL, _shape, [0.0, 1.0], base=1, finest=2, interval=1e-300), "interval"),
     (lambda: adaptive.solve(MODEL, _shape, [0.0, 1.0], base=2, finest=20), "MAX_FINEST"),
     (lambda: causal.solve(MODEL, lambda s, th: 1 + 0 * s * th, [0.0, 1.0], slices=10 ** 7, cells=256), "GiB"),
@@ -249,7 +249,7 @@ def test_command_line_prints_refusals_as_one_line(tmp_path, capsys):
     lambda: particles.solve(MODEL, X0, [0.0, 0.1], dt=0.05, energy="no"),
     lambda: sphere.solve(MODEL, _shape, [0.0, 0.01], mesh=icosphere(1), energy="no"),
     lambda: adaptive.solve(MODEL, _shape, [0.0, 0.01], base=1, finest=2, energy="no"),
-    lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 0.01], cells=16, finest=64, energy="no"),
+    lambda: adaptive_circle.solve(MODEL, _shape, [0.0, 0.01], cells=16, finest_cells=64, energy="no"),
     lambda: solve_in_span(MODEL, X0, [0.0, 0.1], dt=0.05, lift="no"),
 ])
 def test_strings_are_not_read_as_booleans(call):
@@ -270,7 +270,7 @@ def test_density_output_index_out_of_range_is_named():
 def test_mesh_with_a_garbled_array_header_is_named(tmp_path):
     """A flipped byte in an array header (uncompressed file): tokenize.TokenError / SyntaxError are
     in the npz error list, so the loader names the file."""
-    from meanfield.solvers.mesh import Mesh
+    from meanfield.solvers.meshes.voronoi import Mesh
     path = tmp_path / "m.npz"
     icosphere(1).save(path)
     with np.load(path) as data:
@@ -330,7 +330,7 @@ def test_pinning_is_reported_on_the_sphere_however_sparse_the_outputs(flux):
 
 @pytest.mark.parametrize("solve", [
     lambda m: circle.solve(m, _shape, T0, cells=16),
-    lambda m: adaptive_circle.solve(m, _shape, T0, cells=16, finest=64),
+    lambda m: adaptive_circle.solve(m, _shape, T0, cells=16, finest_cells=64),
 ])
 def test_subnormal_beta_is_refused_and_tiny_beta_is_the_beta_zero_dynamics(solve):
     """β = 5e-324 gave NaN densities on the adaptive circle and E_β = inf on both; β = 1e-300 (normal)
@@ -344,8 +344,8 @@ def test_subnormal_beta_is_refused_and_tiny_beta_is_the_beta_zero_dynamics(solve
 def test_adaptive_circle_refuses_beta_beyond_its_bessel_coefficients():
     """SA β = 1e20 gave NaN densities: scipy's ive(k, β) stops at 2^30."""
     with pytest.raises(ValueError, match="2\\^30"):
-        adaptive_circle.solve(mf.SA(1e20), _shape, T0, cells=16, finest=64)
-    sol = adaptive_circle.solve(mf.SA(1e9), _shape, T0, cells=16, finest=64)
+        adaptive_circle.solve(mf.SA(1e20), _shape, T0, cells=16, finest_cells=64)
+    sol = adaptive_circle.solve(mf.SA(1e9), _shape, T0, cells=16, finest_cells=64)
     assert np.allclose(sol.mass, 1.0) and all(np.all(np.isfinite(r)) for r in sol.rho)
 
 
