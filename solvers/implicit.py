@@ -72,6 +72,8 @@ Appl. Numer. Math. 123 (2018) 159–179 (MPRK22).
 """
 from __future__ import annotations
 
+from . import _numba_env  # noqa: F401
+
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,6 +82,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse
 import scipy.sparse.linalg
+from numba import njit
 
 from meanfield.checks import as_choice, as_positive
 
@@ -215,10 +218,67 @@ def m_matrix_solve(matrix, h, rhs):
     (True, True, True)
     """
     n = rhs.size
+    bands = _cyclic_bands(matrix, h)
+    if bands is not None:
+        return _cyclic_tridiagonal_solve(*bands, np.ascontiguousarray(rhs, dtype=float))
     system = (scipy.sparse.identity(n, format="csc") + h * scipy.sparse.csc_array(matrix)).tocsc()
     lu = scipy.sparse.linalg.splu(system, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                                   options=dict(SymmetricMode=True))
     return lu.solve(rhs)
+
+
+def _cyclic_bands(matrix, h):
+    """(lower, diagonal, upper) of I + hA when A is cyclic tridiagonal (S¹: A_{i,i±1 mod N}), else None."""
+    coo = scipy.sparse.coo_array(matrix)
+    n = coo.shape[0]
+    if n < 3:
+        return None
+    offset = (coo.col - coo.row) % n
+    if not np.all((offset == 0) | (offset == 1) | (offset == n - 1)):
+        return None
+    bands = [h * np.bincount(coo.row[offset == k], coo.data[offset == k], minlength=n) for k in (n - 1, 0, 1)]
+    bands[1] += 1.0
+    return bands
+
+
+@njit(cache=True)
+def _cyclic_tridiagonal_solve(lower, diag, upper, rhs):
+    """Solve M x = b, M[i, i-1] = lower[i], M[i, i] = diag[i], M[i, i+1] = upper[i] (indices mod N).
+
+    Gaussian elimination in the natural order with diagonal pivots (cells 0..N-2, then the border cell
+    N-1, which collects the fill of the two corners): for an M-matrix every multiplier and every
+    off-diagonal entry of the factors is <= 0, so the substitutions only add non-negative terms."""
+    n = rhs.size
+    last = n - 1
+    d = diag[:last].copy()
+    up = upper[:last].copy()
+    up[last - 1] = 0.0
+    border = np.zeros(last)              # the factors' last column, rows 0..N-2
+    border[0] += lower[0]
+    border[last - 1] += upper[last - 1]
+    d_last = diag[last]
+    s = upper[last]                      # the last row's entry in the column being eliminated
+    mult = np.empty(last)
+    mult_last = np.empty(last)
+    for k in range(last):
+        mult_last[k] = s / d[k]
+        if k + 1 < last:
+            mult[k] = lower[k + 1] / d[k]
+            d[k + 1] -= mult[k] * up[k]
+            border[k + 1] -= mult[k] * border[k]
+            s = (lower[last] if k + 1 == last - 1 else 0.0) - mult_last[k] * up[k]
+        d_last -= mult_last[k] * border[k]
+    y = rhs.copy()
+    for k in range(last):
+        if k + 1 < last:
+            y[k + 1] -= mult[k] * y[k]
+        y[last] -= mult_last[k] * y[k]
+    x = np.empty(n)
+    x[last] = y[last] / d_last
+    x[last - 1] = (y[last - 1] - border[last - 1] * x[last]) / d[last - 1]
+    for k in range(last - 2, -1, -1):
+        x[k] = (y[k] - up[k] * x[k + 1] - border[k] * x[last]) / d[k]
+    return x
 
 
 class LinearlyImplicit:
