@@ -48,18 +48,23 @@ the controller that positivity comes from the scheme, not from a step bound):
   exact arithmetic ((M^{-1})_jj ≥ 1/M_jj for an M-matrix M); it is clipped to that bound, and set to 1
   where ρ^(2)_j underflows to 0 (any D ≥ 0 keeps both properties; such cells carry no mass).
 
-Sparse solves: ``scipy.sparse.linalg.splu`` (SuperLU) with a symmetric fill-reducing ordering and
-diagonal pivots (``m_matrix_solve``).  Gaussian elimination of a column-diagonally-dominant M-matrix
-needs no row exchanges, and with diagonal pivots it keeps the sign pattern in floating point: the
+Sparse solves (``m_matrix_solve``): Gaussian elimination of a column-diagonally-dominant M-matrix needs
+no row exchanges, and with diagonal pivots it keeps the sign pattern in floating point: the
 multipliers and the off-diagonal entries of the factors are ≤ 0, so the triangular solves only add
 non-negative numbers and the computed solution is ≥ 0 exactly, not only to round-off.  The mass
-w^T x differs from w^T b by the LU's backward error, about ε h max|A| relative (measured: 3e-14 at
-h = 1e4 on 2048 cells of S¹, SA β = 3).  ``spsolve``
-runs the same SuperLU without these options (its row exchanges may mix signs); Krylov solvers
-(GMRES, BiCGSTAB) give neither positivity nor conservation to round-off, and the conditioning of
-I + hA grows like h·max|A| on large steps.  On S¹ the matrix is cyclic tridiagonal and the
-factors stay O(N) (one border row and column of fill); on S² the neighbour graph of a Voronoi mesh
-has six neighbours per cell.
+w^T x differs from w^T b by the LU's backward error, ε h max|A| relative at worst (measured: 3e-14 at
+h = 1e4 on 2048 cells of S¹, SA β = 3).
+
+- On S¹ the matrix is cyclic tridiagonal: a dedicated O(N) elimination in the natural order (the
+  corners' fill gathered in one border row and column), 0.05 ms at 2048 cells, against 0.6-3 ms for
+  SuperLU on the same matrix.
+- Otherwise (S², the neighbour graph of a Voronoi mesh, six neighbours per cell)
+  ``scipy.sparse.linalg.splu`` (SuperLU) with a symmetric minimum-degree ordering, diagonal pivots and
+  SymmetricMode; on icosphere(5) (10242 cells) one factorisation and solve takes about 30 ms, with
+  4x the non-zeros of A in the factors.  ``spsolve`` runs the same SuperLU without these options (its
+  row exchanges may mix signs).  Krylov solvers give neither positivity nor conservation to round-off,
+  and I + hA grows ill-conditioned like h max|A|: unpreconditioned BiCGSTAB took 30x longer than
+  SuperLU at h = 0.1 on icosphere(5) and broke down at h = 1e3 (mass off by 70 %).
 
 The driver ``integrate_implicit`` runs a scheme alone; the step of an adaptive scheme is chosen from
 its embedded estimate to ``rtol``/``atol`` (growth capped by ``growth`` per step), not by the cells.
@@ -93,8 +98,8 @@ SAFETY = 0.9          # fraction of the step the error estimate allows that the 
 SHRINK = 0.2          # smallest step factor after a rejection
 GROWTH = 5.0          # default largest step factor between accepted steps
 MAX_STEPS = 10 ** 6   # a run needing more steps is stopped with a RuntimeError
-SWITCH = 0.1          # auto: implicit once the explicit step is below this fraction of the implicit one ...
-BACK = 0.5            # ... and explicit again once it is above this fraction
+SWITCH = 0.05         # auto: implicit once the explicit step is below this fraction of the implicit one ...
+BACK = 0.1            # ... and explicit again once it is above this fraction
 PATIENCE = 3          # ... for this many consecutive steps
 
 
@@ -191,9 +196,10 @@ def m_matrix_solve(matrix, h, rhs):
     r"""x = (I + h A)^{-1} b for a transport matrix A, non-negative and with the mass of b.
 
     A must have a non-negative diagonal, non-positive off-diagonal entries and w^T A = 0 for some
-    w > 0 (module docstring); then x ≥ 0 for b ≥ 0 and every h > 0.  SuperLU with a symmetric
-    minimum-degree ordering and diagonal pivots keeps the factors' sign pattern, so x ≥ 0 holds in
-    floating point, and w^T x = w^T b up to the LU's backward error.
+    w > 0 (module docstring); then x ≥ 0 for b ≥ 0 and every h > 0.  Elimination with diagonal pivots
+    (an O(N) pass when A is cyclic tridiagonal, as on S¹; SuperLU with a symmetric minimum-degree
+    ordering otherwise) keeps the factors' sign pattern, so x ≥ 0 holds in floating point, and
+    w^T x = w^T b up to the LU's backward error.
 
     Parameters
     ----------
@@ -575,13 +581,18 @@ def choose_scheme(history: Sequence[tuple[float, float]], current: str = "explic
     tolerance (SAFETY · h · e^{-1/2}, ``integrate_implicit``; a controller running explicitly obtains it
     from a trial implicit step every few steps).  With r_k = h_explicit / h_implicit:
 
-    - from "explicit", switch to "implicit" when r_k < ``switch`` (1/10) at each of the last
-      ``patience`` (3) entries: an implicit step costs about two linear solves and two field
-      evaluations, a few explicit stages, so it pays once it replaces ten or more of them;
-    - from "implicit", switch back to "explicit" when r_k > ``back`` (1/2) at each of the last
-      ``patience`` entries (the fast phase of a merge, where the error allows no more than two explicit
-      steps per implicit one);
-    - otherwise keep ``current``.  The gap between 1/10 and 1/2 keeps the choice from flickering.
+    - from "explicit", switch to "implicit" when r_k < ``switch`` (1/20) at each of the last
+      ``patience`` (3) entries.  One MPRK22 step (two field evaluations, two assemblies and two sparse
+      solves) costs about as much as 15 SSP-RK3 steps on S¹ with 2048 cells (benchmarks/bench_implicit.py),
+      so it pays once it replaces 20 or more of them;
+    - from "implicit", switch back to "explicit" when r_k > ``back`` (1/10) at each of the last
+      ``patience`` entries (the fast phase of a merge, where the error allows the implicit scheme less
+      than ten explicit steps);
+    - otherwise keep ``current``.  The gap between the thresholds keeps the choice from flickering.
+
+    The run starts explicit: from a near-uniform state the perturbation is far below any tolerance, so
+    the error estimate alone would let the implicit scheme step over the linear growth of the unstable
+    modes and shift the clustering (and merge) times; the explicit solver's step cap resolves it.
 
     Parameters
     ----------
@@ -607,11 +618,11 @@ def choose_scheme(history: Sequence[tuple[float, float]], current: str = "explic
     Examples
     --------
     >>> from meanfield.solvers.implicit import choose_scheme
-    >>> choose_scheme([(0.003, 0.5), (0.003, 1.0), (0.003, 2.0)])     # the plateau: 1/167 .. 1/667
+    >>> choose_scheme([(0.003, 0.07), (0.003, 0.08), (0.003, 0.1)])  # the plateau: 1/23 .. 1/33
     'implicit'
-    >>> choose_scheme([(0.003, 0.5), (0.003, 0.01), (0.003, 2.0)])    # not three in a row
+    >>> choose_scheme([(0.003, 0.07), (0.003, 0.04), (0.003, 0.1)])  # 1/13 in between: not three in a row
     'explicit'
-    >>> choose_scheme([(0.003, 0.004)] * 3, "implicit")                # a fast merge: back to explicit
+    >>> choose_scheme([(0.003, 0.01)] * 3, "implicit")               # a fast merge: back to explicit
     'explicit'
     """
     as_choice(current, "current", ("explicit", "implicit"))
