@@ -277,17 +277,19 @@ def test_steps_grow_on_a_clustered_state():
 
 def test_energy_along_implicit_steps_on_a_plateau():
     """Two clusters nearly antipodal (SA β = 3, 256 cells, t <= 100: no merge yet).  Cell-centred
-    upwind fluxes let E_β of the cell measure dip when mass hops between cells (as the explicit
-    scheme does, ``energy_report``); the dips along MPRK22's steps stay below 1e-4 relative and the
-    energy rises overall."""
+    upwind fluxes let E_β of the cell measure dip when mass hops between cells, in the semi-discrete
+    system itself (``energy_report``): the explicit solver's dips and MPRK22's are the same (measured:
+    35 and 36 of 100 outputs, largest 2.2e-5 relative for both), and the energy rises overall."""
     cells, beta = 256, 3.0
     theta = circle.cell_angles(cells)
     rho0 = 0.55 * np.exp(60 * (np.cos(theta - 1.0) - 1)) + 0.45 * np.exp(60 * (np.cos(theta - 1.0 - 3.0) - 1))
     rho0 /= rho0.sum() * 2 * np.pi / cells
-    sol = integrate_implicit(CircleDouble(mf.SA(beta), cells), rho0, np.linspace(0.0, 100.0, 101), rtol=1e-3)
+    t = np.linspace(0.0, 100.0, 101)
+    sol = integrate_implicit(CircleDouble(mf.SA(beta), cells), rho0, t, rtol=1e-3)
     energy = np.array([circle.energy(r, beta) for r in sol.y])
     dips = energy_dips(energy)
-    assert dips["largest"] < 1e-4, dips
+    explicit = circle.solve(mf.SA(beta), rho0, t, cells=cells, flux="upwind", progress=False).info["energy_dips"]
+    assert dips["largest"] < 1.5 * explicit["largest"] and dips["count"] < 1.5 * explicit["count"], (dips, explicit)
     assert energy[-1] > energy[0]
 
 
