@@ -156,6 +156,11 @@ def cluster_discs(ax: Axes, sol: DensitySolution, k: int, y: float) -> None:
     y : float
         Height of the discs, in data coordinates.
 
+    Returns
+    -------
+    None
+        The discs and labels are added to ``ax``.
+
     Examples
     --------
     >>> import numpy as np

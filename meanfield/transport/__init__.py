@@ -4,7 +4,7 @@ a causal density (``causal``)."""
 from .causal import binned_w1, causal_tokens
 from .circle import circle_wp_cost, level_median_w1, shift_cost
 from .multiscale import multiscale_wasserstein
-from .sphere import EXACT_LIMIT, geodesic_cost, wasserstein
+from .sphere import EXACT_LIMIT, geodesic_cost, series_method, wasserstein
 
-__all__ = ["wasserstein", "geodesic_cost", "EXACT_LIMIT", "multiscale_wasserstein", "level_median_w1", "shift_cost",
+__all__ = ["wasserstein", "series_method", "geodesic_cost", "EXACT_LIMIT", "multiscale_wasserstein", "level_median_w1", "shift_cost",
            "circle_wp_cost", "causal_tokens", "binned_w1"]
