@@ -6,5 +6,5 @@ from .circle import circle_wp_cost, level_median_w1, shift_cost
 from .multiscale import multiscale_wasserstein
 from .sphere import EXACT_LIMIT, geodesic_cost, series_method, wasserstein
 
-__all__ = ["wasserstein", "series_method", "geodesic_cost", "EXACT_LIMIT", "multiscale_wasserstein", "level_median_w1", "shift_cost",
-           "circle_wp_cost", "causal_tokens", "binned_w1"]
+__all__ = ["wasserstein", "series_method", "geodesic_cost", "EXACT_LIMIT", "multiscale_wasserstein",
+           "level_median_w1", "shift_cost", "circle_wp_cost", "causal_tokens", "binned_w1"]
