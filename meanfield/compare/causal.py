@@ -40,7 +40,7 @@ from ..clusters import density_clusters, particle_clusters
 from .core import quantum_level, read_report
 from ..geometry import circle_angles, circle_points
 from ..models import as_model
-from ..solvers.results import CausalDensitySolution, ParticleSolution, _Saveable
+from ..solvers.results import CausalDensitySolution, ParticleSolution, Saveable
 
 __all__ = ["CausalComparison", "compare_causal", "check_causal_settings", "slice_density", "twisted", "SAMPLINGS",
            "ENERGY_NOTE"]
@@ -52,7 +52,7 @@ ENERGY_NOTE = ("omitted: causal attention is not a gradient flow (arXiv:2411.049
 
 
 @dataclass(eq=False, repr=False)
-class CausalComparison(_Saveable):
+class CausalComparison(Saveable):
     r"""Causal particles vs the causal density at the output times t (m,), over S draws of tokens.
 
     Fields: t (m,); w1 (m, S) the binned distance D (radians, module docstring) of each draw;

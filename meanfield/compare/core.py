@@ -59,7 +59,7 @@ from ..geometry import GEOMETRIES
 from ..measures import drop_negligible, merge_atoms, sample_density
 from ..models import as_model
 from ..sampling import METHODS, RANDOMISED, discretise
-from ..solvers.results import _Saveable
+from ..solvers.results import Saveable
 from ..theory import growth_rate, most_unstable_mode
 from ..transport.sphere import wasserstein
 
@@ -80,7 +80,7 @@ NEGLIGIBLE = 1e-14         # cells of the density lighter than this in all are l
 
 
 @dataclass(eq=False, repr=False)
-class Comparison(_Saveable):
+class Comparison(Saveable):
     r"""Particles vs density at the output times t, over S independent draws of tokens (result of
     ``compare``).
 

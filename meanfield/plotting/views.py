@@ -1,9 +1,10 @@
 """The common views of every result object, drawn by ``sol.plot(kind)``.
 
 The result classes live in the engine layer (``meanfield.solvers.results``), which must not
-import plotting code.  They name this module as their plotting backend
-(``meanfield.solvers.results.PLOT_BACKEND``, as pandas names its plotting backend) and import it
-only when a plot is asked for; everything that draws is here, in the interface layer.
+import plotting code.  This module registers its ``plot`` with them when imported
+(``results.register_plotter``), and the distribution declares it under the entry-point group
+``meanfield.plotters``, which ``sol.plot()`` loads the first time a plot is asked for (as pandas
+finds its plotting backends); everything that draws is here, in the interface layer.
 (``Comparison.plot`` of ``meanfield.compare`` keeps its own kinds, the same three figures.)
 
 ==========================  ==========================================================
@@ -22,6 +23,8 @@ ZonalComparison             "distances" (W_1 of the polar angles against t), "me
 ==========================  ==========================================================
 """
 import numpy as np
+
+from ..solvers.results import register_plotter
 
 __all__ = ["plot", "VIEWS"]
 
@@ -260,3 +263,6 @@ def plot(obj, kind=None, ax=None, **kwargs):
     if kind not in views:
         raise ValueError(f"{name}.plot: kind must be one of {', '.join(map(repr, views))}; got {kind!r}")
     return views[kind](obj, ax=ax, **kwargs)
+
+
+register_plotter(plot)
