@@ -43,7 +43,7 @@ def _views(runs):
 
 def test_every_result_class_has_views():
     assert set(VIEWS) == {"ParticleSolution", "DensitySolution", "ZonalSolution", "CausalDensitySolution",
-                          "Comparison", "ZonalComparison"}
+                          "Comparison", "CausalComparison", "ZonalComparison"}
 
 
 def test_every_view_draws_labelled_axes(runs):

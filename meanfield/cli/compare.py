@@ -346,7 +346,8 @@ def main(argv=None):
     SystemExit: 2
     """
     opts = options(sys.argv[1:] if argv is None else argv)
-    from ..compare.core import describe_grid, write_report
+    from ..compare import describe_grid
+    from .report import write_report
     clock = time.perf_counter()
     comparison = run(opts)
     try:

@@ -51,7 +51,10 @@ import numpy as np
 
 from ..checks import as_choice, as_count, as_time_grid
 from ..clusters import density_clusters
-from ..compare.core import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
+from ..compare.density import density_solver
+from ..compare.distances import MERGE_TOL, quantum_level
+from ..compare.tokens import initial_tokens
+from ..geometry import GEOMETRIES
 from ..measures import merge_atoms, sphere_area
 from ..models import as_model
 from ..sampling import METHODS
