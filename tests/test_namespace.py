@@ -94,9 +94,10 @@ def test_package_folders_are_found():
 # ---------------------------------------------------------------------------------------------------------------
 # The import graph of the whole package, read from the source (function-level imports counted)
 
-ANALYSIS = {"energy", "transport", "compare", "clusters", "convergence", "landscape", "density_estimation", "exact",
-            "sweep"}
-INTERFACES = {"cli", "plotting", "__main__"}
+# the interfaces: the command line (``sweep`` is the ``meanfield sweep`` command and its runner; its task
+# ``particle_clusters`` runs an engine and counts clusters, and stays there: its module:qualname is part of
+# every stored task's key), figures and plots
+INTERFACES = {"cli", "plotting", "__main__", "sweep"}
 # removed by the engine-contract change (operator's branch); the lead deletes this at merge
 ENGINE_PRIVATE_ALLOWED = {("meanfield.solvers.adaptive", "meanfield.solvers.sphere", "_Stage"),
                           ("meanfield.solvers.adaptive", "meanfield.solvers.sphere", "_energy"),
@@ -216,7 +217,10 @@ def test_graph_finds_every_module_and_resolves_imports():
 def test_no_import_cycles():
     """No circle of imports, function-level imports counted (an import in a function that breaks a
     circle at load time still makes two modules depend on each other)."""
-    cycles = _cycles(_graph())
+    graph = _graph()
+    for name, module in CYCLE_LEFT:
+        graph[name] = [m for m in graph[name] if m != module]
+    cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
 
@@ -239,4 +243,31 @@ def test_layers_import_downwards():
     bad = [f"{name} ({_layer(name)}) imports {module} ({_layer(module)})"
            for name, imported in _graph().items() for module in imported
            if _layer(module) not in allowed[_layer(name)]]
+    assert not bad, "\n".join(bad)
+
+
+# The function-level imports of the package's own modules that stay: each defers a heavy dependency.
+# The commands (``meanfield.cli.*``, ``meanfield.sweep``) parse their options before loading an engine
+# (Numba, SciPy): ``meanfield --help`` costs no more than numpy.  PyTorch loads only for backend="torch".
+DEFERRED_IN = ("meanfield.cli", "meanfield.sweep")
+DEFERRED = {("meanfield.solvers.particles", "meanfield.solvers.torch_backend")}
+# sphere.solve(mesh=None) runs the adaptive engine, which is built on sphere's operator: kept until the
+# fixed-mesh engine leaves sphere.py (after the engine-contract change); the lead deletes this at merge
+CYCLE_LEFT = {("meanfield.solvers.sphere", "meanfield.solvers.adaptive")}
+
+
+def _function_imports(name):
+    """(imported module, line) of every import of the package inside a function of module ``name``."""
+    tree = ast.parse(MODULES[name].read_text())
+    lines = {node.lineno for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    return {(module, line) for module, _, line in _imports(name) if line in lines}
+
+
+def test_function_level_imports_only_defer_heavy_dependencies():
+    """No import inside a function to break a circle: only the commands and the optional PyTorch backend
+    import the package's modules inside functions."""
+    bad = [f"{name}:{line} imports {module}" for name in sorted(MODULES) if not name.startswith(DEFERRED_IN)
+           for module, line in sorted(_function_imports(name))
+           if (name, module) not in DEFERRED | CYCLE_LEFT]
     assert not bad, "\n".join(bad)

@@ -28,6 +28,7 @@ from ..checks import as_count, as_time_grid
 from ..clusters import density_clusters
 from .core import CLUSTER_LEVEL, ConvergenceStudy
 from ..geometry import circle_angles
+from ..solvers import causal, particles
 
 __all__ = ["causal_study", "grid_shape", "ASPECT"]
 
@@ -106,7 +107,6 @@ def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified
         for slices, cells in shapes:
             model = check_causal_settings(model, n, slices, cells, bins, sampling)
     f = slice_density(rho0)
-    from meanfield.solvers import causal, particles
     clock, timings = time.perf_counter(), {}
     tokens = []
     for n in ns:

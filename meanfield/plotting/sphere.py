@@ -19,6 +19,7 @@ from scipy.spatial import cKDTree
 
 from ..checks import as_choice, as_float_array, as_points
 from ..geometry import normalise
+from ..solvers.results import ParticleSolution
 from .tokens import cluster_markers
 
 if TYPE_CHECKING:
@@ -249,7 +250,6 @@ def _circle():
 
 
 def _particle_points(particles, t):
-    from meanfield.solvers.results import ParticleSolution
     if isinstance(particles, ParticleSolution):
         x = particles.x
         if x.ndim != 3:
