@@ -32,6 +32,10 @@ def register_plotter(func) -> None:
     func : callable
         ``func(obj, kind, ax=None, **kwargs)`` returning the Axes or Figure drawn.
 
+    Returns
+    -------
+    None
+
     Raises
     ------
     TypeError

@@ -92,6 +92,11 @@ def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool,
     spare : numpy.ndarray, shape (n,)
         Scratch: an odd last row is paired with itself and its twin written here.
 
+    Returns
+    -------
+    None
+        The product is in ``out``.
+
     Examples
     --------
     >>> import numpy as np
