@@ -491,7 +491,7 @@ def icosahedral_triangulation(level: int) -> tuple[np.ndarray, np.ndarray]:
     tri = _outward(v, ConvexHull(v).simplices)
     for _ in range(level):
         f = tri.shape[0]
-        v, middle = _midpoints(v, tri)
+        v, middle = edge_midpoints(v, tri)
         a, b, c = middle[:f], middle[f:2 * f], middle[2 * f:]
         children = np.empty((4, f, 3), dtype=np.int64)
         for r, corners in enumerate(((tri[:, 0], a, c), (tri[:, 1], b, a), (tri[:, 2], c, b), (a, b, c))):
@@ -504,13 +504,36 @@ def icosahedral_triangulation(level: int) -> tuple[np.ndarray, np.ndarray]:
 _PACKED_BITS = 63      # an int64 key with the half-edge's index in its low bits must stay below 2^63
 
 
-def _midpoints(v, tri):
+def edge_midpoints(v: np.ndarray, tri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The vertices v followed by the projected midpoints of the triangulation's edges, in the
     lexicographic order of (lower, higher) vertex index, and the index of the midpoint of each
-    half-edge (triangle edges 0-1, then 1-2, then 2-0).  Each edge is two half-edges of a closed
-    surface, so sorting the 3F keys pairs them; the half-edge's index is packed into the low bits of
-    its key when both fit in ``_PACKED_BITS`` = 63 bits (a value sort is several times faster than an
-    argsort; they stop fitting from level 10 on)."""
+    half-edge (triangle edges 0-1, then 1-2, then 2-0): one step of icosahedral subdivision.
+
+    Each edge is two half-edges of a closed surface, so sorting the 3F keys pairs them; the
+    half-edge's index is packed into the low bits of its key when both fit in 63 bits (a value sort
+    is several times faster than an argsort; they stop fitting from level 10 on).
+
+    Parameters
+    ----------
+    v : numpy.ndarray, shape (V, 3)
+        Unit vertices.
+    tri : numpy.ndarray of int, shape (F, 3)
+        The triangles of a closed triangulation of the sphere.
+
+    Returns
+    -------
+    vertices : numpy.ndarray, shape (V + 3F/2, 3)
+        v, then the unit midpoints of the edges.
+    middle : numpy.ndarray of int, shape (3F,)
+        The index in ``vertices`` of the midpoint of each half-edge.
+
+    Examples
+    --------
+    >>> from meanfield.geometry import edge_midpoints, icosahedral_triangulation
+    >>> vertices, middle = edge_midpoints(*icosahedral_triangulation(0))
+    >>> vertices.shape, middle.shape, int(middle.min())
+    ((42, 3), (60,), 12)
+    """
     n, f = v.shape[0], tri.shape[0]
     start = tri.T.ravel().astype(np.int64)
     end = tri[:, [1, 2, 0]].T.ravel().astype(np.int64)

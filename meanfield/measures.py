@@ -200,7 +200,39 @@ def drop_negligible(x: ArrayLike, weights: ArrayLike | None, tol: float = 1e-14)
     return x[keep], w[keep] * (total / w[keep].sum())
 
 
-def _density_values(rho, points, name):
+def density_values(rho: Callable[[np.ndarray], np.ndarray], points: np.ndarray, name: str) -> np.ndarray:
+    """A density callable evaluated at points, checked: one finite, non-negative value per point.
+
+    Parameters
+    ----------
+    rho : callable
+        Points (N, d) -> densities (N,).
+    points : numpy.ndarray, shape (N, d)
+    name : str
+        The argument's name in the error messages.
+
+    Returns
+    -------
+    numpy.ndarray, shape (N,)
+
+    Raises
+    ------
+    TypeError
+        When ``rho`` is not callable.
+    ValueError
+        When it returns the wrong shape, a non-finite or a negative value.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.measures import density_values
+    >>> density_values(lambda x: 1 + x[:, 0], np.array([[1.0, 0.0], [-1.0, 0.0]]), "rho0")
+    array([2., 0.])
+    >>> density_values(lambda x: x[:, 0], np.array([[-1.0, 0.0]]), "rho0")
+    Traceback (most recent call last):
+    ...
+    ValueError: rho0 must be non-negative; it takes the value -1
+    """
     if not callable(rho):
         raise TypeError(f"{name} must be a callable of points (N, d) -> densities (N,); "
                         f"got {type(rho).__name__}")
@@ -272,7 +304,7 @@ def sample_density(rho: Callable[[np.ndarray], np.ndarray], n: int, d: int,
 def _sample_circle(rho, n, d, rng):
     h = 2 * np.pi / CIRCLE_GRID
     left = h * np.arange(CIRCLE_GRID)
-    mass = _density_values(rho, circle_points(left + 0.5 * h), "rho") * h
+    mass = density_values(rho, circle_points(left + 0.5 * h), "rho") * h
     return circle_points(h * inverse_cdf(mass, rng.random(n), "rho"))
 
 
@@ -330,7 +362,7 @@ def inverse_cdf(mass: np.ndarray, u: np.ndarray, name: str = "rho") -> np.ndarra
 
 
 def _sample_rejection(rho, n, d, rng):
-    probe_values = _density_values(rho, uniform_sphere(BOUND_PROBES, d, seed=rng), "rho")
+    probe_values = density_values(rho, uniform_sphere(BOUND_PROBES, d, seed=rng), "rho")
     scale = probe_values.max()          # work with rho / scale: no overflow for huge densities
     if not scale > 0:
         raise ValueError("rho vanishes at every probe point; give a density with positive mass")
@@ -342,7 +374,7 @@ def _sample_rejection(rho, n, d, rng):
         while total < n:
             size = min(int(1.2 * (n - total) / acceptance) + 256, 1 << 20)
             proposals = uniform_sphere(size, d, seed=rng)
-            values = _density_values(rho, proposals, "rho") / scale
+            values = density_values(rho, proposals, "rho") / scale
             seen = max(seen, values.max())
             if seen > bound:
                 break

@@ -43,7 +43,7 @@ from scipy.spatial import cKDTree
 
 from .checks import as_choice, as_count, as_density, as_points, as_seed, as_size
 from .geometry import circle_angles, circle_points, from_spherical, great_circle_rows, icosahedral_triangulation
-from .measures import CIRCLE_GRID, _density_values, inverse_cdf, relative, sample_density
+from .measures import CIRCLE_GRID, density_values, inverse_cdf, relative, sample_density
 from .summaries import short_repr
 
 __all__ = ["discretise", "refined_quantiles", "refined_triangles", "TriangleRefinement", "triangle_integrals",
@@ -121,7 +121,7 @@ def discretise(rho: Callable[[np.ndarray], np.ndarray] | ArrayLike | object, n: 
     if method == "weighted":
         x = _quasi_uniform(n, d, rng)
         if callable(rho):
-            w = _density_values(rho, x, "rho")
+            w = density_values(rho, x, "rho")
         else:
             w = (_circle_table(rho, k) if d == 2 else _sphere_table(rho, k, mesh)).density(x)
         w = relative(w)
@@ -215,7 +215,7 @@ def uniform_circle_grid(points):
 def _circle_table(rho, k):
     if callable(rho):
         h = 2 * np.pi / CIRCLE_GRID
-        return _CircleTable(_density_values(rho, circle_points(h * (np.arange(CIRCLE_GRID) + 0.5)), "rho"))
+        return _CircleTable(density_values(rho, circle_points(h * (np.arange(CIRCLE_GRID) + 0.5)), "rho"))
     if _is_solution(rho):
         points, areas, values = _solution_cells(rho, k)
         if uniform_circle_grid(points):
@@ -275,7 +275,7 @@ def _voronoi_density(points, values):
 
 def _sphere_table(rho, k, mesh):
     if callable(rho):
-        return _SphereTable(lambda x: _density_values(rho, x, "rho"))
+        return _SphereTable(lambda x: density_values(rho, x, "rho"))
     if _is_solution(rho):
         points, _, values = _solution_cells(rho, k)
     else:
@@ -356,7 +356,7 @@ def refined_quantiles(rho: Callable[[np.ndarray], np.ndarray],
     n, rounds, split = as_count(n, "n", minimum=2), as_count(rounds, "rounds", minimum=0), as_count(split, "split")
     _check_jump(jump)
     edges = np.linspace(0.0, 2 * np.pi, as_count(grid, "grid") + 1)
-    cdf = np.concatenate([[0.0], np.cumsum(_density_values(rho, circle_points(0.5 * (edges[1:] + edges[:-1])), "rho"))])
+    cdf = np.concatenate([[0.0], np.cumsum(density_values(rho, circle_points(0.5 * (edges[1:] + edges[:-1])), "rho"))])
     cdf /= cdf[-1]
     q = np.linspace(0.0, 1.0, n + 1)
     for r in range(rounds + 1):
@@ -592,7 +592,7 @@ def triangle_integrals(rho: Callable[[np.ndarray], np.ndarray], vertices: np.nda
     P = a[:, None] + s[None, :, None] * (b - a)[:, None] + t[None, :, None] * (c - a)[:, None]
     norm = np.linalg.norm(P, axis=2)
     y = P / norm[..., None]
-    f = _density_values(rho, y.reshape(-1, 3), "rho").reshape(norm.shape) * (jac / norm ** 3) * det[:, None]
+    f = density_values(rho, y.reshape(-1, 3), "rho").reshape(norm.shape) * (jac / norm ** 3) * det[:, None]
     return f.sum(axis=1), np.einsum("nk,nkj->nj", f, y)
 
 

@@ -911,6 +911,7 @@ def particle_clusters(params: dict, seed: int) -> dict:
     >>> out["clusters"], out["min_inner"] > 0.99, out["energy"] > out["energy0"]
     (1, True, True)
     """
+    # imported here, as the other commands do: `meanfield sweep` and the store load no engine (Numba)
     from .clusters import cluster_count
     from .energy import energy
     from .geometry import uniform_sphere

@@ -227,7 +227,7 @@ def _field(heads, rho, mesh, summation):
 
 def _pinned(model, out, summation, t):
     """The generators (finest-level indices) of the cells pinned while the mesh stayed the same
-    (``changing_meshes.pinned_on_stretches``)."""
+    (``meshes.changing.pinned_on_stretches``)."""
     heads = getattr(model, "heads", (model,))
     found = pinned_on_stretches(t, [a for a, _ in out], [r for _, r in out],
                                 lambda a: mesh_adjacency(a.mesh.cell_ptr, a.mesh.cell_neighbours),

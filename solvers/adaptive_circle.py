@@ -13,15 +13,15 @@ L times, L = log2(``finest_cells``/``cells``).
 
   κ̂_k the continuous Fourier coefficients of the kernels: e^{β(cos δ - 1)} = Σ_k a_k e^{ikδ} with
   a_k = e^{-β} I_k(β), so Q = (e^{β(cos δ-1)} - 1)/β has (a_k - [k = 0])/β, G = -e^{β(cos δ-1)} sin δ
-  = ∂_δ(e^{β(cos δ-1)})/β has i k a_k/β and G' has -k² a_k/β.  K = ``circle_kernels.degree``(β) bounds
+  = ∂_δ(e^{β(cos δ-1)})/β has i k a_k/β and G' has -k² a_k/β.  K = ``kernels.circle.degree``(β) bounds
   the dropped modes by 1e-16 times the mass, so the sums are exact to round-off at O(N K) work (tables
   of cos k c_i, sin k c_i and the sinc factors built once per mesh; two matrix products per field).
   Why this measure: the uniform density has ρ̂_k = 0 for k ≠ 0 on any cells, so it is at rest to
   round-off on every adaptive mesh (the point masses m_j δ_{c_j} of the uniform solver would give an
   O(h²) field on unequal cells); it differs from the uniform solver's field by O(h²) on equal cells.
   Where SA's Φ~ = M + βQ falls below the sums' accuracy the cell's Φ~ and u are recomputed by direct
-  log-sum-exp over the point masses (``dyadic_kernels.log_space``), as in ``circle``.
-- **Fluxes and reconstruction** on cells of different widths: ``dyadic_kernels.flux_pass``.
+  log-sum-exp over the point masses (``kernels.dyadic.log_space``), as in ``circle``.
+- **Fluxes and reconstruction** on cells of different widths: ``kernels.dyadic.flux_pass``.
 - **Criterion.**  Cell i wants the higher of the levels of two criteria, mass and watersheds:
 - *mass*: ℓ^mass_i = clip(⌈log2(ρ_i/(θ ρ̄))⌉, 0, L), ρ̄ = M/2π: no cell holds more than θ
   (``threshold``) times the mass of a base cell at the mean density, so clusters sit in the finest
@@ -256,7 +256,7 @@ class DyadicOperator(Operator):
 def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     r"""dρ/dt of the scheme on a DyadicMesh for cell densities ``rho`` (one per cell).
 
-    The semi-discrete continuity equation on cells C_i of widths w_i (``dyadic_kernels.flux_pass``,
+    The semi-discrete continuity equation on cells C_i of widths w_i (``kernels.dyadic.flux_pass``,
     the field from the exact Fourier coefficients of the piecewise-constant density):
 
     .. math::

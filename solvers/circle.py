@@ -13,7 +13,7 @@ Grid: N cells [ih, (i+1)h], h = 2π/N, centres θ_i = (i + 1/2) h, masses m_i = 
 The fields of the grid measure Σ_j m_j δ_{θ_j} are exact circulant convolutions of the kernels shifted
 by e^{-β} (so nothing overflows), evaluated by FFT (summation="direct", the reference path) or by the
 Fourier sum truncated where e^{-β} I_k(β) falls below round-off (summation="fast",
-``circle_kernels``: K = 22 modes at β = 3, 66 at β = 50) in one fused Numba pass per stage:
+``kernels.circle``: K = 22 modes at β = 3, 66 at β = 50) in one fused Numba pass per stage:
 
     Φ_i = e^β Φ~_i,  Φ~_i = M + β q_i,  q_i = Σ_j m_j expm1(β(cos(θ_i-θ_j) - 1))/β   (→ cos - 1 at β = 0),
     g_i = Σ_j m_j e^{β(cos(θ_i-θ_j) - 1)} sin(θ_j-θ_i),
@@ -50,7 +50,7 @@ Semi-discrete scheme dρ_i/dt = -(F_{i+1/2} - F_{i-1/2})/h; one vocabulary of fl
   first order, energy monotone, pins one-cell clusters.
 
 SSP-RK3 in time.  A forward-Euler stage keeps ρ ≥ 0 when dt · rate ≤ 1, rate = max_i out_i/(h ρ_i) the
-actual outflow of the state (``circle_kernels.flux_pass``); by default every step is chosen from it,
+actual outflow of the state (``kernels.circle.flux_pass``); by default every step is chosen from it,
 h_k = min(max_dt, 0.9/rate), every later stage checked, output times hit exactly (``stepping.integrate``
 with ``positivity=True``).  A given dt runs fixed steps, refused above the global bound
 dt · sup|u| ≤ CFL · h with CFL = 1 (upwind, tpfa), 1/2 (upwind2, muscl) and sup|u| =
@@ -202,7 +202,7 @@ class _Head:
     """The centre velocities, slopes and potential of one head on one grid, with its kernel spectra.
 
     summation "direct": the circulant sums by FFT (exact to round-off); "fast": the truncated Fourier
-    sum (``circle_kernels``) over the ``degree`` modes the kernel needs."""
+    sum (``kernels.circle``) over the ``degree`` modes the kernel needs."""
 
     def __init__(self, model, cells, flux, summation="direct"):
         self.model, self.cells, self.flux = model, cells, flux
@@ -218,7 +218,7 @@ class _Head:
         g_hat = scale * self.h * scipy.fft.rfft(-np.exp(shift) * self.sin)
         # G' kernel e^{β(cos δ - 1)} (β sin²δ - cos δ): the θ-derivative of the G kernel
         dg_hat = scale * self.h * scipy.fft.rfft(np.exp(shift) * (beta * self.sin ** 2 - self.cos))
-        # the convolutions each flux needs (``circle_kernels.centre_velocities`` reads them in this order)
+        # the convolutions each flux needs (``kernels.circle.centre_velocities`` reads them in this order)
         if flux == "upwind2":
             spectra = [g_hat, self.q_hat, dg_hat] if model.normalised else [g_hat, dg_hat]
         elif flux == "upwind":
@@ -318,9 +318,9 @@ class CircleOperator(Operator):
     for a model (one head, or a MultiHead of isotropic heads whose velocities, slopes, potentials
     and speed bounds add) and the fluxes F of ``flux`` (module docstring); the engine contract of
     ``meanfield.solvers.contract``.  ``op(rho)`` returns (dρ/dt, rate), rate the forward-Euler
-    positivity rate max_i out_i/(h ρ_i) (+ 2D/h²) (``circle_kernels.flux_pass``).
+    positivity rate max_i out_i/(h ρ_i) (+ 2D/h²) (``kernels.circle.flux_pass``).
 
-    summation "fast": one fused Numba call (``circle_kernels.fused_stage``), falling back to the
+    summation "fast": one fused Numba call (``kernels.circle.fused_stage``), falling back to the
     per-head path when an SA cell needs log space; "direct": the FFT fields head by head, then the
     same flux pass; "auto": ``resolve_summation``.
 
@@ -442,7 +442,7 @@ class CircleOperator(Operator):
 def resolve_summation(model, cells, summation="auto"):
     """The field's summation on a grid of ``cells`` cells.
 
-    "fast": the Fourier sum truncated at K = ``circle_kernels.degree`` modes, in the fused Numba
+    "fast": the Fourier sum truncated at K = ``kernels.circle.degree`` modes, in the fused Numba
     stage; "direct": the exact circulant sums by FFT, head by head.  "auto" takes "fast" while its
     O(N K) work is below ``FOURIER_WORK`` (the measured crossover, benchmarks/bench_density.py).
 

@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from meanfield.atomic import write_file
+from meanfield.models import model_from_dict
+
 __all__ = ["summary", "flatten", "unflatten", "to_xarray", "from_xarray", "to_netcdf", "from_netcdf", "require"]
+
+#: The result classes by name (``ParticleSolution`` -> the class), filled by ``results.Saveable``'s
+#: subclasses as they are defined: this module serves them and never imports them.
+RESULT_KINDS: dict[str, type] = {}
 
 #: dimension names of the known array fields, by number of dimensions
 DIMS: dict[str, dict[int, tuple[str, ...]]] = {
@@ -253,7 +260,6 @@ def to_xarray(obj):
 
 
 def _rebuild(cls, data, attrs, prefix: str):
-    from meanfield.models import model_from_dict
     kind = attrs.get(prefix + "kind")
     if kind != cls.__name__:
         raise ValueError(f"the dataset holds a {kind}, not a {cls.__name__}")
@@ -272,8 +278,7 @@ def _rebuild(cls, data, attrs, prefix: str):
 
 
 def _result_class(kind: str):
-    from . import results
-    cls = getattr(results, kind, None)
+    cls = RESULT_KINDS.get(kind)
     if not isinstance(cls, type):
         raise ValueError(f"unknown result kind {kind!r} in the dataset")
     return cls
@@ -361,7 +366,6 @@ def to_netcdf(obj, path) -> None:
     >>> from_netcdf(ParticleSolution, path).t
     array([0., 1.])
     """
-    from meanfield.atomic import write_file
     dataset = to_xarray(obj)
     dataset.attrs[DIGEST] = content_digest(dataset)
     write_file(path, lambda fh: dataset.to_netcdf(fh.name))

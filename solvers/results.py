@@ -21,8 +21,8 @@ pinned         cells holding a cluster the scheme cannot move (``energy_report``
 
 Each solver adds its own keys (documented in its ``solve``).
 """
-import importlib
 import json
+from importlib.metadata import entry_points
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,16 +43,80 @@ INFO = {"nsteps": "accepted time steps", "nfev": "right-hand side evaluations",
         "cells": "the number of cells", "summation": "how the field's sums were computed",
         "energy_dips": "where the discrete energy fell", "pinned": "cells holding a cluster the scheme cannot move"}
 
-#: The module that draws results (``plot``), in the interface layer.  The engines never import it:
-#: ``plot`` imports it by this name when a plot is asked for (as pandas names its plotting
-#: backend), so that the solvers load no plotting code and the dependency points downwards.
-PLOT_BACKEND = "meanfield.plotting.views"
+#: The entry-point group under which a distribution names the function that draws results
+#: (``meanfield`` names ``meanfield.plotting.views:plot``).  The engines import no plotting code:
+#: the interface layer registers itself (``register_plotter``), and ``plot`` loads the entry point
+#: the first time a plot is asked for (as pandas finds its plotting backends).
+PLOTTERS = "meanfield.plotters"
+_plotter = []                    # the registered drawing function (at most one)
 
 
-class _Saveable:
-    """Dataclass fields that are arrays (or None) plus the model and info, stored in one .npz
-    file, shown by a compact repr, converted to an ``xarray.Dataset`` or a netCDF file (xarray
-    optional; layout in ``meanfield.solvers.export``)."""
+def register_plotter(func) -> None:
+    """Install the function that draws result objects: ``func(obj, kind, ax=None, **kwargs)``.
+
+    The interface layer calls this when it is imported (``meanfield.plotting.views`` registers its
+    ``plot``); ``Saveable.plot`` calls the registered function, loading the ``meanfield.plotters``
+    entry point first when none is registered.  A later registration replaces an earlier one.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(obj, kind, ax=None, **kwargs)`` returning the Axes or Figure drawn.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    TypeError
+        When ``func`` is not callable.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.results import register_plotter
+    >>> import meanfield.plotting.views as views     # registers views.plot on import
+    >>> register_plotter(views.plot)                  # the same, explicitly
+    """
+    if not callable(func):
+        raise TypeError(f"the plotter must be callable; got {type(func).__name__}")
+    _plotter[:] = [func]
+
+
+def _draw(obj, kind, ax, kwargs):
+    if not _plotter:
+        for point in entry_points(group=PLOTTERS):
+            point.load()                 # importing the backend registers it
+            if _plotter:
+                break
+    if not _plotter:
+        raise RuntimeError("no plotting backend: import meanfield.plotting.views (matplotlib), or reinstall "
+                           "meanfield so that its 'meanfield.plotters' entry point is declared")
+    return _plotter[0](obj, kind, ax=ax, **kwargs)
+
+
+class Saveable:
+    """The base of every result object: dataclass fields that are arrays (or None) plus the model
+    and info, stored in one .npz file, shown by a compact repr, converted to an ``xarray.Dataset``
+    or a netCDF file (xarray optional; layout in ``meanfield.solvers.export``) and drawn by ``plot``.
+
+    A subclass is registered by its class name in ``export.RESULT_KINDS``, so that a saved result
+    that nests it (a ``Comparison`` holds a ``ParticleSolution``) can be read back.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.results import ParticleSolution, Saveable
+    >>> issubclass(ParticleSolution, Saveable)
+    True
+    >>> from meanfield.solvers.export import RESULT_KINDS
+    >>> RESULT_KINDS["ParticleSolution"] is ParticleSolution
+    True
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        export.RESULT_KINDS[cls.__name__] = cls
 
     def __repr__(self):
         return export.summary(self)
@@ -134,7 +198,7 @@ class _Saveable:
         >>> import matplotlib.pyplot as plt
         >>> plt.close("all")
         """
-        return importlib.import_module(PLOT_BACKEND).plot(self, kind, ax=ax, **kwargs)
+        return _draw(self, kind, ax, kwargs)
 
     @classmethod
     def from_netcdf(cls, path, verify=True):
@@ -144,7 +208,7 @@ class _Saveable:
 
 
 @dataclass(eq=False, repr=False)
-class ParticleSolution(_Saveable):
+class ParticleSolution(Saveable):
     """Particle trajectories: ``x[k]`` are the tokens at time ``t[k]`` (``particles.solve``).
 
     Methods: ``measure(k, draw)`` the empirical measure at output k, ``final`` the last tokens,
@@ -208,7 +272,7 @@ class ParticleSolution(_Saveable):
 
 
 @dataclass(eq=False, repr=False)
-class DensitySolution(_Saveable):
+class DensitySolution(Saveable):
     """Finite-volume solution: ``rho[k, i]`` is the density (against surface measure) in cell i.
 
     Returned by ``circle.solve``, ``sphere.solve`` and ``adaptive.solve``.  Methods:
@@ -300,7 +364,7 @@ class DensitySolution(_Saveable):
 
 
 @dataclass(eq=False, repr=False)
-class ZonalSolution(_Saveable):
+class ZonalSolution(Saveable):
     """Zonal finite-volume solution on S^{d-1} (``zonal.solve``).
 
     ``masses[k, i]`` is the mass of the polar-angle cell i (θ in [edges[i], edges[i+1]], centre
@@ -365,7 +429,7 @@ class ZonalSolution(_Saveable):
 
 
 @dataclass(eq=False, repr=False)
-class CausalDensitySolution(_Saveable):
+class CausalDensitySolution(Saveable):
     """The causal mean-field density on [0, 1] × S^1 (``causal.solve``).
 
     ``rho[k, j, i]`` is the density of slice s_j in cell θ_i at time t[k], each slice a probability

@@ -13,7 +13,7 @@ USA divides by the prefix weight W_i = sum_{j<=i} w_j (1/i for w_j = 1/n).
 
 computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system is held
 transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory
-(``_times``: two rows of the product at a time, four terms of the inner dimension per load and
+(``row_pair_product``: two rows of the product at a time, four terms of the inner dimension per load and
 store, each entry one FMA chain in the order of the inner index, so the loops vectorise without
 reassociation; kernels.py explains why reassociation is off: bit-exact resume across processes).
 
@@ -40,13 +40,13 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .kernels.direct import _FAST, exp_nonpositive
+from .kernels.direct import FASTMATH, exp_nonpositive
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _row_pair(p, q, C, o, u, lo):
     """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i] for i >= lo, each summed over k
     in order (one FMA chain per element), four terms k per load and store of o and u."""
@@ -70,11 +70,43 @@ def _row_pair(p, q, C, o, u, lo):
             u[i] = u[i] + b0 * C[k, i]
 
 
-@njit(cache=True, fastmath=_FAST)
-def _times(P, C, out, upper, spare):
-    """out = P C (P (R, K), C (K, n)), vectorised along the n columns, two rows at a time (an odd
-    last row is paired with itself, its twin written to ``spare`` (n,)); ``upper`` (R = n and
-    P C symmetric): only the entries i >= ``aligned(r)`` of each row r."""
+@njit(cache=True, fastmath=FASTMATH)
+def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool, spare: np.ndarray) -> None:
+    r"""The matrix product into ``out``, in order, vectorised along the columns, two rows at a time:
+
+    .. math::
+
+        \mathrm{out}_{rj} = \sum_{k} P_{rk} C_{kj},
+
+    each sum taken in the order of k with fused multiply-adds (no reassociation: the same bits as
+    the small engines' other loops, where a dgemm call would cost more than the product).
+
+    Parameters
+    ----------
+    P : numpy.ndarray, shape (R, K)
+    C : numpy.ndarray, shape (K, n)
+    out : numpy.ndarray, shape (R, n)
+        Written in place.
+    upper : bool
+        R = n and P C symmetric: only the entries j >= ``aligned(r)`` of each row r are written.
+    spare : numpy.ndarray, shape (n,)
+        Scratch: an odd last row is paired with itself and its twin written here.
+
+    Returns
+    -------
+    None
+        The product is in ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.small import row_pair_product
+    >>> P, C = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
+    >>> out, spare = np.empty((3, 4)), np.empty(4)
+    >>> row_pair_product(P, C, out, False, spare)
+    >>> bool(np.array_equal(out, P @ C))
+    True
+    """
     R = P.shape[0]
     for r in range(0, R - 1, 2):
         _row_pair(P[r], P[r + 1], C, out[r], out[r + 1], aligned(r) if upper else 0)
@@ -112,7 +144,7 @@ def aligned(j):
     return j - j % ALIGN
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _column_dots(aT, bT, out):
     """out[i] = <aT[:, i], bT[:, i]>, summed over c in order (element-wise over i: vectorises)."""
     d, n = aT.shape
@@ -123,7 +155,7 @@ def _column_dots(aT, bT, out):
             out[i] += aT[c, i] * bT[c, i]
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _unit_columns(yT, xT, norm):
     """xT[:, i] = yT[:, i] / |yT[:, i]|."""
     d, n = yT.shape
@@ -168,7 +200,7 @@ def first_target(j, shift, n):
     return min(max(j + shift, 0), n)
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def weighted_exponentials(ST, w, m, z, shift):
     r"""Weighted, shifted exponentials of a transposed score block, in place, and their sums.
 
@@ -250,7 +282,7 @@ def symmetric(beta, a, general_A, causal):
     return not general_A and not causal and 2.0 * beta * abs(a) <= SYMMETRIC_MAX_EXP
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
@@ -258,7 +290,7 @@ def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
             (scores: the upper part, rows from ``aligned(j)``, mirrored),
         [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
     d, n = xT.shape
-    _times(x, xT, ST, True, spare)         # <x_j, x_i> for i >= aligned(j)
+    row_pair_product(x, xT, ST, True, spare)         # <x_j, x_i> for i >= aligned(j)
     shift = 0.0
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
@@ -272,20 +304,20 @@ def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
             WT[c, j] = w[j] * xT[c, j]
         WT[d, j] = w[j]
         m[j] = shift
-    _times(WT, ST, GT, False, spare)
+    row_pair_product(WT, ST, GT, False, spare)
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m):
     """G^T (d, n) and z (row d of GT) with the shifts M_i = max_{j: w_j > 0} s_ij (any A, mask)."""
     d, n = xT.shape
     if general_A:
-        _times(A_T, xT, UT[:d], False, spare)    # U^T = A^T x^T
+        row_pair_product(A_T, xT, UT[:d], False, spare)    # U^T = A^T x^T
     else:
         for c in range(d):
             for i in range(n):
                 UT[c, i] = xT[c, i]
-    _times(x, UT[:d], ST, False, spare)          # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    row_pair_product(x, UT[:d], ST, False, spare)          # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
     z = GT[d]
     for i in range(n):
         m[i] = -np.inf
@@ -298,10 +330,10 @@ def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m)
             for i in range(np.uint64(first_target(j, shift, n)), np.uint64(n)):
                 m[i] = max(m[i], ST[j, i])
     weighted_exponentials(ST, w, m, z, shift)
-    _times(xT, ST, GT[:d], False, spare)        # G^T = x^T E^T
+    row_pair_product(xT, ST, GT[:d], False, spare)        # G^T = x^T E^T
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, spare,
            outT, log_phi):
     """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
@@ -326,7 +358,7 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
     if general_V:
-        _times(V, GT[:d], outT, False, spare)
+        row_pair_product(V, GT[:d], outT, False, spare)
         for c in range(d):
             for i in range(n):
                 outT[c, i] *= z[i]
@@ -354,7 +386,7 @@ def _scratch(n, d):
     return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n), np.empty(n)
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out, log_phi):
     r"""The attention field X and log Φ of each small system of tokens that are their own sources.
 
@@ -443,7 +475,7 @@ def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general
     return d >= 2 * n and not general_V and not general_A
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _stage(yT, h, kT, sT):
     """sT = yT + h kT."""
     d, n = yT.shape
@@ -452,7 +484,7 @@ def _stage(yT, h, kT, sT):
             sT[c, i] = yT[c, i] + h * kT[c, i]
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
     r"""``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
     x (B, n, d), each followed by renormalisation; the result goes into out (B, n, d).

@@ -44,7 +44,7 @@ flux through the poles:
 Both are evaluated by the circle's kernels on the mirror image (m, m reversed) over 2N cells of the
 full circle, whose velocity is odd and slope even about the poles: minmod slopes vanish in the two polar
 cells and the two polar fluxes cancel exactly.  SSP-RK3 in time, by default with steps from the
-positivity rate of the current state (``circle_kernels.flux_pass``, as in ``circle.solve``); a given dt
+positivity rate of the current state (``kernels.circle.flux_pass``, as in ``circle.solve``); a given dt
 runs fixed steps, at most the global bound dt sup|u| <= CFL h, CFL = 1/2 (upwind2) or 1 (upwind),
 sup|u| <= ``speed_bound`` (1 for SA).  Mass is conserved to round-off.
 """

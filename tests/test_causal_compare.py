@@ -10,7 +10,8 @@ from meanfield.cli import compare as compare_cli, convergence as convergence_cli
 from meanfield.compare.causal import CausalComparison, compare_causal, slice_density
 from meanfield.convergence.causal import causal_study
 from meanfield.transport.causal import binned_w1
-from meanfield.compare import Comparison, compare, write_report
+from meanfield.cli.report import write_report
+from meanfield.compare import Comparison, compare
 from meanfield.solvers import causal
 
 

@@ -339,7 +339,7 @@ def _slope_reference(model, rho, eps=1e-5):
 
 @pytest.mark.parametrize("model", FIELD_MODELS)
 def test_fourier_field_matches_direct_quadrature(model):
-    """The truncated Fourier sum (degree from the decay of I_k(β), ``circle_kernels.degree``) gives the
+    """The truncated Fourier sum (degree from the decay of I_k(β), ``kernels.circle.degree``) gives the
     centre velocities of the dense log-sum-exp quadrature to 1e-11 relative (round-off divided by Φ~ where
     Φ is small, as for the FFT path, which is at 0.8e-12 to 1.6e-12 here: the SA design keeps 1e-10) and
     their slopes to the difference quotient's accuracy, and dρ/dt and the positivity rate of the FFT

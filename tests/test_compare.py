@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.compare import core as cmp
+import meanfield.compare as cmp
+from meanfield.cli.report import write_report
+from meanfield.clusters import density_clusters, particle_clusters
 from meanfield.cli import compare as compare_cli
 from meanfield.cli import main as cli_main
 from meanfield.measures import perturbed_uniform
@@ -113,11 +115,11 @@ def test_particle_clusters_count_separated_groups():
     rng = np.random.default_rng(0)
     centres = np.array([0.3, 2.0, 4.1])
     theta = np.repeat(centres, 300) + 1e-3 * rng.standard_normal(900)
-    assert cmp.particle_clusters(mf.circle_points(theta)) == 3
-    assert cmp.particle_clusters(mf.circle_points(2 * np.pi * np.arange(900) / 900)) == 1
+    assert particle_clusters(mf.circle_points(theta)) == 3
+    assert particle_clusters(mf.circle_points(2 * np.pi * np.arange(900) / 900)) == 1
     x = mf.uniform_sphere(900, 3, seed=1)
     poles = mf.normalise(np.concatenate([x[:450] * 1e-3 + [0, 0, 1], x[450:] * 1e-3 - [0, 0, 1]]))
-    np.testing.assert_array_equal(cmp.particle_clusters(np.stack([poles, x])), [2, 1])
+    np.testing.assert_array_equal(particle_clusters(np.stack([poles, x])), [2, 1])
 
 
 def test_density_clusters_count_bumps_above_the_level():
@@ -130,8 +132,8 @@ def test_density_clusters_count_bumps_above_the_level():
     rho /= (rho @ areas)[:, None]
     sol = DensitySolution(t=np.array([0.0, 1.0]), points=mf.circle_points(theta), areas=areas, rho=rho,
                           mass=rho @ areas, energy=np.zeros(2), model=mf.SA(1.0))
-    assert cmp.density_clusters(sol, 0) == 1
-    assert cmp.density_clusters(sol, 1) == 3
+    assert density_clusters(sol, 0) == 1
+    assert density_clusters(sol, 1) == 3
 
 
 # --- the command line ---------------------------------------------------------------------------------
@@ -210,7 +212,7 @@ def test_sphere_compare_runs_on_adaptive_cells_by_default(adaptive_sphere):
     assert grid["cells_per_output"] == c.density.cells.tolist() and grid["cells"] == max(grid["cells_per_output"])
     assert len(set(grid["cells_per_output"])) > 1 and grid["remeshes"] == len(grid["meshes"]) - 1 >= 1
     assert grid["reference"] == "adaptive base 0, finest 3, bulk 1"       # every level one less
-    assert c.clusters_density.tolist() == [cmp.density_clusters(c.density.snapshot(k), 0) for k in range(3)]
+    assert c.clusters_density.tolist() == [density_clusters(c.density.snapshot(k), 0) for k in range(3)]
     assert "adaptive cells (levels 1-4, bulk 2)" in cmp.describe_grid(grid)
     assert set(c.info["cpu_seconds"]) == set(c.info["timings"]) >= {"particles", "density", "transport"}
     # the same call with level alone is the uniform icosphere, as before
@@ -225,7 +227,7 @@ def test_adaptive_sphere_comparison_saves_loads_and_reports(adaptive_sphere, tmp
     np.testing.assert_array_equal(back.density.rho, c.density.rho)
     np.testing.assert_array_equal(back.w1, c.w1)
     assert back.info["grid"] == json.loads(json.dumps(c.info["grid"]))
-    paths = cmp.write_report(c, tmp_path / "report")
+    paths = write_report(c, tmp_path / "report")
     assert {"solution.png", "wasserstein.png", "energy.png"} <= {p.rsplit("/", 1)[-1] for p in paths}
     folder = cmp.Comparison.load(tmp_path / "report")
     np.testing.assert_array_equal(folder.density.cells, c.density.cells)

@@ -14,6 +14,7 @@ import pytest
 
 import meanfield as mf
 from meanfield import atomic, sweep
+from meanfield.cli.report import write_report
 from meanfield.compare import core as compare
 from meanfield.cli import compare as compare_cli
 
@@ -100,7 +101,7 @@ def test_interrupted_report_keeps_the_previous_report(tmp_path, monkeypatch):
     model, rho0 = mf.SA(2.0), mf.perturbed_uniform(2, seed=1)
     first = compare.compare(model, rho0, [0.0, 0.5], n=16, seeds=1, cells=32)
     folder = tmp_path / "report"
-    paths = compare.write_report(first, folder)
+    paths = write_report(first, folder)
     assert atomic.is_complete(folder) and {os.path.basename(p) for p in paths} <= set(os.listdir(folder))
     before = (folder / "report.json").read_text()
     from meanfield.cli import report
@@ -111,7 +112,7 @@ def test_interrupted_report_keeps_the_previous_report(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "report_figures", interrupted)
     second = compare.compare(model, rho0, [0.0, 1.0], n=16, seeds=1, cells=32)
     with pytest.raises(KeyboardInterrupt):
-        compare.write_report(second, folder)
+        write_report(second, folder)
     assert (folder / "report.json").read_text() == before and atomic.is_complete(folder)
     assert json.loads(before)["t"] == [0.0, 0.5]
     assert sorted(os.listdir(tmp_path)) == ["report"]

@@ -105,10 +105,10 @@ def _refined_moment(a, b, c, k):
 
 def test_centroid_formula_and_lloyd():
     m = icosphere(0)
-    vertices, cell, va, vb = M._voronoi(m.points)
+    vertices, cell, va, vb = M.voronoi_faces(m.points)
     np.testing.assert_allclose(M._centroids(m.points, vertices, cell, va, vb), m.points, atol=1e-14)
     m = fibonacci(50)
-    vertices, cell, va, vb = M._voronoi(m.points)
+    vertices, cell, va, vb = M.voronoi_faces(m.points)
     moment = np.zeros_like(m.points)
     np.add.at(moment, cell, _refined_moment(m.points[cell], vertices[va], vertices[vb], 24))
     moment /= np.linalg.norm(moment, axis=1, keepdims=True)
@@ -118,7 +118,7 @@ def test_centroid_formula_and_lloyd():
     gaps = []
     for it in (0, 3, 10):
         mm = fibonacci(400, lloyd=it)
-        v, cl, a_, b_ = M._voronoi(mm.points)
+        v, cl, a_, b_ = M.voronoi_faces(mm.points)
         gaps.append(np.max(np.linalg.norm(M._centroids(mm.points, v, cl, a_, b_) - mm.points, axis=1)))
     assert gaps[0] > gaps[1] > gaps[2]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from meanfield import sampling
-from meanfield.compare import core as compare
+import meanfield.compare as compare
 from meanfield.convergence import core as convergence
 from meanfield.cli import compare as compare_cli, convergence as convergence_cli
 from meanfield.cli import main as cli_main

@@ -43,7 +43,7 @@ def _views(runs):
 
 def test_every_result_class_has_views():
     assert set(VIEWS) == {"ParticleSolution", "DensitySolution", "ZonalSolution", "CausalDensitySolution",
-                          "Comparison", "ZonalComparison"}
+                          "Comparison", "CausalComparison", "ZonalComparison"}
 
 
 def test_every_view_draws_labelled_axes(runs):
@@ -79,16 +79,37 @@ def test_views_refuse_what_the_data_cannot_give(runs):
     plt.close("all")
 
 
-def test_engines_name_the_backend_but_never_import_plotting():
-    """The layering: ``results.plot`` imports the backend by name when called; no engine module
-    imports meanfield.plotting, and only results.PLOT_BACKEND names it."""
-    assert results.PLOT_BACKEND == "meanfield.plotting.views"
-    for path in SOLVERS.glob("*.py"):
+def test_engines_never_name_plotting():
+    """The layering: ``sol.plot()`` draws with the function the interface layer registered, found
+    through the ``meanfield.plotters`` entry point;
+    no engine module imports meanfield.plotting or holds its name as a string to import."""
+    from importlib.metadata import entry_points
+    from meanfield.plotting import views
+    assert [p.value for p in entry_points(group=results.PLOTTERS)] == ["meanfield.plotting.views:plot"]
+    assert results._plotter == [views.plot]
+    for path in SOLVERS.rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
                 assert not any("plotting" in n for n in names), path.name
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(
-                    "meanfield.plotting"):
-                assert path.name == "results.py" and node.value == results.PLOT_BACKEND, path.name
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not node.value.strip().startswith("meanfield.plotting"), path.name   # a module name
+
+
+def test_plot_loads_the_backend_in_a_fresh_interpreter(tmp_path):
+    """``sol.plot()`` with only the engines imported: the entry point brings the backend in."""
+    import subprocess
+    import sys
+    code = ("import matplotlib; matplotlib.use('Agg'); import sys, numpy as np, meanfield as mf;"
+            "from meanfield.solvers import circle;"
+            "sol = circle.solve(mf.SA(1.0), lambda x: 1 + 0 * x[:, 0], [0.0, 0.1], cells=16, progress=False);"
+            "assert 'meanfield.plotting.views' not in sys.modules; print(sol.plot('energy').get_ylabel())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == r"$E_\beta$"
+
+
+def test_register_plotter_refuses_what_cannot_draw():
+    with pytest.raises(TypeError, match="callable"):
+        results.register_plotter("meanfield.plotting.views")

@@ -16,7 +16,7 @@ t = 4; the PDE's marginal is taken uniform in θ inside each cell (each cell as 
 grid adds at most h/(4K) = 6e-6 to W_1 instead of the h/4 of atoms at the centres).  Check: max_t W_1
 decreases with n at observed order (slope of log W_1 against log n) between 0.8 and 1.2: for SA each
 token's own term e^β/n in its softmax sum, absent from the mean field, is an O(1/n) bias.  The cost of one
-velocity evaluation is measured for n = 1000, 3000 and 10^4 (BLAS-tiled direct sums, ``solvers.gemm``).
+velocity evaluation is measured for n = 1000, 3000 and 10^4 (BLAS-tiled direct sums, ``solvers.kernels.gemm``).
 
 (b) Clustering time vs d.  T_d = the first time |mean|² = <m, e>² reaches 1 - δ on the PDE.  As d → ∞
 two independent tokens have <x, y> → s s' (the transverse parts become orthogonal), so the pairwise

@@ -148,7 +148,7 @@ def _check_causal_options(opts):
 def _check_engine_settings(opts):
     """What only the engines can say, still before any computation: the grid and flux against the
     density solver's limits, the model against the particle solver's."""
-    from ..compare.core import check_density_settings
+    from ..compare import check_density_settings
     from ..solvers import particles
     if opts["causal"]:
         from ..compare.causal import check_causal_settings
@@ -303,7 +303,7 @@ def run(opts):
     """
     import numpy as np
 
-    from ..compare.core import compare
+    from ..compare import compare
     from ..measures import perturbed_uniform
     d = GEOMETRIES[opts["geometry"]]
     rho0 = perturbed_uniform(d, amplitude=opts["amplitude"], degree=opts["degree"], seed=opts["seed"])
@@ -346,7 +346,8 @@ def main(argv=None):
     SystemExit: 2
     """
     opts = options(sys.argv[1:] if argv is None else argv)
-    from ..compare.core import describe_grid, write_report
+    from ..compare import describe_grid
+    from .report import write_report
     clock = time.perf_counter()
     comparison = run(opts)
     try:

@@ -136,7 +136,7 @@ def _check(opts):
     if opts["causal"]:
         _check_causal(opts)
         return
-    from ..compare.core import check_density_settings
+    from ..compare import check_density_settings
     for grid in opts["grids"]:
         check_density_settings(opts["geometry"], _model(opts), cells=grid, level=grid, flux=opts["flux"])
 

@@ -1,4 +1,5 @@
-"""Plots of a particles-vs-density ``Comparison`` (the ``meanfield compare`` report).
+"""The ``meanfield compare`` report: its folder (``write_report``: numbers, both solutions, figures) and
+the plots of a particles-vs-density ``Comparison``.
 
 - ``solution_figure``: the density with particles on top — on S^1 the space-time density
   (θ against t) with particle trajectories, on S^2 density maps with the tokens at three times;
@@ -9,29 +10,35 @@
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import atomic
+from ..plotting.causal import report_figures as causal_report_figures
+from ..plotting.circle import spacetime
+from ..plotting.sphere import particles_on_density
+from ..solvers.results import ParticleSolution
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..compare.core import Comparison
+    from ..compare import Comparison
 
-__all__ = ["solution_figure", "wasserstein_figure", "energy_figure", "report_figures"]
+__all__ = ["write_report", "solution_figure", "wasserstein_figure", "energy_figure", "report_figures"]
 
 TRAJECTORIES = 60          # particle trajectories drawn over the space-time density
 
 
 def _pyplot():
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt   # deferred: matplotlib is heavy and only the figures need it
     return plt
 
 
 def _one_draw(particles, pick=slice(None)):
     """The tokens ``pick`` of the first draw of a batched run (x of shape (m, S, n, d))."""
-    from meanfield.solvers.results import ParticleSolution
     x = particles.x[:, 0] if particles.x.ndim == 4 else particles.x
     return ParticleSolution(t=particles.t, x=x[:, pick], energy=None, model=particles.model, info=particles.info)
 
@@ -70,14 +77,12 @@ def solution_figure(comparison: Comparison) -> Figure:
     plt = _pyplot()
     name = comparison.info.get("model_name", "")
     if comparison.density.points.shape[1] == 2:
-        from ..plotting.circle import spacetime
         n = comparison.particles.x.shape[-2]
         pick = np.linspace(0, n - 1, min(TRAJECTORIES, n)).astype(int)
         fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
         spacetime(comparison.density, ax=ax, particles=_one_draw(comparison.particles, pick), log=True)
         ax.set_title(f"{name}: density and {pick.size} of the {n} tokens")
         return fig
-    from ..plotting.sphere import particles_on_density
     draw = _one_draw(comparison.particles)
     m = comparison.t.size
     ks = sorted({0, m // 2, m - 1})
@@ -253,3 +258,61 @@ def report_figures(comparison: Comparison, folder: str | os.PathLike) -> list[st
         fig.savefig(paths[-1], dpi=130)
         plt.close(fig)
     return paths
+
+
+def write_report(comparison, folder: str | os.PathLike, options: dict | None = None) -> list[str]:
+    """Write a comparison's report into ``folder`` all at once: report.json, particles.npz, density.npz
+    and the PNG plots.
+
+    The write goes through ``meanfield.atomic.replace_folder``: an interrupted write leaves the
+    previous report whole, and a finished one carries the marker complete.json.
+    ``Comparison.load(folder)`` reads it back.
+
+    Parameters
+    ----------
+    comparison : Comparison or CausalComparison
+        The result of ``compare``.
+    folder : str or os.PathLike
+        The report folder (new, empty, or a previous report).
+    options : dict, optional
+        Command-line options, stored in report.json.
+
+    Returns
+    -------
+    list of str
+        The paths of every file written, the marker included.
+
+    Raises
+    ------
+    ValueError
+        If ``folder`` cannot be replaced (a file, or a non-empty folder that is not a report).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import meanfield as mf
+    >>> from meanfield.compare import compare
+    >>> c = compare(mf.SA(beta=1.0), mf.perturbed_uniform(2, seed=0), [0.0, 1.0], n=64, seeds=2, cells=64)
+    >>> from meanfield.cli.report import write_report
+    >>> with tempfile.TemporaryDirectory() as parent:
+    ...     paths = write_report(c, os.path.join(parent, "report"))
+    ...     print(sorted(os.path.basename(p) for p in paths if not p.endswith(".png")))
+    ['complete.json', 'density.npz', 'particles.npz', 'report.json']
+    """
+    figures = causal_report_figures if comparison.info.get("causal") else report_figures
+    numbers = comparison.to_dict()
+    if options is not None:
+        numbers["options"] = options
+    names = []
+
+    def write(tmp):
+        with open(os.path.join(tmp, "report.json"), "w") as fh:
+            json.dump(numbers, fh, indent=1, default=str)
+        names.append("report.json")
+        for name, sol in (("particles", comparison.particles), ("density", comparison.density)):
+            sol.save(os.path.join(tmp, f"{name}.npz"))
+            names.append(f"{name}.npz")
+        names.extend(os.path.relpath(p, tmp) for p in figures(comparison, tmp))
+
+    folder = atomic.replace_folder(folder, write, "out")
+    return [os.path.join(folder, name) for name in names + [atomic.MARKER]]

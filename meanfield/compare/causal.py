@@ -38,13 +38,15 @@ from ..transport.causal import GOLDEN, binned_w1, causal_tokens
 from ..budget import check_memory
 from ..checks import as_choice, as_count, as_seed, as_time_grid
 from ..clusters import density_clusters, particle_clusters
-from .core import quantum_level, read_report
+from .distances import quantum_level
+from .report import read_report
 from ..geometry import circle_angles, circle_points
 from ..models import as_model
-from ..solvers.results import CausalDensitySolution, ParticleSolution, _Saveable
+from ..solvers import causal, particles
+from ..solvers.results import CausalDensitySolution, ParticleSolution, Saveable
 
 __all__ = ["CausalComparison", "compare_causal", "check_causal_settings", "slice_density", "twisted", "SAMPLINGS",
-           "ENERGY_NOTE"]
+           "ENERGY_NOTE", "initial_causal_tokens", "theta_marginal"]
 
 SLICES, CELLS, BINS = 64, 256, 8          # defaults: 64 × 256 cells, 8 bins of s
 SAMPLINGS = ("stratified", "iid")
@@ -53,7 +55,7 @@ ENERGY_NOTE = ("omitted: causal attention is not a gradient flow (arXiv:2411.049
 
 
 @dataclass(eq=False, repr=False)
-class CausalComparison(_Saveable):
+class CausalComparison(Saveable):
     r"""Causal particles vs the causal density at the output times t (m,), over S draws of tokens.
 
     Fields: t (m,); w1 (m, S) the binned distance D (radians, module docstring) of each draw;
@@ -157,18 +159,6 @@ class CausalComparison(_Saveable):
         return (f"final D = mean over {self.info['bins']} s-bins of W_1 = {float(self.w1[-1].mean()):.3g} rad at "
                 f"t = {float(self.t[-1]):g} ({'one draw' if s == 1 else f'mean of {s} draws'}; energies omitted: "
                 f"not a gradient flow)")
-
-    def plot(self, kind="distances"):
-        """A figure (``meanfield.plotting.causal``): "distances" (D against t with the grid error and
-        the floor) or "solution" (ρ(t, s, θ) at the first and last output with the tokens on top).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-        """
-        from ..plotting.causal import distance_figure, solution_figure
-        views = {"distances": distance_figure, "solution": solution_figure}
-        return views[as_choice(kind, "kind", tuple(views))](self)
 
     @classmethod
     def load(cls, path):
@@ -314,7 +304,6 @@ def check_causal_settings(model, n, slices=SLICES, cells=CELLS, bins=BINS, sampl
     ...
     ValueError: n = 30 must be a multiple of bins = 4 (the distance is a mean over 4 equal bins of s)
     """
-    from meanfield.solvers import causal
     model = as_model(model, causal=True)
     model = model if model.causal else replace(model, causal=True)
     causal.max_step(model, cells)
@@ -327,9 +316,33 @@ def check_causal_settings(model, n, slices=SLICES, cells=CELLS, bins=BINS, sampl
     return model
 
 
-def _tokens(f, n, sampling, seed, seeds):
+def initial_causal_tokens(f, n: int, sampling: str, seed: int, seeds: int) -> np.ndarray:
     """x0 (seeds, n, 2): the levels frac(i φ + U) with one uniform U per draw ("stratified": every bin
-    of s fills its quantiles evenly) or i.i.d. uniform levels ("iid"), through ``causal_tokens``."""
+    of s fills its quantiles evenly) or i.i.d. uniform levels ("iid"), through ``causal_tokens``.
+
+    Parameters
+    ----------
+    f : callable
+        The initial density f(s, θ) (``slice_density``'s form).
+    n : int
+        Tokens per draw (token i at s_i = (i - 1/2)/n).
+    sampling : {"stratified", "iid"}
+    seed : int
+    seeds : int
+        Draws.
+
+    Returns
+    -------
+    numpy.ndarray, shape (seeds, n, 2)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.compare.causal import initial_causal_tokens
+    >>> x0 = initial_causal_tokens(lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), 8, "stratified", 0, 2)
+    >>> x0.shape, bool(np.allclose(np.linalg.norm(x0, axis=-1), 1))
+    ((2, 8, 2), True)
+    """
     rng = np.random.default_rng(seed)
     i = np.arange(1, n + 1)
     levels = [np.mod(i * GOLDEN + rng.random(), 1.0) if sampling == "stratified" else rng.random(n)
@@ -337,8 +350,28 @@ def _tokens(f, n, sampling, seed, seeds):
     return np.stack([circle_points(causal_tokens(f, n, levels=u)) for u in levels])
 
 
-def _marginal(density):
-    """The θ-marginal of the whole sequence (the mean of the slices) as a circle grid density."""
+def theta_marginal(density) -> SimpleNamespace:
+    """The θ-marginal of the whole sequence (the mean of the slices) as a circle grid density: ``points``
+    (N, 2), ``areas`` (N,) and ``rho`` (m, N), what ``meanfield.clusters.density_clusters`` reads.
+
+    Parameters
+    ----------
+    density : CausalDensitySolution
+
+    Returns
+    -------
+    types.SimpleNamespace
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import causal
+    >>> from meanfield.compare.causal import theta_marginal
+    >>> sol = causal.solve(mf.SA(1.0, causal=True), lambda s, th: 1 + 0 * th + 0 * s, [0.0, 0.1], slices=4, cells=16)
+    >>> m = theta_marginal(sol)
+    >>> m.points.shape, m.rho.shape, bool(np.allclose(m.rho @ m.areas, 1))
+    ((16, 2), (2, 16), True)
+    """
     cells = density.theta.size
     return SimpleNamespace(points=circle_points(density.theta), areas=np.full(cells, 2 * np.pi / cells),
                            rho=density.rho.mean(axis=1))
@@ -393,9 +426,8 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
     if density is not None and (not isinstance(density, CausalDensitySolution) or density.t.shape != t_eval.shape
                                 or not np.allclose(density.t, t_eval)):
         raise ValueError("density must be a CausalDensitySolution at the same output times t_eval")
-    from meanfield.solvers import causal, particles
     timings, clock = {}, time.perf_counter()
-    x0 = _tokens(f, n, sampling, seed, seeds)
+    x0 = initial_causal_tokens(f, n, sampling, seed, seeds)
     part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
                            energy=False)
     timings["particles"] = time.perf_counter() - clock
@@ -409,7 +441,7 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
     clock = time.perf_counter()
     m, bins = t_eval.size, as_count(bins, "bins")
     w1 = np.array([[binned_w1(circle_angles(xs), density, k, bins) for xs in part.x[k]] for k in range(m)])
-    marginal = _marginal(density)
+    marginal = theta_marginal(density)
     cp = np.array([[particle_clusters(xs) for xs in part.x[k]] for k in range(m)], dtype=int)
     cd = np.array([density_clusters(marginal, k) for k in range(m)], dtype=int)
     grid_error = None if coarse is None else np.array([binned_w1(density, coarse, k, bins) for k in range(m)])

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 from ..checks import as_choice, as_count, as_float_array, as_points, as_seed, as_size, as_time_grid, as_weights
 from ..models import SA, USA, as_model
 from ..solvers import particles, zonal as zonal_solver
-from ..solvers.results import ZonalSolution, _Saveable
+from ..solvers.results import ZonalSolution, Saveable
 
 __all__ = ["polar_angles", "sample", "polar_wasserstein", "ZonalComparison", "compare"]
 
@@ -201,7 +201,7 @@ def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: A
 
 
 @dataclass(eq=False, repr=False)
-class ZonalComparison(_Saveable):
+class ZonalComparison(Saveable):
     r"""Particles in R^d vs the zonal PDE at the output times t, over S draws of n tokens (result of
     ``compare``).
 

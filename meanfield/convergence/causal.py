@@ -22,12 +22,13 @@ import time
 
 import numpy as np
 
-from ..compare.causal import _marginal, _tokens, check_causal_settings, slice_density
+from ..compare.causal import check_causal_settings, initial_causal_tokens, slice_density, theta_marginal
 from ..transport.causal import binned_w1
 from ..checks import as_count, as_time_grid
 from ..clusters import density_clusters
 from .core import CLUSTER_LEVEL, ConvergenceStudy
 from ..geometry import circle_angles
+from ..solvers import causal, particles
 
 __all__ = ["causal_study", "grid_shape", "ASPECT"]
 
@@ -106,11 +107,11 @@ def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified
         for slices, cells in shapes:
             model = check_causal_settings(model, n, slices, cells, bins, sampling)
     f = slice_density(rho0)
-    from meanfield.solvers import causal, particles
     clock, timings = time.perf_counter(), {}
     tokens = []
     for n in ns:
-        sol = particles.solve(model, _tokens(f, n, sampling, seed, 1)[0], t_eval, energy=False, progress=progress)
+        x0 = initial_causal_tokens(f, n, sampling, seed, 1)[0]
+        sol = particles.solve(model, x0, t_eval, energy=False, progress=progress)
         tokens.append([circle_angles(x) for x in sol.x])
     timings["particles"] = time.perf_counter() - clock
     clock = time.perf_counter()
@@ -123,7 +124,7 @@ def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified
     g1 = np.array([[binned_w1(densities[j], densities[j + 1], k, bins) for j in range(b - 1)] for k in range(m)])
     q1 = np.array([[binned_w1(tokens[i][k], tokens[i + 1][k], bins=bins) for i in range(a - 1)] for k in range(m)])
     timings["transport"] = time.perf_counter() - clock
-    finest = _marginal(densities[-1])
+    finest = theta_marginal(densities[-1])
     clustered = np.array([density_clusters(finest, k, level=CLUSTER_LEVEL) > 0 for k in range(m)])
     info = dict(geometry="circle", causal=True, model=model.to_dict(), model_name=repr(model), sampling=sampling,
                 seed=seed, flux="upwind2", bins=bins, grids=[list(g) for g in shapes],

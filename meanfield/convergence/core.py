@@ -51,10 +51,14 @@ import numpy as np
 
 from ..checks import as_choice, as_count, as_time_grid
 from ..clusters import density_clusters
-from ..compare.core import GEOMETRIES, MERGE_TOL, density_solver, initial_tokens, quantum_level
+from ..compare.density import density_solver
+from ..compare.distances import MERGE_TOL, quantum_level
+from ..compare.tokens import initial_tokens
+from ..geometry import GEOMETRIES
 from ..measures import merge_atoms, sphere_area
 from ..models import as_model
-from ..sampling import METHODS
+from ..sampling import METHODS, refined_quantiles
+from ..solvers import particles
 from ..summaries import short_repr
 from ..transport.sphere import series_method, wasserstein
 
@@ -407,7 +411,6 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
     if len(set(ns)) < len(ns) or len(set(grids)) < len(grids):
         raise ValueError(f"token counts and grids must not repeat; got n = {ns}, grids = {grids}")
     reference = 0 if reference is None else reference_size(reference, geometry, ns)
-    from meanfield.solvers import particles
     clock, timings = time.perf_counter(), {}
     tokens = []
     for n in ns:
@@ -489,8 +492,6 @@ def reference_distances(model, rho0, t_eval, n_ref, densities):
     """The refined references (``sampling.refined_quantiles`` of n_ref/2 and n_ref atoms, flowed by
     the particle solver to every output time) and {reference_w1, reference_w2: (m, b) W_p(ρ^h_t, ref_t)
     for the finer one, reference_error_w1, reference_error_w2: (m,) W_p between the two}."""
-    from meanfield.sampling import refined_quantiles
-    from meanfield.solvers import particles
     path = {}
 
     def flow(x, w):                 # the final positions; the whole path of the last (finest) round is kept

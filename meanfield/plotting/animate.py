@@ -16,7 +16,7 @@ import numpy as np
 from ..checks import as_count, as_positive
 from ..geometry import circle_angles
 from .circle import cluster_discs
-from .sphere import _draw, _lonlat, draw_tokens
+from .sphere import draw_density, lonlat, draw_tokens
 from .tokens import cluster_markers
 
 if TYPE_CHECKING:
@@ -172,8 +172,8 @@ def _circle_frame(fig, density, particles, clock, recent, top, decades):
 def _sphere_frame(fig, density, particles, clock, recent, top, decades):
     k = recent[-1]
     if density is not None:
-        ax, _ = _draw(density, k, "mollweide", fig.add_subplot(projection="mollweide"), None, 150, "viridis", True,
-                      top * 10.0 ** -decades, top, True)
+        ax, _ = draw_density(density, k, "mollweide", fig.add_subplot(projection="mollweide"), None, 150, "viridis",
+                             True, top * 10.0 ** -decades, top, True)
         colour = "w"
     else:
         ax = fig.add_subplot(projection="mollweide")
@@ -184,7 +184,7 @@ def _sphere_frame(fig, density, particles, clock, recent, top, decades):
     if particles is not None:
         if len(recent) > 1:
             path = np.stack([_nearest(particles, clock[j]) for j in recent])     # (frames, n, 3)
-            lon, lat = _lonlat(path)
+            lon, lat = lonlat(path)
             jump = np.abs(np.diff(lon, axis=0)) > np.pi      # do not draw across the map's edge
             lon[1:][jump] = np.nan
             ax.plot(lon, lat, "-", color=colour, lw=0.7, alpha=0.7)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..geometry import circle_angles
+from ..clusters import point_mass_measure
 from .tokens import AREA_PER_MASS, SMALLEST
 
 if TYPE_CHECKING:
@@ -178,7 +179,6 @@ def cluster_discs(ax: Axes, sol: DensitySolution, k: int, y: float) -> None:
     ['M = 0.3', 'M = 0.7']
     >>> plt.close(fig)
     """
-    from ..clusters import point_mass_measure
     measure = point_mass_measure(sol, k)
     if not measure.masses.size:
         return

@@ -21,7 +21,9 @@ from numpy.typing import ArrayLike
 from scipy.spatial import cKDTree
 
 from ..checks import as_choice, as_float_array, as_points
+from ..clusters import point_mass_measure
 from ..geometry import normalise
+from ..solvers.results import ParticleSolution
 from .tokens import AREA_PER_MASS, SMALLEST, cluster_markers
 
 if TYPE_CHECKING:
@@ -64,7 +66,30 @@ def _axes(ax, projection):
     return ax
 
 
-def _lonlat(x):
+def lonlat(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r"""Longitude and latitude (radians) of unit vectors, the coordinates of the Mollweide maps:
+
+    .. math::
+
+        \lambda = \operatorname{atan2}(x_2, x_1), \qquad \varphi = \arcsin x_3.
+
+    Parameters
+    ----------
+    x : numpy.ndarray, shape (..., 3)
+        Unit vectors.
+
+    Returns
+    -------
+    lon, lat : numpy.ndarray, shape (...)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.plotting.sphere import lonlat
+    >>> lon, lat = lonlat(np.array([[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    >>> (lon / np.pi).round(2).tolist(), (lat / np.pi).round(2).tolist()
+    ([0.5, 0.0], [0.0, 0.5])
+    """
     return np.arctan2(x[..., 1], x[..., 0]), np.arcsin(np.clip(x[..., 2], -1.0, 1.0))
 
 
@@ -162,11 +187,36 @@ def density_map(sol: DensitySolution, k: int = -1, projection: str = "mollweide"
     >>> ax = density_map(sol, projection="ortho", resolution=60, colorbar=False)
     >>> plt.close(ax.figure)
     """
-    return _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log, clusters)[0]
+    return draw_density(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log, clusters)[0]
 
 
-def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log=True, clusters=True):
-    """density_map's work; returns (ax, frame) with the ortho frame (e1, e2, center) or None."""
+def draw_density(sol, k: int, projection: str, ax, center, resolution: int, cmap: str, colorbar: bool,
+                 vmin: float | None, vmax: float | None, log: bool = True, clusters: bool = True):
+    """Draw output ``k`` of a density on S^2 (``density_map``'s work, also the frames of ``animate``),
+    and return the ortho frame on which tokens are then drawn.
+
+    Parameters
+    ----------
+    sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log, clusters
+        As for ``density_map`` (all given; ``ax`` may be None: a new figure).
+
+    Returns
+    -------
+    ax : matplotlib.axes.Axes
+    frame : tuple of numpy.ndarray or None
+        The ortho frame (e1, e2, center), None on a Mollweide map.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt, meanfield as mf
+    >>> from meanfield.solvers import sphere
+    >>> from meanfield.plotting.sphere import draw_density
+    >>> sol = sphere.solve(mf.SA(1.0), lambda x: 1 + x[:, 2] ** 2, [0.0], mesh=sphere.icosphere(2))
+    >>> ax, frame = draw_density(sol, 0, "ortho", None, [0, 0, 1], 50, "viridis", False, None, None)
+    >>> [v.shape for v in frame]
+    [(3,), (3,), (3,)]
+    >>> plt.close("all")
+    """
     as_choice(projection, "projection", PROJECTIONS)
     sol, k = _snapshot(sol, k)
     rho = sol.rho[k]
@@ -207,7 +257,6 @@ def _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax
 
 def _cluster_discs(ax, sol, k, projection, frame, colour):
     """The density's clusters narrower than their cells as discs of area SMALLEST + AREA_PER_MASS · M."""
-    from ..clusters import point_mass_measure
     measure = point_mass_measure(sol, k)
     if measure.masses.size:
         xy, front = _screen(measure.centres, projection, frame)
@@ -219,7 +268,7 @@ def _screen(points, projection, frame):
     """Map coordinates of points (n, 3) on a Mollweide map or an ortho view (``frame``), and which are
     visible (the front hemisphere of the ortho view)."""
     if projection == "mollweide":
-        return np.stack(_lonlat(points), axis=-1), np.ones(len(points), dtype=bool)
+        return np.stack(lonlat(points), axis=-1), np.ones(len(points), dtype=bool)
     e1, e2, c = frame
     return np.stack([points @ e1, points @ e2], axis=-1), points @ c > 0
 
@@ -230,7 +279,6 @@ def _circle():
 
 
 def _particle_points(particles, t):
-    from meanfield.solvers.results import ParticleSolution
     if isinstance(particles, ParticleSolution):
         x = particles.x
         if x.ndim != 3:
@@ -296,7 +344,7 @@ def particles_on_density(sol: DensitySolution, k: int, particles: ArrayLike | Pa
     >>> plt.close(ax.figure)
     """
     x = _particle_points(particles, sol.t[k])
-    ax, frame = _draw(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)
+    ax, frame = draw_density(sol, k, projection, ax, center, resolution, cmap, colorbar, vmin, vmax, log)
     draw_tokens(ax, x, projection, frame, s=s, color=color, clusters=clusters)
     return ax
 

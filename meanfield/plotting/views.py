@@ -1,10 +1,10 @@
 """The common views of every result object, drawn by ``sol.plot(kind)``.
 
 The result classes live in the engine layer (``meanfield.solvers.results``), which must not
-import plotting code.  They name this module as their plotting backend
-(``meanfield.solvers.results.PLOT_BACKEND``, as pandas names its plotting backend) and import it
-only when a plot is asked for; everything that draws is here, in the interface layer.
-(``Comparison.plot`` of ``meanfield.compare`` keeps its own kinds, the same three figures.)
+import plotting code.  This module registers its ``plot`` with them when imported
+(``results.register_plotter``), and the distribution declares it under the entry-point group
+``meanfield.plotters``, which ``sol.plot()`` loads the first time a plot is asked for (as pandas
+finds its plotting backends); everything that draws is here, in the interface layer.
 
 ==========================  ==========================================================
 result                      kinds (the first is the default)
@@ -17,11 +17,19 @@ ZonalSolution               "density" (the polar-angle marginal at output k),
                             "spacetime", "energy"
 CausalDensitySolution       "density" (ρ(s, θ) at output k)
 Comparison                  "distances", "solution", "energy" (the report's figures)
+CausalComparison            "distances", "solution" (the causal report's figures)
 ZonalComparison             "distances" (W_1 of the polar angles against t), "mean"
                             (the axial component of the mean, particles and PDE)
 ==========================  ==========================================================
 """
 import numpy as np
+
+from ..cli import report
+from ..geometry import circle_angles
+from ..solvers.results import register_plotter
+from . import causal
+from .circle import density_overlay, spacetime, trajectory_lines
+from .sphere import density_map, draw_tokens
 
 __all__ = ["plot", "VIEWS"]
 
@@ -57,8 +65,6 @@ def _particle_tokens(sol, ax=None, k=-1):
     k = _output(sol, k)
     d = x.shape[-1]
     if d == 2:
-        from ..geometry import circle_angles
-        from .circle import trajectory_lines
         ax = _axes(ax)
         times, angles = trajectory_lines(sol.t, circle_angles(x))
         ax.plot(times, angles, "-", color="C0", lw=0.8)
@@ -69,7 +75,6 @@ def _particle_tokens(sol, ax=None, k=-1):
         ax.set_title(f"{x.shape[1]} tokens on $S^1$")
         return ax
     if d == 3:
-        from .sphere import draw_tokens
         ax = _axes(ax, projection="mollweide")
         draw_tokens(ax, x[k], color="C0")
         ax.grid(True, alpha=0.3)
@@ -101,7 +106,6 @@ def _energy(sol, ax=None):
 
 
 def _circle_density(sol, ax=None, k=-1):
-    from .circle import density_overlay
     return density_overlay(sol, _output(sol, k), ax=_axes(ax))
 
 
@@ -112,7 +116,6 @@ def _density(sol, ax=None, k=-1, **kwargs):
         k = 0
     if sol.points.shape[-1] == 2:
         return _circle_density(sol, ax, k)
-    from .sphere import density_map
     return density_map(sol, k, ax=_axes(ax, projection="mollweide"), **kwargs)
 
 
@@ -120,7 +123,6 @@ def _spacetime(sol, ax=None, log=True):
     if sol.cells is not None or sol.points.shape[-1] != 2:
         raise ValueError("kind='spacetime' is for densities on S^1 (one fixed grid of angles); on S^2 use "
                          "kind='density' with k=...")
-    from .circle import spacetime
     return spacetime(sol, ax=_axes(ax), log=log)
 
 
@@ -194,12 +196,11 @@ def _zonal_mean(comparison, ax=None):
     return ax
 
 
-def _report(name):
+def _report(draw_figure):
     def draw(comparison, ax=None):
         if ax is not None:
             raise ValueError("a Comparison's views are whole figures (several panels): call plot() without ax")
-        from ..cli import report
-        return getattr(report, f"{name}_figure")(comparison)
+        return draw_figure(comparison)
     return draw
 
 
@@ -209,8 +210,9 @@ VIEWS = {
     "DensitySolution": {"density": _density, "spacetime": _spacetime, "energy": _energy},
     "ZonalSolution": {"density": _zonal_density, "spacetime": _zonal_spacetime, "energy": _energy},
     "CausalDensitySolution": {"density": _causal_density},
-    "Comparison": {"distances": _report("wasserstein"), "solution": _report("solution"),
-                   "energy": _report("energy")},
+    "Comparison": {"distances": _report(report.wasserstein_figure), "solution": _report(report.solution_figure),
+                   "energy": _report(report.energy_figure)},
+    "CausalComparison": {"distances": _report(causal.distance_figure), "solution": _report(causal.solution_figure)},
     "ZonalComparison": {"distances": _zonal_distances, "mean": _zonal_mean},
 }
 
@@ -260,3 +262,6 @@ def plot(obj, kind=None, ax=None, **kwargs):
     if kind not in views:
         raise ValueError(f"{name}.plot: kind must be one of {', '.join(map(repr, views))}; got {kind!r}")
     return views[kind](obj, ax=ax, **kwargs)
+
+
+register_plotter(plot)

@@ -39,6 +39,8 @@ from numba import njit
 from scipy.sparse import coo_array
 from scipy.spatial import cKDTree
 
+from .cost import geodesic_cost
+
 __all__ = ["multiscale_wasserstein"]
 
 CELL_SIZE = 16              # atoms (of μ and ν together) per coarse cell
@@ -110,7 +112,6 @@ def _sparse_optimum(x, a, y, b, p, rng, stats, certify):
     import ot   # imported where transport is computed: `import ot` loads every array backend it finds
     n, m = x.shape[0], y.shape[0]
     if not certify and n * m <= DIRECT:
-        from .sphere import geodesic_cost
         plan = ot.emd(a, b, geodesic_cost(x, y, p), numItermax=MAX_ITER)
         rows, cols = np.nonzero(plan)
         return rows, cols, plan[rows, cols], None, None

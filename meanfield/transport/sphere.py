@@ -51,6 +51,7 @@ from scipy.special import logsumexp
 
 from ..checks import as_choice, as_count, as_seed
 from .circle import circle_wp_cost, level_median_w1
+from .cost import geodesic_cost
 from ..geometry import circle_angles, great_circle
 from ..measures import as_measure
 from .multiscale import multiscale_wasserstein
@@ -70,42 +71,6 @@ def _as_power(p):
     if not (np.isfinite(p) and p >= 1):
         raise ValueError(f"p must be >= 1 (W_p is a metric only for p >= 1); got {p}")
     return float(p)
-
-
-def geodesic_cost(x: np.ndarray, y: np.ndarray, p: float = 1.0) -> np.ndarray:
-    r"""The matrix of great-circle distances raised to the power p.
-
-    .. math::
-
-        C_{ij} = d(x_i, y_j)^p, \qquad d(x, y) = 2 \operatorname{atan2}(|x - y|, |x + y|).
-
-    Parameters
-    ----------
-    x : numpy.ndarray, shape (n, d)
-        Unit vectors (not checked).
-    y : numpy.ndarray, shape (m, d)
-        Unit vectors (not checked).
-    p : float
-        Power of the distance.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape (n, m).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meanfield.transport import geodesic_cost
-    >>> x = np.array([[1.0, 0.0]])
-    >>> y = np.array([[0.0, 1.0], [-1.0, 0.0]])
-    >>> geodesic_cost(x, y, p=2).round(4)
-    array([[2.4674, 9.8696]])
-    """
-    theta = great_circle(x, y)
-    if p != 1:
-        theta **= p
-    return theta
 
 
 def wasserstein(x: ArrayLike, a: ArrayLike | None, y: ArrayLike, b: ArrayLike | None, p: float = 2,

@@ -36,7 +36,6 @@ from scipy.special import ive
 TRUNCATION = 1e-16      # dropped Fourier modes bound the field's absolute error by this times the mass
 UNRESOLVED = 0.5        # upwind2 falls back to the first-order upwind flux at faces of such cells
 FLUX_CODES = {"upwind2": 0, "upwind": 1, "muscl": 2, "tpfa": 3}
-_FAST = {"contract", "nsz"}    # FMA only: no reassociation, so cached and fresh code agree to the bit
 
 
 def degree(beta, cells, tolerance=TRUNCATION):

@@ -39,7 +39,9 @@ SMALL_D = 8    # up to this dimension, scores are axpys over sources rather than
 # FMA contraction only.  Reassociation ("reassoc") made the kernels 2× faster at large d but let
 # LLVM vectorise the reductions differently in a process that compiles the kernels and in one
 # that loads them from Numba's cache (last-bit differences), which breaks bit-exact resume.
-_FAST = {"contract", "nsz"}
+#: Numba fastmath flags of every kernel: fused multiply-adds and no signed zeros, no reassociation
+#: (cached and freshly compiled code then agree to the bit, which bit-exact resume needs).
+FASTMATH = {"contract", "nsz"}
 PAIR_SECONDS = 3.5e-9     # one (target, source) pair on one core, d <= 4 (× d/4 beyond)
 PARALLEL_SECONDS = 5e-4   # kernels estimated to take less run on the calling thread
 
@@ -192,7 +194,7 @@ def exp_nonpositive(x):
     return p * _bits_as_float((_float_bits(rounded) - _ROUNDER_BITS + 1023) << 52)
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _queries(x, i0, A, beta, general_A, U):
     """U[t] = β A^T x_{i0+t} for the tile's targets (the last target repeats as padding)."""
     n, d = x.shape
@@ -208,7 +210,7 @@ def _queries(x, i0, A, beta, general_A, U):
             U[t, c] = beta * acc
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _scores(U, y, yT, j0, nb, S):
     """S[t, k] = <U[t], y[j0+k]>: axpys over k for small d, 2×2 blocks of dot products otherwise."""
     T, d = U.shape
@@ -243,7 +245,7 @@ def _scores(U, y, yT, j0, nb, S):
             S[t + 1, k1] = a11
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _softmax_update(S, w, j0, nb, i0, causal, mx, z, G):
     """Online log-sum-exp: raise the running maxima M_t to the block's, rescale (z, G) by
     e^{M_old - M_new}, then overwrite S by w_k e^{s - M} and add it to z; ``causal``: row t
@@ -272,7 +274,7 @@ def _softmax_update(S, w, j0, nb, i0, causal, mx, z, G):
         z[t] += acc
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _accumulate(S, yT, j0, nb, G):
     """G[t, c] += sum_k S[t, k] y[j0+k, c], in 4 (targets) × 2 (coordinates) blocks."""
     T, d = G.shape
@@ -313,7 +315,7 @@ def _accumulate(S, yT, j0, nb, G):
                 G[t + 3, c1] += a31
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _finish(x, i0, G, z, mx, V, normalised, general_V, out, log_phi):
     """X_i = P_x V G / z (SA) or P_x V G e^M (USA); log Φ_i = M + log z."""
     n, d = x.shape
@@ -337,7 +339,7 @@ def _finish(x, i0, G, z, mx, V, normalised, general_V, out, log_phi):
         log_phi[i] = mx[t] + math.log(z[t])
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def attention_field(x, y, yT, w, A, V, beta, normalised, general_A, general_V, causal, out, log_phi):
     r"""Batched field: x (B, n, d) targets, sources y (B, m, d) and yT = y transposed (B, d, m),
     weights w (B, m) >= 0.  Writes X into ``out`` (B, n, d) and log Φ into ``log_phi`` (B, n).

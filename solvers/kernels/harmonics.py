@@ -39,11 +39,12 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .direct import FASTMATH   # FMA only, no reassociation: cached and fresh code agree to the bit
+
 LANES = 64
 CHUNK = 2048      # sources per analysis chunk (at most MAX_CHUNKS chunks)
 MAX_CHUNKS = 32
 TINY = 1e-200
-_FAST = {"contract", "nsz"}   # no "reassoc": see solvers/kernels/direct.py (bit-exact resume)
 
 
 def _chunks(m):
@@ -53,7 +54,7 @@ def _chunks(m):
 
 # ----------------------------------------------------------------------------- circle
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _circle_analysis_chunk(y, W, j0, j1, A):
     K = A.shape[0] - 1
     C = W.shape[1]
@@ -121,7 +122,7 @@ def circle_analysis(y, W, K):
     return parts.sum(axis=0)
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def circle_synthesis(x, A, S):
     r"""The synthesis at targets on the circle: S[i, c] = sum_k Re(e_i^k) A[k, 2c] + Im(e_i^k) A[k, 2c+1].
 
@@ -226,7 +227,7 @@ def legendre_tables(L):
     return diag, a, b
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _next_power(pts, g, P, er, ei, qmm, d):
     """e^m = e^{m-1} e and q_mm = d q_{m-1,m-1} for the group's points (tiny powers flushed)."""
     for p in range(P):
@@ -238,7 +239,7 @@ def _next_power(pts, g, P, er, ei, qmm, d):
         qmm[p] *= d
 
 
-@njit(cache=True, inline="always", fastmath=_FAST)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
 def _legendre_next(pts, g, P, m, l, a, b, qmm, q0, q1, q2):
     """q0 <- q_lm(z) at the points pts[g:g+P] from q_{l-1,m} (q1) and q_{l-2,m} (q2):
     q_mm, then q_{m+1,m} = a_{m,m+1} z q_mm, then q_lm = a_lm (z q_{l-1,m} - b_lm q_{l-2,m})."""
@@ -255,7 +256,7 @@ def _legendre_next(pts, g, P, m, l, a, b, qmm, q0, q1, q2):
             q0[p] = alm * (pts[g + p, 2] * q1[p] - blm * q2[p])
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(cache=True, fastmath=FASTMATH)
 def _sphere_analysis_chunk(y, W, j0, j1, diag, a, b, A):
     L = A.shape[0] - 1
     C = W.shape[1]
@@ -332,7 +333,7 @@ def sphere_analysis(y, W, L):
     return parts.sum(axis=0)
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _sphere_synthesis(x, A, diag, a, b, S):
     n = x.shape[0]
     L = A.shape[0] - 1
@@ -407,7 +408,7 @@ def sphere_synthesis(x, A, S):
     _sphere_synthesis(x, A, diag, a, b, S)
 
 
-@njit(parallel=True, cache=True, fastmath=_FAST)
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _sphere_basis(x, diag, a, b, T):
     L = diag.size - 1
     for i in prange(x.shape[0]):

@@ -43,9 +43,10 @@ from numba import njit
 from scipy.spatial import cKDTree
 
 from meanfield.checks import as_count
+from meanfield.geometry import normalise
 
 from . import reconstruction
-from .voronoi import Mesh, _assemble, _unit, _voronoi, icosahedron_points
+from .voronoi import Mesh, assemble_mesh, icosahedron_points, voronoi_faces
 
 __all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "select", "transfer"]
 
@@ -112,7 +113,7 @@ def hierarchy(finest):
     ((162, 3), 0, 2, [1, 2])
     """
     finest = as_count(finest, "finest", minimum=0)
-    vertices = _unit(icosahedron_points(finest))       # normalised as voronoi_mesh does
+    vertices = normalise(icosahedron_points(finest))   # normalised as voronoi_mesh does
     vertices.setflags(write=False)
     sizes = np.array([level_size(k) for k in range(finest + 1)])
     birth = np.searchsorted(sizes, np.arange(vertices.shape[0]), side="right")
@@ -185,8 +186,8 @@ def adaptive_mesh(index, finest):
     vertices_all = hierarchy(finest)[0]
     index = np.unique(np.asarray(index, dtype=np.int64))
     points = vertices_all[index]
-    vertices, cell, va, vb = _voronoi(points)
-    mesh = _assemble(points, vertices, cell, va, vb, f"adaptive(finest={finest}, {index.size} cells)")
+    vertices, cell, va, vb = voronoi_faces(points)
+    mesh = assemble_mesh(points, vertices, cell, va, vb, f"adaptive(finest={finest}, {index.size} cells)")
     ptr = np.concatenate([[0], np.cumsum(np.bincount(cell, minlength=index.size))])
     radius = np.zeros(index.size)
     np.maximum.at(radius, cell, np.arccos(np.clip(np.einsum("ij,ij->i", points[cell], vertices[va]), -1, 1)))

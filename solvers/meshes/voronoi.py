@@ -29,7 +29,7 @@ from scipy.spatial import SphericalVoronoi
 from meanfield.atomic import write_file
 from meanfield.checks import as_count, as_float_array, as_points
 from meanfield.npzfile import NPZ_ERRORS, npz_path
-from meanfield.geometry import _midpoints, icosahedral_triangulation
+from meanfield.geometry import edge_midpoints, icosahedral_triangulation
 
 __all__ = ["Mesh", "icosphere", "fibonacci", "voronoi_mesh"]
 
@@ -219,7 +219,35 @@ def _faces(sv):
     return cell, va, va[nxt]
 
 
-def _voronoi(points):
+def voronoi_faces(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The spherical Voronoi diagram of unit generators as a list of face arcs: the vertices, and for
+    every arc (a, b) of a cell's boundary the cell and its two end vertices, in the cell's
+    counter-clockwise order (what ``assemble_mesh`` reads).
+
+    Parameters
+    ----------
+    points : numpy.ndarray, shape (N, 3)
+        Distinct unit generators (not checked).
+
+    Returns
+    -------
+    vertices : numpy.ndarray, shape (V, 3)
+        Unit vertices of the diagram.
+    cell, va, vb : numpy.ndarray of int, shape (F,)
+        For each face arc: its cell and its start and end vertex.
+
+    Raises
+    ------
+    ValueError
+        For duplicate or degenerate generators (from scipy's ``SphericalVoronoi``).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.meshes.voronoi import icosahedron_points, voronoi_faces
+    >>> vertices, cell, va, vb = voronoi_faces(icosahedron_points(0))
+    >>> vertices.shape, cell.size                 # 20 triangles' centres; 12 pentagons' 60 arcs
+    ((20, 3), 60)
+    """
     sv = SphericalVoronoi(points, radius=1.0, center=np.zeros(3))
     sv.sort_vertices_of_regions()
     vertices = _unit(sv.vertices)
@@ -284,16 +312,47 @@ def voronoi_mesh(points, lloyd=0, name="voronoi"):
         raise ValueError(f"a spherical Voronoi mesh needs at least 4 generators; got {points.shape[0]}")
     points = _unit(points)
     try:
-        vertices, cell, va, vb = _voronoi(points)
+        vertices, cell, va, vb = voronoi_faces(points)
         for _ in range(lloyd):
             points = _centroids(points, vertices, cell, va, vb)
-            vertices, cell, va, vb = _voronoi(points)
+            vertices, cell, va, vb = voronoi_faces(points)
     except ValueError as exc:  # duplicate or degenerate generators
         raise ValueError(f"points do not define a spherical Voronoi mesh: {exc}") from None
-    return _assemble(points, vertices, cell, va, vb, name)
+    return assemble_mesh(points, vertices, cell, va, vb, name)
 
 
-def _assemble(points, vertices, cell, va, vb, name):
+def assemble_mesh(points: np.ndarray, vertices: np.ndarray, cell: np.ndarray, va: np.ndarray, vb: np.ndarray,
+                  name: str) -> Mesh:
+    """The finite-volume ``Mesh`` of a spherical Voronoi diagram given as face arcs (``voronoi_faces``):
+    the exact cell areas, and each face once, with its two cells, its length and its normal.
+
+    Parameters
+    ----------
+    points : numpy.ndarray, shape (N, 3)
+        The unit generators.
+    vertices, cell, va, vb : numpy.ndarray
+        As returned by ``voronoi_faces(points)``.
+    name : str
+        The mesh's name.
+
+    Returns
+    -------
+    Mesh
+
+    Raises
+    ------
+    ValueError
+        When the faces do not pair up (degenerate generators).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.meshes.voronoi import assemble_mesh, icosahedron_points, voronoi_faces
+    >>> points = icosahedron_points(1)
+    >>> mesh = assemble_mesh(points, *voronoi_faces(points), "icosahedron(1)")
+    >>> mesh.size, bool(np.isclose(mesh.areas.sum(), 4 * np.pi))
+    (42, True)
+    """
     n = points.shape[0]
     areas = np.bincount(cell, _triangle_areas(points[cell], vertices[va], vertices[vb]), minlength=n)
     # Each face arc appears twice, as (a, b) in one cell and (b, a) in its neighbour.
@@ -333,7 +392,7 @@ def icosahedron_points(level):
     level = as_count(level, "level", minimum=0)
     if level == 0:
         return icosahedral_triangulation(0)[0]
-    return _midpoints(*icosahedral_triangulation(level - 1))[0]
+    return edge_midpoints(*icosahedral_triangulation(level - 1))[0]
 
 
 def fibonacci_points(n):
