@@ -330,7 +330,7 @@ def test_compare_never_switches_method_inside_its_series(monkeypatch):
     """Atoms merge as tokens cluster, so later outputs are smaller problems: "auto" per call would switch
     from sliced to exact emd mid-series. Here the first output keeps all 40 tokens and later ones half."""
     import meanfield as mf
-    from meanfield.compare import core as compare_module
+    from meanfield.compare import distances as compare_module
     from meanfield.compare import compare
     calls = []
 
