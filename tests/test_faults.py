@@ -319,7 +319,7 @@ def small_report(tmp_path_factory):
     """A real comparison's report folder (written once; tests copy it)."""
     folder = tmp_path_factory.mktemp("reports") / "report"
     c = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=1), [0.0, 0.5], n=16, seeds=1, cells=32)
-    compare.write_report(c, folder)
+    write_report(c, folder)
     return folder
 
 
@@ -370,7 +370,7 @@ def test_report_loaders_verify_the_folder_against_its_marker(tmp_path, small_rep
         match = "report.json changed"
     elif fault == "swapped":        # another report's density (same size class, different numbers)
         other = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=2), [0.0, 0.5], n=16, seeds=1, cells=32)
-        compare.write_report(other, tmp_path / "other")
+        write_report(other, tmp_path / "other")
         os.replace(tmp_path / "other" / "density.npz", out / "density.npz")
         match = "density.npz"
     elif fault == "missing":

@@ -110,9 +110,9 @@ def _white_near(ax, lonlat, radius_px):
 @pytest.mark.parametrize("draw", ["density_map", "plot"])
 def test_clusters_of_a_clustered_density_are_marked_at_their_centres(clustered_sphere, draw):
     import matplotlib.pyplot as plt
-    from meanfield.plotting.sphere import _lonlat
+    from meanfield.plotting.sphere import lonlat
     sol, measure = clustered_sphere
-    lon, lat = _lonlat(measure.centres)
+    lon, lat = lonlat(measure.centres)
     for clusters in (True, False):
         fig = plt.figure(dpi=100)
         ax = fig.add_subplot(projection="mollweide")

@@ -287,6 +287,11 @@ def check_same_problem(density: object, model: object, rho0: object, tol: float 
     tol : float
         Largest moment difference at t = 0.
 
+    Returns
+    -------
+    None
+        Nothing: the check passes silently.
+
     Raises
     ------
     ValueError
