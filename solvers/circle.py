@@ -79,6 +79,7 @@ from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
+from .full_model import CellField, isotropic_equivalent
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from .kernels import circle as kernels
@@ -88,7 +89,7 @@ from . import stepping
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "CircleOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
-           "cell_angles", "resolve_summation", "check_cells", "initial_density"]
+           "cell_angles", "resolve_summation", "check_cells", "initial_density", "density_model"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -354,10 +355,22 @@ class CircleOperator(Operator):
                  diffusion: float = 0.0):
         self.model, self.cells, self.flux, self.diffusion = model, cells, flux, diffusion
         self.h = 2 * np.pi / cells
-        self.summation = summation = resolve_summation(model, cells, summation)
-        self.heads = [_Head(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         self.code = kernels.FLUX_CODES[flux]
         self._work = np.empty((5, cells))
+        self.general = None
+        if not model.is_isotropic:      # the full model: ``full_model.CellField`` on the cell centres
+            as_choice(summation, "summation", SUMMATIONS)
+            points = circle_points(cell_angles(cells))
+            self.tangents = np.ascontiguousarray(points[:, ::-1] * [-1.0, 1.0])
+            self.general = CellField(model, points, np.full(cells, self.h), summation, slopes=flux == "upwind2")
+            if self.code >= 2 and self.general.signs is None:
+                self.general.potential(np.ones(cells))        # refuses with the reason
+            self.summation = self.general.info["summation"][0] if len(set(self.general.info["summation"])) == 1 \
+                else "mixed"
+            self.heads = []
+            return
+        self.summation = summation = resolve_summation(model, cells, summation)
+        self.heads = [_Head(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         if summation == "fast":
             k1 = max(op.degree for op in self.heads) + 1
             nf = max(op.spectra.shape[0] for op in self.heads)
@@ -372,16 +385,38 @@ class CircleOperator(Operator):
 
     @property
     def degree(self):
-        """The Fourier degree K of the field (N/2 for the exact FFT sums)."""
+        """The Fourier degree K of the field (N/2 for the exact FFT sums; for the full model the largest
+        degree of the expansion, None when summed directly)."""
+        if self.general is not None:
+            return max((k for k in self.general.info["degree"] if k is not None), default=None)
         return max(op.degree for op in self.heads)
 
     @property
     def log_space_cells(self):
-        """The most cells whose SA field came from log space at one evaluation."""
+        """The most cells whose SA field came from log space at one evaluation (the full model: whose
+        field was recomputed by direct quadrature at the last evaluation)."""
+        if self.general is not None:
+            return int(sum(self.general.field.info["recomputed"]))
         return max(op.log_space_cells for op in self.heads)
+
+    def _general_centre(self, rho):
+        """(u, u', P) of the full model: u = <X, t>, u' its slope along the circle (0 where the expansion
+        is not trusted), P where the field is a gradient."""
+        centre = np.zeros((3, self.cells))
+        if self.code >= 2:
+            centre[2] = self.general.potential(rho)
+        elif self.code == 0:
+            X, slopes, trusted = self.general.stage(rho, np.arange(self.cells), self.tangents)
+            centre[0] = np.sum(X * self.tangents, axis=1)
+            centre[1] = np.where(trusted, slopes, 0.0)
+        else:
+            centre[0] = np.sum(self.general.velocity(rho) * self.tangents, axis=1)
+        return centre, self.general.bound(float(np.sum(rho)) * self.h)
 
     def centre(self, rho):
         """(u, u', P) at the cell centres summed over the heads, and the summed speed bound."""
+        if self.general is not None:
+            return self._general_centre(rho)
         centre, bound = None, 0.0
         for op in self.heads:
             centre, speed = op.centre(rho, centre)
@@ -403,7 +438,10 @@ class CircleOperator(Operator):
 
     def energy(self, rho):
         """E_β (one head); for a MultiHead Σ_h ±E_{β_h} when every head is USA (the field is then its
-        Wasserstein gradient), NaN otherwise (SA heads: no common gradient structure)."""
+        Wasserstein gradient), NaN otherwise (SA heads: no common gradient structure); for the full model
+        E_V (``general_field.energy``), NaN where the flow is not a gradient flow of it."""
+        if self.general is not None:
+            return self.general.energy(rho)[0]
         if not isinstance(self.model, MultiHead):
             return self.heads[0].energy(rho)
         if any(h.normalised for h in self.model.heads):
@@ -420,6 +458,8 @@ class CircleOperator(Operator):
 
     def velocity(self, rho):
         """u_i at the cell centres (the first-order upwind flux's field, whatever ``flux``)."""
+        if self.general is not None:
+            return np.sum(self.general.velocity(rho) * self.tangents, axis=1)
         if self.code <= 1:
             return self.centre(rho)[0][0]
         return CircleOperator(self.model, self.cells, "upwind", self.summation).centre(rho)[0][0]
@@ -505,7 +545,7 @@ def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     >>> circle.step_cap(mf.SA(1.0)) >= circle.max_step(mf.SA(1.0))
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     return max(max_step(model, cells, flux), float(TIME_STEP / speed_bound(model)))
 
 
@@ -561,6 +601,60 @@ def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np
         if head.beta > max_beta:
             raise ValueError(f"beta = {head.beta:g} is beyond what the {solver} solver represents: it needs "
                              f"beta <= {max_beta:.6g}{limit}")
+    return model
+
+
+def density_model(model, d=2, solver="circle", max_beta=np.inf, limit=""):
+    """``model`` checked for a density solver on S^{d-1}: any Q, K, V (SA, USA, MultiHead of such).
+
+    A model whose kernel is isotropic (Q^T K = c I, c >= 0, V = ±I, e.g. Q = K = R for a rotation R:
+    ``full_model.isotropic_equivalent``) comes back as the isotropic model at β' = cβ, checked by
+    ``isotropic_model``, so the isotropic fast paths run for it; any other comes back as it is, for
+    the full model's field (``full_model.CellField``).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    d : int
+        The dimension of the points (2: S^1, 3: S^2).
+    solver : str
+        The solver's name, for the messages.
+    max_beta, limit
+        As in ``isotropic_model`` (isotropic models only).
+
+    Returns
+    -------
+    SA, USA or MultiHead
+
+    Raises
+    ------
+    ValueError
+        For matrices that do not act on R^d, a feed-forward term, causal or time-dependent weights,
+        or a USA speed bound beyond double precision.
+    TypeError
+        For something that is not a model.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> circle.density_model(mf.SA(1.5, Q=2.0))
+    SA(beta=3)
+    >>> circle.density_model(mf.SA(1.5, V=np.diag([1.0, 2.0]))).is_isotropic
+    False
+    """
+    model = as_model(model, multihead=True)
+    if model.is_time_dependent:
+        raise ValueError(f"the {solver} solver needs constant weights; got {model!r} (use particles.solve)")
+    for head in getattr(model, "heads", (model,)):
+        head.interaction(d)                 # matrices acting on R^d
+    reduced = isotropic_equivalent(model, d)
+    if reduced is not None:
+        return isotropic_model(reduced, solver, multihead=True, max_beta=max_beta, limit=limit)
+    if getattr(model, "feedforward", None) is not None:
+        raise ValueError(f"the {solver} solver does not treat a feed-forward term; got {model!r} "
+                         f"(use particles.solve)")
+    speed_bound(model)                      # refuses a USA speed bound beyond double precision
     return model
 
 
@@ -680,7 +774,7 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     >>> bool(np.isclose(circle.max_step(mf.SA(1.0), 512, "upwind"), 2 * np.pi / 512))   # SA speeds are <= 1
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     cells = check_cells(cells)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (2 * np.pi / cells) / speed_bound(model))
@@ -715,7 +809,7 @@ def velocity(model, rho):
     >>> float(np.abs(circle.velocity(mf.SA(2.0), np.ones(64))).max()) < 1e-14    # uniform: at rest
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     rho = _cell_density(rho)
     return CircleOperator(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
 
@@ -752,7 +846,7 @@ def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False)
     >>> bool(abs(circle.time_derivative(mf.SA(2.0), rho).sum()) < 1e-12)     # mass is conserved
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
     dydt, r = CircleOperator(model, rho.size, flux, summation)(rho)
@@ -858,7 +952,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0)
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
     rho = initial_density(rho0, cells)
@@ -885,8 +979,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
     energy = np.array([stage.energy(r) for r in rhos]) if energy else None
     points = circle_points(cell_angles(cells))
+    if stage.general is not None:
+        info.update(tolerance=stage.general.info["tolerance"], energy_reason=stage.general.energy_reason)
     if energy is not None:
-        info["energy_dips"] = energy_dips(energy, getattr(model, "sign", 1.0))
+        sign = getattr(model, "sign", 1.0) if stage.general is None else stage.general.energy_sign
+        info["energy_dips"] = energy_dips(energy, sign)
     info.update(pinned=pinned_on_fixed_mesh(t_eval, rhos * h, ring_adjacency(cells), points, lambda k: velocity(
                     model, rhos[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)
