@@ -1,0 +1,164 @@
+"""The full attention model (any Q, K, V) in the density solvers: mass and positivity, the per-stage field
+against the particles' field of the cell measure, the isotropic cases against the isotropic solver at
+β' = cβ, the energy E_V (monotone where V = Q^T K is symmetric, NaN with the reason otherwise), bad input."""
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.solvers import circle, full_model, particles, sphere
+
+
+def rotation(d, angle=0.7):
+    if d == 2:
+        c, s = np.cos(angle), np.sin(angle)
+        return np.array([[c, -s], [s, c]])
+    a = np.array([1.0, 2.0, 2.0]) / 3.0
+    K = np.array([[0, -a[2], a[1]], [a[2], 0, -a[0]], [-a[1], a[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def random_model(d, cls=mf.SA, beta=2.0, seed=0):
+    Q, K, V = np.random.default_rng(seed).normal(size=(3, d, d))
+    return cls(beta, Q=Q, K=K, V=V)
+
+
+def symmetric_model(d, cls=mf.SA, beta=1.5, seed=1):
+    """V = Q^T K = A symmetric, anisotropic (a gradient flow of E_V)."""
+    G = np.random.default_rng(seed).normal(size=(d, d))
+    A = np.eye(d) + 0.3 * (G + G.T)
+    return cls(beta, K=A, V=A)
+
+
+def rho0(x):
+    return 1 + 0.5 * x[:, 0] + 0.3 * x[:, 1] ** 2
+
+
+T = np.linspace(0.0, 4.0, 5)
+
+
+def circle_solve(model, **kw):
+    return circle.solve(model, rho0, T, cells=kw.pop("cells", 96), progress=False, **kw)
+
+
+def sphere_solve(model, **kw):
+    return sphere.solve(model, rho0, T, mesh=kw.pop("mesh", sphere.icosphere(2)), progress=False, **kw)
+
+
+@pytest.mark.parametrize("cls", [mf.SA, mf.USA])
+@pytest.mark.parametrize("flux", ["upwind2", "upwind"])
+def test_mass_and_positivity_general(cls, flux):
+    for sol in (circle_solve(random_model(2, cls, 1.5), flux=flux), sphere_solve(random_model(3, cls, 1.5), flux=flux)):
+        np.testing.assert_allclose(sol.mass, 1.0, rtol=0, atol=1e-13)
+        assert sol.rho.min() >= 0
+        assert np.all(np.isnan(sol.energy))
+        assert sol.info["energy_reason"].startswith("not a gradient flow")
+        assert sol.info["tolerance"] == pytest.approx(1e-17)
+
+
+def test_multihead_general():
+    model = mf.MultiHead([random_model(2, mf.SA, 1.0, 3), random_model(2, mf.USA, 0.5, 4)])
+    sol = circle_solve(model)
+    np.testing.assert_allclose(sol.mass, 1.0, rtol=0, atol=1e-13)
+    assert sol.rho.min() >= 0 and sol.info["summation"] == "expansion"
+
+
+def test_circle_stage_field_is_the_particle_field():
+    """The first-order stage's centre velocities are <X[μ_h], t> of the particles' field of the cell measure."""
+    for model in (random_model(2, mf.SA, 3.0), random_model(2, mf.USA, 1.0),
+                  mf.MultiHead([random_model(2, mf.SA, 1.0, 5), random_model(2, mf.SA, 2.0, 6)])):
+        op = circle.CircleOperator(circle.density_model(model), 128, "upwind")
+        rho = circle.initial_density(rho0, 128)
+        points, weights = op.measure(rho)
+        X = particles.velocity(model, points, weights, summation="direct")
+        u = op.centre(rho)[0][0]
+        np.testing.assert_allclose(u, np.sum(X * points[:, ::-1] * [-1, 1], axis=1), rtol=0, atol=1e-12)
+
+
+def test_sphere_stage_field_is_the_particle_field():
+    """The first-order stage's normal speeds at both generators of every face come from X[μ_h]."""
+    mesh = sphere.icosphere(2)
+    for model in (random_model(3, mf.SA, 3.0), random_model(3, mf.USA, 1.0)):
+        op = sphere.SphereOperator(sphere._check_model(model), mesh, "upwind")
+        rho = sphere.initial_density(rho0, mesh)
+        op(rho)
+        X = particles.velocity(model, *op.measure(rho), summation="direct")
+        np.testing.assert_allclose(op.u[0], np.einsum("ec,ec->e", X[mesh.edges[:, 0]], mesh.normals[:, 0]),
+                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(op.u[1], np.einsum("ec,ec->e", X[mesh.edges[:, 1]], mesh.normals[:, 1]),
+                                   rtol=0, atol=1e-12)
+
+
+def test_second_order_face_velocity_and_balance_on_the_sphere():
+    """upwind2's face velocities are the balanced centre velocities extrapolated by the exact slopes:
+    against centred differences of the field along the geodesic through the face."""
+    mesh = sphere.icosphere(2)
+    model = random_model(3, mf.SA, 2.0)
+    op = sphere.SphereOperator(model, mesh, "upwind2")
+    rho = sphere.initial_density(rho0, mesh)
+    X, slopes, trusted = op.general.stage(rho, op.pairs, op.pair_normals)
+    assert trusted.all()
+    field = op.general.field
+    masses = rho * mesh.areas
+    for e in (0, 17, 100):
+        i, n = mesh.edges[e, 0], mesh.normals[e, 0]
+        x = mesh.points[i]
+        s = 1e-4
+        ends = [x * np.cos(t) + n * np.sin(t) for t in (s, -s)]
+        tangents = [-x * np.sin(t) + n * np.cos(t) for t in (s, -s)]
+        values = [particles.velocity(model, np.vstack([p, mesh.points]), np.concatenate([[0.0], masses]),
+                                     summation="direct")[0] @ t for p, t in zip(ends, tangents)]
+        assert slopes[2 * e] == pytest.approx((values[0] - values[1]) / (2 * s), rel=1e-6)
+    # the balance term: X of the uniform density is the exact uniform field
+    uniform = np.full(mesh.size, 1 / (4 * np.pi))
+    exact = full_model.general_field.uniform_field(model, mesh.points)[0]
+    np.testing.assert_allclose(op.general.velocity(uniform), exact, rtol=0, atol=1e-13)
+    assert np.abs(field(uniform * mesh.areas)[0] - exact).max() > 1e-6      # the correction does something
+
+
+@pytest.mark.parametrize("cls", [mf.SA, mf.USA])
+def test_isotropic_kernels_equal_the_isotropic_solver(cls):
+    for d, solve in ((2, circle_solve), (3, sphere_solve)):
+        R = rotation(d)
+        reference = solve(cls(3.0, V=-1.0 if cls is mf.USA else None))
+        for model in (cls(3.0, Q=R, K=R, V=-np.eye(d) if cls is mf.USA else None), cls(1.5, Q=2.0, V=reference.model.V),
+                      cls(1.0, Q=np.sqrt(3.0) * R, K=np.sqrt(3.0) * R, V=reference.model.V)):
+            sol = solve(model)
+            np.testing.assert_allclose(sol.rho, reference.rho, rtol=1e-12, atol=0)
+            assert repr(sol.model) == repr(reference.model)
+
+
+@pytest.mark.filterwarnings("ignore:.*pinned")
+@pytest.mark.parametrize("cls", [mf.SA, mf.USA])
+@pytest.mark.parametrize("flux", ["upwind2", "tpfa"])
+def test_energy_monotone_for_symmetric_v(cls, flux):
+    for d, solve in ((2, circle_solve), (3, sphere_solve)):
+        sol = solve(symmetric_model(d, cls), flux=flux)
+        assert sol.info["energy_reason"] == "non-decreasing: V = Q^T K is symmetric"
+        assert np.all(np.isfinite(sol.energy)) and sol.energy[-1] > sol.energy[0]
+        assert sol.info["energy_dips"]["count"] == 0, sol.info["energy_dips"]
+        points, weights = sol.points, sol.rho[-1] * sol.areas
+        E, _ = full_model.general_field.energy(sol.model, points, weights, "direct")
+        assert sol.energy[-1] == pytest.approx(E, rel=1e-12)
+
+
+def test_energy_nan_with_reason_and_potential_refused():
+    sol = circle_solve(mf.SA(1.0, V=np.diag([1.0, 2.0])))
+    assert np.all(np.isnan(sol.energy)) and "neither Q^T K nor -Q^T K" in sol.info["energy_reason"]
+    with pytest.raises(ValueError, match="need a potential"):
+        circle_solve(random_model(2), flux="tpfa")
+    with pytest.raises(ValueError, match="need a potential"):
+        sphere_solve(random_model(3), flux="muscl")
+
+
+@pytest.mark.parametrize("bad", [dict(Q=[[1.0, np.nan], [0.0, 1.0]]), dict(V=[[np.inf, 0.0], [0.0, 1.0]]),
+                                 dict(K=np.eye(3)), dict(Q=np.ones((2, 3)))])
+def test_bad_matrices_refused(bad):
+    with pytest.raises(ValueError):
+        circle_solve(mf.SA(1.0, **bad))
+
+
+def test_sphere_refuses_wrong_dimension_and_feedforward():
+    with pytest.raises(ValueError, match="R\\^3"):
+        sphere_solve(mf.SA(1.0, Q=np.eye(2)))
+    with pytest.raises(ValueError):
+        sphere_solve(mf.USA(800.0, Q=np.diag([1.0, 1.0, 2.0])))
