@@ -360,9 +360,8 @@ class CircleOperator(Operator):
         self.general = None
         if not model.is_isotropic:      # the full model: ``full_model.CellField`` on the cell centres
             as_choice(summation, "summation", SUMMATIONS)
-            points = circle_points(cell_angles(cells))
-            self.tangents = np.ascontiguousarray(points[:, ::-1] * [-1.0, 1.0])
-            self.general = CellField(model, points, np.full(cells, self.h), summation, slopes=flux == "upwind2")
+            self.general = CellField(model, circle_points(cell_angles(cells)), np.full(cells, self.h), summation,
+                                     slopes=flux == "upwind2")
             if self.code >= 2 and self.general.signs is None:
                 self.general.potential(np.ones(cells))        # refuses with the reason
             self.summation = self.general.info["summation"][0] if len(set(self.general.info["summation"])) == 1 \
@@ -399,24 +398,10 @@ class CircleOperator(Operator):
             return int(sum(self.general.field.info["recomputed"]))
         return max(op.log_space_cells for op in self.heads)
 
-    def _general_centre(self, rho):
-        """(u, u', P) of the full model: u = <X, t>, u' its slope along the circle (0 where the expansion
-        is not trusted), P where the field is a gradient."""
-        centre = np.zeros((3, self.cells))
-        if self.code >= 2:
-            centre[2] = self.general.potential(rho)
-        elif self.code == 0:
-            X, slopes, trusted = self.general.stage(rho, np.arange(self.cells), self.tangents)
-            centre[0] = np.sum(X * self.tangents, axis=1)
-            centre[1] = np.where(trusted, slopes, 0.0)
-        else:
-            centre[0] = np.sum(self.general.velocity(rho) * self.tangents, axis=1)
-        return centre, self.general.bound(float(np.sum(rho)) * self.h)
-
     def centre(self, rho):
         """(u, u', P) at the cell centres summed over the heads, and the summed speed bound."""
         if self.general is not None:
-            return self._general_centre(rho)
+            return self.general.angular(rho, self.flux)
         centre, bound = None, 0.0
         for op in self.heads:
             centre, speed = op.centre(rho, centre)
@@ -459,7 +444,7 @@ class CircleOperator(Operator):
     def velocity(self, rho):
         """u_i at the cell centres (the first-order upwind flux's field, whatever ``flux``)."""
         if self.general is not None:
-            return np.sum(self.general.velocity(rho) * self.tangents, axis=1)
+            return self.general.angular(rho, "upwind")[0][0]
         if self.code <= 1:
             return self.centre(rho)[0][0]
         return CircleOperator(self.model, self.cells, "upwind", self.summation).centre(rho)[0][0]

@@ -33,7 +33,7 @@ from meanfield.theory import speed_bound
 from . import general_field
 from .kernels import spectral
 
-__all__ = ["isotropic_equivalent", "CellField", "ISOTROPY_TOL"]
+__all__ = ["isotropic_equivalent", "potential_signs", "energy_direction", "CellField", "ISOTROPY_TOL"]
 
 #: Q^T K and V are taken as c I and ±I when every entry is within this (relative) distance of them
 ISOTROPY_TOL = 1e-13
@@ -134,6 +134,36 @@ def potential_signs(model: SA | USA | MultiHead, d: int) -> tuple[list[int] | No
     return signs, "V = ±Q^T K symmetric for every head"
 
 
+def energy_direction(model: SA | USA | MultiHead, d: int) -> tuple[float, str]:
+    """The direction in which the flow moves its energy, and why: the sign of V = ±I for an isotropic
+    model (1 for a MultiHead, whose energy the engines give only for USA heads), else that of V = ±Q^T K
+    symmetric (0: not a gradient flow, E_V is NaN).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    d : int
+
+    Returns
+    -------
+    sign : float
+    reason : str
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers.full_model import energy_direction
+    >>> energy_direction(mf.SA(1.0, V=-1.0), 2)
+    (-1.0, 'isotropic: V = -I')
+    >>> energy_direction(mf.SA(1.0, Q=np.diag([1.0, 2.0])), 2)
+    (0, 'not a gradient flow: V is neither Q^T K nor -Q^T K')
+    """
+    if model.is_isotropic:
+        sign = getattr(model, "sign", 1.0)
+        return sign, f"isotropic: V = {'-' if sign < 0 else ''}I"
+    return general_field._gradient_sign(model, d)
+
+
 class CellField:
     r"""The full model's field on the cell measure Σ_j ρ_j w_j δ_{c_j} of one fixed mesh.
 
@@ -195,7 +225,7 @@ class CellField:
         self.field = general_field.GeneralField(self.model, self.points, summation=summation)
         self.slopes = slopes and all(s == "expansion" for s in self.field.info["summation"])
         self.signs, self.potential_reason = potential_signs(self.model, d)
-        self.energy_sign, self.energy_reason = general_field._gradient_sign(self.model, d)
+        self.energy_sign, self.energy_reason = energy_direction(self.model, d)
         self.info = dict(self.field.info, speed_bound=speed_bound(self.model))
         self.correction = None
         if balanced:
@@ -237,6 +267,37 @@ class CellField:
             return self._balance(X, log_phi, masses), np.zeros(k), np.zeros(k, dtype=bool)
         X, log_phi, slopes, trusted = self.field.stage(masses, cells, tangents)
         return self._balance(X, log_phi, masses), slopes, trusted
+
+    def angular(self, rho: ArrayLike, flux: str) -> tuple[np.ndarray, float]:
+        r"""On S^1: (u, u', P) at the cell centres, (3, N), for a circle flux, and the speed bound.
+
+        u_i = ⟨X_i, t_i⟩ with t_i = (-sin θ_i, cos θ_i), u'_i = du/dθ (``stage``; 0 where the expansion
+        is not trusted or the field is summed directly) for "upwind2", u for "upwind", the potential
+        P (``potential``) for "muscl" and "tpfa": the arrays ``circle_kernels.flux_pass`` reads.
+
+        Parameters
+        ----------
+        rho : array_like, shape (N,)
+        flux : {"upwind2", "upwind", "muscl", "tpfa"}
+
+        Returns
+        -------
+        centre : ndarray, shape (3, N)
+        bound : float
+        """
+        rho = np.asarray(rho)
+        n = self.points.shape[0]
+        tangents = self.points[:, ::-1] * [-1.0, 1.0]
+        centre = np.zeros((3, n))
+        if flux in ("muscl", "tpfa"):
+            centre[2] = self.potential(rho)
+        elif flux == "upwind2":
+            X, slopes, trusted = self.stage(rho, np.arange(n), tangents)
+            centre[0] = np.sum(X * tangents, axis=1)
+            centre[1] = np.where(trusted, slopes, 0.0)
+        else:
+            centre[0] = np.sum(self.velocity(rho) * tangents, axis=1)
+        return centre, self.bound(float(rho @ self.weights))
 
     def potential(self, rho: ArrayLike) -> np.ndarray:
         r"""P with X = ∇_S P: Σ_h s_h log Φ_h/β_h (SA), s_h Φ_h/β_h (USA), s_h ⟨A_h c, Σ m c⟩/Z (β_h = 0).
