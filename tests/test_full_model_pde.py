@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import circle, full_model, particles, sphere
+from meanfield.solvers import adaptive, adaptive_circle, causal, circle, full_model, particles, sphere, zonal
 
 
 def rotation(d, angle=0.7):
@@ -162,3 +162,56 @@ def test_sphere_refuses_wrong_dimension_and_feedforward():
         sphere_solve(mf.SA(1.0, Q=np.eye(2)))
     with pytest.raises(ValueError):
         sphere_solve(mf.USA(800.0, Q=np.diag([1.0, 1.0, 2.0])))
+
+
+def test_adaptive_sphere_general_model():
+    """One mesh level: the fixed-mesh solver exactly; refined: mass, positivity and E_V agree with it."""
+    model = symmetric_model(3, mf.SA, 3.0)
+    t = [0.0, 1.0, 2.0]
+    fixed = sphere.solve(model, rho0, t, mesh=sphere.icosphere(2), progress=False)
+    same = adaptive.solve(model, rho0, t, base=2, finest=2, progress=False)
+    np.testing.assert_array_equal(same.rho, fixed.rho)
+    refined = adaptive.solve(model, rho0, t, base=2, finest=3, progress=False)
+    np.testing.assert_allclose(refined.mass, 1.0, rtol=0, atol=1e-12)
+    assert np.nanmin(refined.rho) >= 0
+    assert refined.info["field"] == ["expansion"] and refined.info["energy_reason"].startswith("non-decreasing")
+    finer = sphere.solve(model, rho0, t, mesh=sphere.icosphere(3), progress=False)
+    np.testing.assert_allclose(refined.energy, finer.energy, rtol=2e-3)
+
+
+def test_adaptive_circle_general_model():
+    """Dyadic cells (64 refined to 256) against the uniform grid of 256 cells: mass, positivity, E_V."""
+    model = symmetric_model(2, mf.SA, 4.0)
+    t = [0.0, 2.0, 6.0]
+    sol = adaptive_circle.solve(model, rho0, t, cells=64, finest_cells=256, progress=False)
+    ref = circle.solve(model, rho0, t, cells=256, progress=False)
+    np.testing.assert_allclose(sol.mass, 1.0, rtol=0, atol=1e-12)
+    assert np.nanmin(sol.rho) >= 0 and sol.info["energy_dips"]["count"] == 0
+    np.testing.assert_allclose(sol.energy, ref.energy, rtol=3e-3)
+    with pytest.raises(ValueError, match="need a potential"):
+        adaptive_circle.solve(random_model(2), rho0, t, cells=64, finest_cells=256, flux="muscl", progress=False)
+
+
+def test_causal_random_qk_converges_to_one_cluster():
+    """Karagodin–Polyanskiy–Rigollet: V = I and arbitrary Q, K, causal attention ends in one cluster."""
+    Q, K = np.random.default_rng(3).normal(size=(2, 2, 2))
+    sol = causal.solve(mf.SA(2.0, Q=Q, K=K), lambda s, th: 1 + 0.5 * np.cos(th - 2 * np.pi * s), [0, 20], slices=8,
+                       cells=48, progress=False)
+    np.testing.assert_allclose(sol.mass, 1.0, rtol=0, atol=1e-13)
+    assert sol.rho.min() >= 0 and sol.info["summation"] == ["expansion"]
+    z = sol.rho[-1] @ np.exp(1j * sol.theta) * (2 * np.pi / 48)       # each slice's mean resultant
+    assert np.abs(z).min() > 0.99 and np.ptp(np.angle(z)) < 0.05, z
+    initial = sol.rho[0] @ np.exp(1j * sol.theta) * (2 * np.pi / 48)
+    assert np.abs(initial).max() < 0.3
+
+
+def test_causal_and_zonal_isotropic_kernels():
+    R = rotation(2)
+    rho = 1 + 0.5 * np.cos(circle.cell_angles(32) - np.arange(4)[:, None])
+    a = causal.solve(mf.SA(1.0, Q=np.sqrt(3.0) * R, K=np.sqrt(3.0) * R), rho, [0, 1], progress=False)
+    b = causal.solve(mf.SA(3.0), rho, [0, 1], progress=False)
+    np.testing.assert_allclose(a.rho, b.rho, rtol=1e-12, atol=0)
+    f = lambda s: np.exp(2.0 * s)                                                     # noqa: E731
+    a = zonal.solve(mf.USA(1.0, Q=2.0 * rotation(3), K=rotation(3)), f, [0, 1], 3, cells=32, progress=False)
+    b = zonal.solve(mf.USA(2.0), f, [0, 1], 3, cells=32, progress=False)
+    np.testing.assert_allclose(a.rho, b.rho, rtol=1e-12, atol=0)
