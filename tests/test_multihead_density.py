@@ -93,7 +93,8 @@ def test_multihead_refused_where_not_treated():
     assert circle.max_step(scaled, 256) == circle.max_step(isotropic, 256)
     assert sphere.max_step(scaled) == sphere.max_step(isotropic)
     with pytest.raises(ValueError, match="feed-forward"):
-        circle.solve(mf.MultiHead([mf.SA(1.0)], feedforward=mf.FeedForward(np.eye(2), np.eye(2), [0.0, 0.0])), F_CIRCLE, [0, 1])
+        ff = mf.FeedForward(np.eye(2), np.eye(2), [0.0, 0.0])
+        circle.solve(mf.MultiHead([mf.SA(1.0)], feedforward=ff), F_CIRCLE, [0, 1])
     with pytest.raises(TypeError, match="MultiHead"):
         zonal.solve(mf.MultiHead([mf.SA(1.0)]), lambda s: 1 + s, [0, 1], 3)
     assert circle.max_step(MIXED, 256) == pytest.approx(
