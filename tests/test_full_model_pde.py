@@ -215,3 +215,65 @@ def test_causal_and_zonal_isotropic_kernels():
     a = zonal.solve(mf.USA(1.0, Q=2.0 * rotation(3), K=rotation(3)), f, [0, 1], 3, cells=32, progress=False)
     b = zonal.solve(mf.USA(2.0), f, [0, 1], 3, cells=32, progress=False)
     np.testing.assert_allclose(a.rho, b.rho, rtol=1e-12, atol=0)
+
+
+# --- comparison and command line ------------------------------------------------------------------
+
+def test_model_files_and_random_family(tmp_path):
+    from meanfield.compare import models
+    from meanfield.validation import phase_diagram_random
+    assert phase_diagram_random.random_weights is models.random_weights
+    Q, K, V = models.random_weights(2, 0.3, 5)
+    model = models.model_from_options("USA", 2.0, 2, attention="random", sigma=0.3, seed=5)
+    assert np.array_equal(model.K, K) and np.array_equal(model.V, V) and not model.normalised
+    path = tmp_path / "m.toml"
+    path.write_text('kind = "SA"\nbeta = 2.0\nK = [[1.0, 0.2], [0.2, 3.0]]\nV = [[1.0, 0.2], [0.2, 3.0]]\n')
+    model = models.load_model_file(path)
+    assert model.beta == 2.0 and np.array_equal(model.V, [[1.0, 0.2], [0.2, 3.0]])
+    for text, match in [('kind = "SA"\nbeta = 1.0\nW = 1.0\n', "unknown keys"), ('beta = 1.0\n', "kind"),
+                        ('kind = "SA"\nbeta = 1.0\nQ = [[1.0, nan], [0.0, 1.0]]\n', "Q"),
+                        ('kind = "SA"\nbeta = 1.0\nQ = [[1.0, 0.0]]\n', "square"), ('kind = "SA\n', "TOML"),
+                        ('kind = "SA"\nbeta = 1.0\nV = "__import__(\'os\')"\n', "V")]:
+        path.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            models.load_model_file(path)
+
+
+def test_compare_general_model_energy():
+    from meanfield.compare import compare
+    from meanfield.measures import perturbed_uniform
+    model = symmetric_model(2, mf.SA, 3.0)
+    c = compare(model, perturbed_uniform(2, seed=1), [0.0, 2.0], n=300, seeds=1, cells=128, progress=False)
+    assert c.info["energy"].startswith("E_V") and "non-decreasing" in c.info["energy"]
+    np.testing.assert_allclose(c.energy_particles[:, 0], c.energy_density, rtol=0.02)
+    assert c.w1[-1, 0] < 0.05
+    scaled = compare(mf.SA(1.5, Q=2.0), perturbed_uniform(2, seed=1), [0.0, 1.0], n=200, seeds=1, cells=64,
+                     progress=False)
+    assert scaled.info["energy"].startswith("E_beta' with beta' = 3")
+    np.testing.assert_allclose(scaled.energy_particles[:, 0], scaled.energy_density, rtol=0.02)
+    nan = compare(random_model(2), perturbed_uniform(2, seed=1), [0.0, 1.0], n=100, seeds=1, cells=64, progress=False)
+    assert np.isnan(nan.energy_particles).all() and nan.info["energy"].startswith("none (NaN)")
+
+
+def test_cli_model_options(tmp_path, capsys):
+    from meanfield.cli import compare as compare_cli, convergence as convergence_cli
+    path = tmp_path / "m.toml"
+    path.write_text('kind = "USA"\nbeta = 1.0\nQ = [[1.0, 0.5], [0.0, 1.0]]\n')
+    assert compare_cli.main(["--model-file", str(path), "--n", "64", "--seeds", "1", "--cells", "32", "--T", "0.5",
+                             "--outputs", "2", "--out", str(tmp_path / "a")]) == 0
+    assert "energy shown: none (NaN): not a gradient flow" in capsys.readouterr().out
+    opts = compare_cli.options(["--attention", "random", "--sigma", "0.3", "--seed", "4", "--out", str(tmp_path / "b")])
+    model = compare_cli._model(opts)
+    assert np.array_equal(model.K, full_model_random(4)[1])
+    opts = convergence_cli.options(["--attention", "random", "--n", "100", "200", "--grids", "32", "64",
+                                    "--out", str(tmp_path / "c")])
+    assert not convergence_cli._model(opts).is_isotropic
+    path.write_text('kind = "SA"\nbeta = 1.0\nQ = [[1.0, 0.5, 0.0]]\n')
+    with pytest.raises(SystemExit):
+        convergence_cli.options(["--model-file", str(path), "--n", "100", "200", "--grids", "32", "64",
+                                 "--out", str(tmp_path / "c")])
+
+
+def full_model_random(seed):
+    from meanfield.compare.models import random_weights
+    return random_weights(2, 0.3, seed)
