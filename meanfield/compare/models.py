@@ -97,8 +97,9 @@ def load_model_file(path: str | os.PathLike) -> SA | USA:
     ...     path = os.path.join(folder, "model.toml")
     ...     with open(path, "w") as f:
     ...         _ = f.write('kind = "USA"\\nbeta = 1.5\\nV = [[1.0, 0.0], [0.0, 2.0]]\\n')
-    ...     load_model_file(path)
-    USA(beta=1.5, V=[[1. 0.] [0. 2.]])
+    ...     model = load_model_file(path)
+    >>> model.beta, model.V.tolist()
+    (1.5, [[1.0, 0.0], [0.0, 2.0]])
     """
     with open(path, "rb") as f:
         try:
