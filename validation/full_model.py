@@ -22,9 +22,9 @@ Five experiments with the density solvers on models the isotropic ones do not co
    at β' = cβ on S^1 and S^2 to round-off.
 
 Checks: (1) W_1 falls with the level and the energies of PDE and particles agree within 5 %; (2) W_1
-on the finest grid below 0.015 rad (the reference's own resolution) and W_1(ρ_h, ρ_{h/2}) falls at order > 1/2; (3) at T,
-≥ 95 % of the mass lies within 0.3 rad of ±e_1, E_V is non-decreasing and within h² (relative) of the
-two-Dirac value, below the maximum e^{βλ_1}/(2β); (4) every slice's mean resultant
+on the finest grid below 0.015 rad (the reference's own resolution) and W_1(ρ_h, ρ_{h/2}) falls at
+order > 1/2; (3) at T, ≥ 95 % of the mass lies within 0.3 rad of ±e_1, E_V is non-decreasing and
+within h² (relative) of the two-Dirac value, below the maximum e^{βλ_1}/(2β); (4) every slice's mean resultant
 length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: levels 2
 and 3 only, a coarser sphere reference.
 """
