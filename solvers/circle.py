@@ -1,4 +1,8 @@
-r"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the continuity equation on the circle S^1 (any Q, K, V; formulas for Q^T K = I, V = ±I).
+
+General Q, K, V (2 × 2): the cell velocities are the particles' field of the cell measure
+(``full_model.CellField``, docs/full_model.md) with the same fluxes; Q^T K = c I, V = ±I runs as the
+isotropic model at β' = cβ (``density_model``).  Below, the isotropic case.
 
 .. math::
 
@@ -882,8 +886,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     Parameters
     ----------
     model : SA, USA or MultiHead
-        Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the velocity is the sum of the
-        heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
+        Any β >= 0 and Q, K, V (2 × 2 or scalars), or a MultiHead of such heads (the velocity is the sum
+        of the heads'; .energy is Σ_h ±E_{β_h} when every head is isotropic USA, else NaN).  Q^T K = c I,
+        V = ±I runs as the isotropic model at β' = cβ; other weights by ``full_model.CellField``: .energy
+        is E_V where V = ±Q^T K is symmetric, else NaN, info["energy_reason"] says which, info["summation"],
+        info["degree"] and info["tolerance"] describe the field (docs/full_model.md).
     rho0 : callable or array
         A callable of points (N, 2) -> densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a
         function f of the angle pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell

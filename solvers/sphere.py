@@ -1,4 +1,8 @@
-r"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field continuity equation on S^2 (any Q, K, V; formulas for Q^T K = I, V = ±I).
+
+General Q, K, V (3 × 3): the cell velocities are the particles' field of the cell measure
+(``full_model.CellField``, well-balanced against the exact uniform field; docs/full_model.md) with the
+same fluxes; Q^T K = c I, V = ±I runs as the isotropic model at β' = cβ.  Below, the isotropic case.
 
 .. math::
 
@@ -854,8 +858,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     Parameters
     ----------
     model : SA, USA or MultiHead
-        Q^T K = I and V = ±I, or a MultiHead of such heads (the velocity is the sum of the heads';
-        ``.energy`` is Σ_h ±E_{β_h} when every head is USA, else NaN).
+        Any Q, K, V (3 × 3 or scalars), or a MultiHead of such heads (the velocity is the sum of the heads';
+        ``.energy`` is Σ_h ±E_{β_h} when every head is isotropic USA, else NaN).  Q^T K = c I, V = ±I runs
+        as the isotropic model at β' = cβ; other weights: ``.energy`` is E_V where V = ±Q^T K is symmetric,
+        else NaN, ``info["energy_reason"]``, ``info["field"]``, ``info["degree"]``, ``info["tolerance"]``
+        (docs/full_model.md).
     rho0 : callable or array_like
         A callable of points (N, 3) -> densities (evaluated at the cell generators), or the cell
         densities (N,); normalised to unit mass (μ_0 is a probability measure).
