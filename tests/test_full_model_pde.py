@@ -277,3 +277,19 @@ def test_cli_model_options(tmp_path, capsys):
 def full_model_random(seed):
     from meanfield.compare.models import random_weights
     return random_weights(2, 0.3, seed)
+
+
+def test_linear_part_of_the_general_operators():
+    """The engine contract: -A(ρ) ρ = dρ/dt of flux="upwind" for the full model on every engine."""
+    from meanfield.solvers.meshes.dyadic import select, uniform_mesh
+    mesh = sphere.icosphere(2)
+    model3, model2 = random_model(3), random_model(2, mf.USA, 1.0)
+    ops = [(sphere.SphereOperator(model3, mesh, "upwind"), 1 + 0.5 * mesh.points[:, 2]),
+           (circle.CircleOperator(model2, 64, "upwind"), 1 + 0.5 * np.cos(circle.cell_angles(64)))]
+    cells = select(uniform_mesh(16, 2), [2] + [0] * 15, buffer=1)
+    ops.append((adaptive_circle.DyadicOperator(model2, cells, "upwind"), 1 + 0.5 * np.cos(cells.angles)))
+    for op, rho in ops:
+        np.testing.assert_allclose(-op.linear_part(rho) @ rho, op(rho)[0], rtol=0, atol=1e-12)
+    op = causal.CausalOperator(mf.SA(2.0, Q=np.diag([1.0, 2.0]), causal=True), 32, "upwind")
+    rho = 1 + 0.5 * np.cos(circle.cell_angles(32) - np.arange(4)[:, None])
+    np.testing.assert_allclose(-(op.linear_part(rho) @ rho.ravel()), op(rho)[0].ravel(), rtol=0, atol=1e-12)
