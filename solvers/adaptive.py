@@ -44,6 +44,9 @@ from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.progress import Progress
 
 from . import sphere
+from .circle import density_model
+from .full_model import energy_direction
+from .kernels import spectral
 from .meshes import adaptive_state
 from .diffusion import as_diffusion
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
@@ -298,8 +301,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-12 and sol.rho.min() >= 0)
     True
     """
-    model = as_model(model, multihead=True)
-    sphere.max_step(model, sphere.icosphere(0), flux)           # validates the model and the flux
+    model = density_model(as_model(model, multihead=True), 3, "adaptive sphere", max_beta=spectral.MAX_BETA)
+    sphere.max_step(model, sphere.icosphere(0), flux)           # validates the flux
     as_choice(summation, "summation", ("auto", "direct", "fast"))
     t_eval = as_time_grid(t_eval)
     energy = as_flag(energy, "energy")
@@ -379,8 +382,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             reporter.close()
             raise stop
     reporter.close()
+    general = {} if stage.general is None else dict(field=stage.general.info["summation"],
+                                                    degree=stage.general.info["degree"],
+                                                    tolerance=stage.general.info["tolerance"])
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(method=scheme_name(scheme), flux=flux, summation=summation, base=base, finest=finest,
+                     dict(general, method=scheme_name(scheme), flux=flux, summation=summation, base=base, finest=finest,
                           bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
@@ -390,7 +396,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
     en = np.array([sphere.cell_energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
-    sign = getattr(model, "sign", 1.0)
+    sign, reason = energy_direction(model, 3)
+    if not model.is_isotropic:
+        info["energy_reason"] = reason
     if en is not None:
         info["remesh_energy"] = remesh_energy(jumps, sign)
     info["pinned"] = _pinned(model, out, summation, t_eval).tolist()

@@ -71,6 +71,7 @@ from meanfield.progress import Progress
 from meanfield.models import SA, USA, MultiHead
 
 from . import circle
+from .full_model import CellField, energy_direction
 from .kernels import circle as kernels
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .meshes.dyadic import select, transfer, uniform_mesh, DyadicMesh
@@ -166,6 +167,17 @@ class DyadicOperator(Operator):
     def __init__(self, model: SA | USA | MultiHead, mesh: DyadicMesh, flux: str = circle.DEFAULT_FLUX):
         self.model, self.mesh, self.flux = model, mesh, flux
         self.code = kernels.FLUX_CODES[flux]
+        self.widths, self.gaps = mesh.widths, mesh.gaps
+        self._work = np.empty((5, mesh.size))
+        self.log_space_cells = 0
+        self.general = None
+        if not model.is_isotropic:      # the full model: point masses at the centres, balanced (``CellField``)
+            self.general = CellField(model, _points(mesh), mesh.widths, balanced=flux == "upwind2",
+                                     slopes=flux == "upwind2")
+            if self.code >= 2 and self.general.signs is None:
+                self.general.potential(np.ones(mesh.size))        # refuses with the reason
+            self.degree = max((k for k in self.general.info["degree"] if k is not None), default=None)
+            return
         heads = getattr(model, "heads", (model,))
         self.degree = max(kernels.degree(h.beta, mesh.units) for h in heads)
         tau = circle.FFT_ERROR * np.finfo(float).eps * np.log2(mesh.units) / circle.RTOL
@@ -175,9 +187,6 @@ class DyadicOperator(Operator):
         self.cos, self.sin = np.cos(phase), np.sin(phase)
         spread = np.sinc(np.outer(k, mesh.widths) / (2 * np.pi))     # sin(k w_j/2)/(k w_j/2)
         self.cos_cells, self.sin_cells = self.cos * spread, self.sin * spread
-        self.widths, self.gaps = mesh.widths, mesh.gaps
-        self._work = np.empty((5, mesh.size))
-        self.log_space_cells = 0
 
     def transform(self, rho):
         """(A, B, M): the Fourier sums of the piecewise-constant density and its mass."""
@@ -186,6 +195,8 @@ class DyadicOperator(Operator):
 
     def centre(self, rho):
         """(u, u', P) at the centres summed over the heads, and the summed speed bound."""
+        if self.general is not None:
+            return self.general.angular(rho, self.flux)
         a, b, mass = self.transform(rho)
         centre, bound = np.zeros((3, self.mesh.size)), 0.0
         for head in self.heads:
@@ -238,7 +249,10 @@ class DyadicOperator(Operator):
 
     def energy(self, rho):
         """E_β of the piecewise-constant density, e^β (M² + β Σ_k w_k q_k (A_k² + B_k²))/(2β) (Parseval
-        on the Fourier sums); at β = 0 its limit; Σ_h ±E_{β_h} for USA heads, NaN with SA heads."""
+        on the Fourier sums); at β = 0 its limit; Σ_h ±E_{β_h} for USA heads, NaN with SA heads; the full
+        model: E_V of the point masses (``general_field.energy``), NaN where not a gradient flow."""
+        if self.general is not None:
+            return self.general.energy(rho)[0]
         a, b, mass = self.transform(rho)
         if len(self.heads) > 1 and any(h.model.normalised for h in self.heads):
             return np.nan
@@ -297,7 +311,7 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     >>> bool(np.abs(rest).max() < 1e-14)                                  # the uniform density is at rest
     True
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
+    model = circle.density_model(model, 2, "adaptive circle", max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     rho = as_density(rho, "rho")
     if rho.shape != (mesh.size,):
@@ -547,7 +561,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0), int(sol.cells[-1]) > 64
     (True, True)
     """
-    model = circle.isotropic_model(model, "adaptive circle", multihead=True, max_beta=MAX_BETA, limit=BESSEL)
+    model = circle.density_model(model, 2, "adaptive circle", max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
     t_eval = as_time_grid(t_eval)
     energy = as_flag(energy, "energy")
@@ -692,7 +706,11 @@ class _Run:
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)
-        sign = getattr(self.model, "sign", 1.0)
+        sign, reason = energy_direction(self.model, 2)
+        general = self.stage.general
+        if general is not None:
+            info.update(field=general.info["summation"], degree=general.info["degree"],
+                        tolerance=general.info["tolerance"], energy_reason=reason)
         en = None
         if self.energy:
             en = np.array([DyadicOperator(self.model, m, self.flux).energy(r) for m, r in self.out])

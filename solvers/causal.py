@@ -76,10 +76,12 @@ from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_choice, as_count, as_float_array, as_positive, as_time_grid
 from meanfield.budget import check_memory
 from meanfield.checks import unit_mass
+from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
-from .circle import cell_angles
+from .circle import cell_angles, density_model
+from .full_model import CellField
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
 from .stepping import Checkpoint, integrate, positivity_step
@@ -123,13 +125,13 @@ def slice_positions(slices):
 
 
 def _causal_model(model):
-    """A causal SA/USA model with Q^T K = I, V = ±I (USA: e^β within double precision)."""
+    """A causal SA/USA model (USA: e^β within double precision): Q^T K = c I, V = ±I as the isotropic
+    model at β' = cβ (``full_model.isotropic_equivalent``), any other Q, K, V (2 × 2) as it is."""
     model = as_model(model, causal=True)
-    if not model.causal:
-        model = replace(model, causal=True)
+    plain = density_model(replace(model, causal=False), 2, "causal")
+    model = replace(plain, causal=True)
     if not model.is_isotropic:
-        raise ValueError(f"the causal density solver treats Q^T K = I and V = ±I (a field on the circle "
-                         f"depending on θ' - θ only); got {model!r} (use particles.solve for general Q, K, V)")
+        return model
     if not model.normalised and model.beta > MAX_USA_BETA:
         raise ValueError(f"USA velocities reach e^beta, which overflows double precision for beta > "
                          f"{MAX_USA_BETA:.2f}; got beta = {model.beta:g} (use SA)")
@@ -210,6 +212,12 @@ class CausalOperator(Operator):
         self.model, self.cells = model, cells
         self.flux = as_choice(flux, "flux", FLUXES)
         self.h = 2 * np.pi / cells
+        self.bound = speed_bound(replace(model, causal=False))
+        self.general = None
+        if not model.is_isotropic:      # the full model: each prefix average's field (``full_model.CellField``)
+            self.general = CellField(replace(model, causal=False), circle_points(cell_angles(cells)),
+                                     np.full(cells, self.h), slopes=self.flux == "upwind2")
+            return
         beta = model.beta
         offsets = np.arange(cells)
         offsets = np.where(offsets <= cells // 2, offsets, offsets - cells) * self.h
@@ -223,12 +231,17 @@ class CausalOperator(Operator):
             self.spectra = np.stack([g, dg, q])[:, None, :]
         else:
             self.spectra = np.stack([g, dg])[:, None, :]
-        self.bound = speed_bound(replace(model, causal=False))
         self.floor = FFT_ERROR * np.finfo(float).eps * np.log2(cells)
 
     def fields(self, rho):
         """(u, u') (S, N) at the cell centres: the prefix averages' spectra by a cumulative sum of
-        the rows' spectra, times the kernels' spectra, one batched inverse FFT."""
+        the rows' spectra, times the kernels' spectra, one batched inverse FFT; for the full model the
+        field of each prefix average (``CellField.angular``: O(S N L) by the Fourier expansion)."""
+        if self.general is not None:
+            u, slope = np.empty(rho.shape), np.empty(rho.shape)
+            for k, p in enumerate(prefix_average(rho)):
+                (u[k], slope[k], _), _ = self.general.angular(p, self.flux)
+            return u, slope
         r = scipy.fft.rfft(rho, axis=1)
         r = (np.cumsum(r, axis=0) - 0.5 * r) / (np.arange(rho.shape[0]) + 0.5)[:, None]
         f = scipy.fft.irfft(r[None] * self.spectra, n=self.cells, axis=-1)
@@ -432,8 +445,10 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
 
     Parameters
     ----------
-    model : SA or USA with Q^T K = I, V = ±I, any β >= 0 (run causally whether or not it was
-        made with ``causal=True``).
+    model : SA or USA, any β >= 0 and any 2 × 2 Q, K, V (run causally whether or not it was made
+        with ``causal=True``); Q^T K = c I, V = ±I runs as the isotropic model at β' = cβ, other
+        weights by the Fourier expansion of their kernel (``full_model.CellField``, info["summation"],
+        info["degree"], info["tolerance"]).
     rho0 : callable or array
         f(s, θ) with s (S, 1), θ (1, N) the slice and cell centres, returning densities (S, N) (or
         anything broadcasting to it); or an array (S, N) of cell densities.  Every slice is
@@ -490,5 +505,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
                            resume=resume, progress=progress)
     info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
+    if op.general is not None:
+        info.update(summation=op.general.info["summation"], degree=op.general.info["degree"],
+                    tolerance=op.general.info["tolerance"])
     return CausalDensitySolution(t=t_eval, s=slice_positions(slices), theta=cell_angles(cells), rho=rhos,
                                  mass=rhos.sum(axis=2) * (2 * np.pi / cells), model=model, info=info)

@@ -1,4 +1,8 @@
-r"""Finite volumes for the continuity equation on the circle S^1 (Q^T K = I, V = ±I).
+r"""Finite volumes for the continuity equation on the circle S^1 (any Q, K, V; formulas for Q^T K = I, V = ±I).
+
+General Q, K, V (2 × 2): the cell velocities are the particles' field of the cell measure
+(``full_model.CellField``, docs/full_model.md) with the same fluxes; Q^T K = c I, V = ±I runs as the
+isotropic model at β' = cβ (``density_model``).  Below, the isotropic case.
 
 .. math::
 
@@ -80,6 +84,7 @@ from meanfield.geometry import circle_points
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.theory import speed_bound
 
+from .full_model import CellField, isotropic_equivalent
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
 from .kernels import circle as kernels
@@ -89,7 +94,7 @@ from . import stepping
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
 
 __all__ = ["solve", "CircleOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
-           "cell_angles", "resolve_summation", "check_cells", "initial_density"]
+           "cell_angles", "resolve_summation", "check_cells", "initial_density", "density_model"]
 
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
@@ -355,10 +360,21 @@ class CircleOperator(Operator):
                  diffusion: float = 0.0):
         self.model, self.cells, self.flux, self.diffusion = model, cells, flux, diffusion
         self.h = 2 * np.pi / cells
-        self.summation = summation = resolve_summation(model, cells, summation)
-        self.heads = [_Head(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         self.code = kernels.FLUX_CODES[flux]
         self._work = np.empty((5, cells))
+        self.general = None
+        if not model.is_isotropic:      # the full model: ``full_model.CellField`` on the cell centres
+            as_choice(summation, "summation", SUMMATIONS)
+            self.general = CellField(model, circle_points(cell_angles(cells)), np.full(cells, self.h), summation,
+                                     slopes=flux == "upwind2")
+            if self.code >= 2 and self.general.signs is None:
+                self.general.potential(np.ones(cells))        # refuses with the reason
+            self.summation = self.general.info["summation"][0] if len(set(self.general.info["summation"])) == 1 \
+                else "mixed"
+            self.heads = []
+            return
+        self.summation = summation = resolve_summation(model, cells, summation)
+        self.heads = [_Head(head, cells, flux, summation) for head in getattr(model, "heads", (model,))]
         if summation == "fast":
             k1 = max(op.degree for op in self.heads) + 1
             nf = max(op.spectra.shape[0] for op in self.heads)
@@ -373,16 +389,24 @@ class CircleOperator(Operator):
 
     @property
     def degree(self):
-        """The Fourier degree K of the field (N/2 for the exact FFT sums)."""
+        """The Fourier degree K of the field (N/2 for the exact FFT sums; for the full model the largest
+        degree of the expansion, None when summed directly)."""
+        if self.general is not None:
+            return max((k for k in self.general.info["degree"] if k is not None), default=None)
         return max(op.degree for op in self.heads)
 
     @property
     def log_space_cells(self):
-        """The most cells whose SA field came from log space at one evaluation."""
+        """The most cells whose SA field came from log space at one evaluation (the full model: whose
+        field was recomputed by direct quadrature at the last evaluation)."""
+        if self.general is not None:
+            return int(sum(self.general.field.info["recomputed"]))
         return max(op.log_space_cells for op in self.heads)
 
     def centre(self, rho):
         """(u, u', P) at the cell centres summed over the heads, and the summed speed bound."""
+        if self.general is not None:
+            return self.general.angular(rho, self.flux)
         centre, bound = None, 0.0
         for op in self.heads:
             centre, speed = op.centre(rho, centre)
@@ -404,7 +428,10 @@ class CircleOperator(Operator):
 
     def energy(self, rho):
         """E_β (one head); for a MultiHead Σ_h ±E_{β_h} when every head is USA (the field is then its
-        Wasserstein gradient), NaN otherwise (SA heads: no common gradient structure)."""
+        Wasserstein gradient), NaN otherwise (SA heads: no common gradient structure); for the full model
+        E_V (``general_field.energy``), NaN where the flow is not a gradient flow of it."""
+        if self.general is not None:
+            return self.general.energy(rho)[0]
         if not isinstance(self.model, MultiHead):
             return self.heads[0].energy(rho)
         if any(h.normalised for h in self.model.heads):
@@ -421,6 +448,8 @@ class CircleOperator(Operator):
 
     def velocity(self, rho):
         """u_i at the cell centres (the first-order upwind flux's field, whatever ``flux``)."""
+        if self.general is not None:
+            return self.general.angular(rho, "upwind")[0][0]
         if self.code <= 1:
             return self.centre(rho)[0][0]
         return CircleOperator(self.model, self.cells, "upwind", self.summation).centre(rho)[0][0]
@@ -506,7 +535,7 @@ def step_cap(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     >>> circle.step_cap(mf.SA(1.0)) >= circle.max_step(mf.SA(1.0))
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     return max(max_step(model, cells, flux), float(TIME_STEP / speed_bound(model)))
 
 
@@ -565,6 +594,60 @@ def isotropic_model(model, solver="circle", why="", multihead=False, max_beta=np
         if 0 < head.beta < np.finfo(float).tiny:       # E_β ≈ 1/(2β) overflows; the dynamics is β = 0's
             raise ValueError(f"beta = {head.beta:g} is subnormal: E_beta ≈ 1/(2 beta) overflows double precision "
                              f"and the dynamics equals beta = 0's to round-off; use beta = 0")
+    return model
+
+
+def density_model(model, d=2, solver="circle", max_beta=np.inf, limit=""):
+    """``model`` checked for a density solver on S^{d-1}: any Q, K, V (SA, USA, MultiHead of such).
+
+    A model whose kernel is isotropic (Q^T K = c I, c >= 0, V = ±I, e.g. Q = K = R for a rotation R:
+    ``full_model.isotropic_equivalent``) comes back as the isotropic model at β' = cβ, checked by
+    ``isotropic_model``, so the isotropic fast paths run for it; any other comes back as it is, for
+    the full model's field (``full_model.CellField``).
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+    d : int
+        The dimension of the points (2: S^1, 3: S^2).
+    solver : str
+        The solver's name, for the messages.
+    max_beta, limit
+        As in ``isotropic_model`` (isotropic models only).
+
+    Returns
+    -------
+    SA, USA or MultiHead
+
+    Raises
+    ------
+    ValueError
+        For matrices that do not act on R^d, a feed-forward term, causal or time-dependent weights,
+        or a USA speed bound beyond double precision.
+    TypeError
+        For something that is not a model.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> circle.density_model(mf.SA(1.5, Q=2.0))
+    SA(beta=3)
+    >>> circle.density_model(mf.SA(1.5, V=np.diag([1.0, 2.0]))).is_isotropic
+    False
+    """
+    model = as_model(model, multihead=True)
+    if model.is_time_dependent:
+        raise ValueError(f"the {solver} solver needs constant weights; got {model!r} (use particles.solve)")
+    for head in getattr(model, "heads", (model,)):
+        head.interaction(d)                 # matrices acting on R^d
+    reduced = isotropic_equivalent(model, d)
+    if reduced is not None:
+        return isotropic_model(reduced, solver, multihead=True, max_beta=max_beta, limit=limit)
+    if getattr(model, "feedforward", None) is not None:
+        raise ValueError(f"the {solver} solver does not treat a feed-forward term; got {model!r} "
+                         f"(use particles.solve)")
+    speed_bound(model)                      # refuses a USA speed bound beyond double precision
     return model
 
 
@@ -684,7 +767,7 @@ def max_step(model, cells=DEFAULT_CELLS, flux=DEFAULT_FLUX):
     >>> bool(np.isclose(circle.max_step(mf.SA(1.0), 512, "upwind"), 2 * np.pi / 512))   # SA speeds are <= 1
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     cells = check_cells(cells)
     as_choice(flux, "flux", FLUXES)
     return float(CFL[flux] * (2 * np.pi / cells) / speed_bound(model))
@@ -719,7 +802,7 @@ def velocity(model, rho):
     >>> float(np.abs(circle.velocity(mf.SA(2.0), np.ones(64))).max()) < 1e-14    # uniform: at rest
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     rho = _cell_density(rho)
     return CircleOperator(model, rho.size, "upwind", summation="direct").centre(rho)[0][0]
 
@@ -756,7 +839,7 @@ def time_derivative(model, rho, flux=DEFAULT_FLUX, summation="auto", rate=False)
     >>> bool(abs(circle.time_derivative(mf.SA(2.0), rho).sum()) < 1e-12)     # mass is conserved
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     as_choice(flux, "flux", FLUXES)
     rho = _cell_density(rho)
     dydt, r = CircleOperator(model, rho.size, flux, summation)(rho)
@@ -807,8 +890,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     Parameters
     ----------
     model : SA, USA or MultiHead
-        Q^T K = I, V = ±I, any β >= 0, or a MultiHead of such heads (the velocity is the sum of the
-        heads'; .energy is Σ_h ±E_{β_h} when every head is USA, else NaN).
+        Any β >= 0 and Q, K, V (2 × 2 or scalars), or a MultiHead of such heads (the velocity is the sum
+        of the heads'; .energy is Σ_h ±E_{β_h} when every head is isotropic USA, else NaN).  Q^T K = c I,
+        V = ±I runs as the isotropic model at β' = cβ; other weights by ``full_model.CellField``: .energy
+        is E_V where V = ±Q^T K is symmetric, else NaN, info["energy_reason"] says which, info["summation"],
+        info["degree"] and info["tolerance"] describe the field (docs/full_model.md).
     rho0 : callable or array
         A callable of points (N, 2) -> densities (evaluated at the cell centres (cos θ_i, sin θ_i); for a
         function f of the angle pass ``lambda x: f(meanfield.circle_angles(x))``) or an array of cell
@@ -862,7 +948,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0)
     True
     """
-    model = isotropic_model(model, multihead=True)
+    model = density_model(model)
     t_eval = as_time_grid(t_eval)
     as_choice(flux, "flux", FLUXES)
     rho = initial_density(rho0, cells)
@@ -892,8 +978,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                 diffusion=diffusion, summation=stage.summation, degree=stage.degree)
     energy = np.array([stage.energy(r) for r in rhos]) if energy else None
     points = circle_points(cell_angles(cells))
+    if stage.general is not None:
+        info.update(tolerance=stage.general.info["tolerance"], energy_reason=stage.general.energy_reason)
     if energy is not None:
-        info["energy_dips"] = energy_dips(energy, getattr(model, "sign", 1.0))
+        sign = getattr(model, "sign", 1.0) if stage.general is None else stage.general.energy_sign
+        info["energy_dips"] = energy_dips(energy, sign)
     info.update(pinned=pinned_on_fixed_mesh(times, states * h, ring_adjacency(cells), points, lambda k: velocity(
                     model, states[k])[:, None] * points[:, ::-1] * [-1, 1], np.full(cells, h)).tolist())
     warn_pinned(info["pinned"], f"cells {info['pinned'][:5]}", flux)

@@ -1,4 +1,8 @@
-r"""Finite volumes for the mean-field continuity equation on S^2 (Q^T K = I, V = ±I).
+r"""Finite volumes for the mean-field continuity equation on S^2 (any Q, K, V; formulas for Q^T K = I, V = ±I).
+
+General Q, K, V (3 × 3): the cell velocities are the particles' field of the cell measure
+(``full_model.CellField``, well-balanced against the exact uniform field; docs/full_model.md) with the
+same fluxes; Q^T K = c I, V = ±I runs as the isotropic model at β' = cβ.  Below, the isotropic case.
 
 .. math::
 
@@ -82,7 +86,9 @@ from meanfield.models import SA, USA, MultiHead
 from . import particles
 from .kernels import harmonics, spectral
 from .meshes import reconstruction
-from .circle import isotropic_model
+from .circle import density_model
+from .full_model import CellField
+from . import general_field
 from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import DensitySolution
@@ -226,9 +232,10 @@ def _potential_speeds(pot, edges, distances, u):
 
 
 def _check_model(model):
-    """The circle solver's check (Q^T K = I, V = ±I, USA weights within double precision), and β within
-    the spectral sums' range: the balance correction needs them."""
-    return isotropic_model(model, "sphere", multihead=True, max_beta=spectral.MAX_BETA,
+    """The circle solver's check (``circle.density_model`` on S^2: any Q, K, V; isotropic kernels as the
+    isotropic model at β' = cβ), and for those β within the spectral sums' range: the balance
+    correction needs them."""
+    return density_model(model, 3, "sphere", max_beta=spectral.MAX_BETA,
                            limit=" (its balance correction uses the spectral sums, whose round-off 3 beta eps "
                                  "exceeds their tolerance beyond)")
 
@@ -537,9 +544,37 @@ class SphereOperator(Operator):
         self.diffusion = diffusion
         self.laplacian = mesh_laplacian(mesh) if diffusion > 0 else None
         self.diffusion_rate = diffusion * mesh_rate(mesh) if diffusion > 0 else 0.0
+        self.general = None
+        if not model.is_isotropic:      # the full model: ``full_model.CellField`` on the generators
+            self.general = CellField(model, mesh.points, mesh.areas, _check_summation(summation),
+                                     balanced=flux == "upwind2", slopes=flux == "upwind2")
+            if flux in ("tpfa", "muscl") and self.general.signs is None:
+                self.general.potential(np.ones(n))        # refuses with the reason
+            self.pairs = np.ascontiguousarray(mesh.edges.ravel())
+            self.pair_normals = np.ascontiguousarray(mesh.normals.reshape(-1, 3))
+
+    def _general_speeds(self, rho, balanced, extrapolate):
+        """self.u (4, E) of the full model: <X, n> at both generators of each face and, with
+        ``extrapolate``, the face values u^E, u^W from the slopes (where trusted), clipped to the bound."""
+        mesh, u, field = self.mesh, self.u, self.general
+        if extrapolate:
+            X, slopes, trusted = field.stage(rho, self.pairs, self.pair_normals)
+        else:
+            X = field.velocity(rho) if balanced else field.field(rho * mesh.areas)[0]
+            slopes, trusted = np.zeros(self.pairs.size), np.zeros(self.pairs.size, dtype=bool)
+        normal = np.einsum("ekc,ekc->ek", X[mesh.edges], mesh.normals)
+        half = 0.5 * mesh.distances[:, None] * np.where(trusted, slopes, 0.0).reshape(-1, 2) * [1.0, -1.0]
+        u[0], u[1] = normal[:, 0], normal[:, 1]
+        if extrapolate:
+            bound = field.bound(float(rho @ mesh.areas))
+            u[2:] = np.clip((normal + half).T, -bound, bound)
+        else:
+            u[2], u[3] = normal[:, 0], normal[:, 1]
 
     def _normal_speeds(self, rho, balanced, extrapolate):
         """Fill self.u (4, E) with the heads' summed normal speeds of the cell-centred field."""
+        if self.general is not None:
+            return self._general_speeds(rho, balanced, extrapolate)
         mesh, u = self.mesh, self.u
         u[:] = 0.0
         np.multiply(rho, mesh.areas, out=self.masses)
@@ -557,7 +592,9 @@ class SphereOperator(Operator):
             reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, self.weights, self.offsets,
                                        self.face_rho, self.unresolved)
         if self.flux in ("tpfa", "muscl"):
-            _potential_speeds(_cell_potential(self.model, rho, mesh, self.summation), mesh.edges, mesh.distances, u)
+            pot = _cell_potential(self.model, rho, mesh, self.summation) if self.general is None else \
+                self.general.potential(rho)
+            _potential_speeds(pot, mesh.edges, mesh.distances, u)
             self.unresolved[:] = False
         else:
             self._normal_speeds(rho, self.flux == "upwind2", self.second)
@@ -762,7 +799,8 @@ def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summati
         = \frac{1}{2\beta} \sum_i m_i \Phi_i
 
     (β = 0: (1/2)|Σ m_i c_i|²); for a MultiHead Σ_h ±E_{β_h} if every head is USA (its field is then
-    that sum's gradient), else NaN.  With the harmonic table, Σ_i m_i Φ~_i = Σ_b ε_m κ_l a_b² with
+    that sum's gradient), else NaN; for general Q, K, V the energy E_V of ``general_field.energy``
+    (NaN where the flow is not a gradient flow of it).  With the harmonic table, Σ_i m_i Φ~_i = Σ_b ε_m κ_l a_b² with
     a = T^T m: one product.
 
     Parameters
@@ -786,6 +824,9 @@ def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summati
     >>> bool(np.isclose(sphere.cell_energy(mf.SA(2.0), rho, mesh), np.exp(2.0) / 4))
     True
     """
+    if not model.is_isotropic:
+        summation = "expansion" if summation == "fast" else summation
+        return general_field.energy(model, mesh.points, rho * mesh.areas, summation)[0]
     if hasattr(model, "heads"):
         if any(head.normalised for head in model.heads):
             return np.nan
@@ -819,8 +860,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     Parameters
     ----------
     model : SA, USA or MultiHead
-        Q^T K = I and V = ±I, or a MultiHead of such heads (the velocity is the sum of the heads';
-        ``.energy`` is Σ_h ±E_{β_h} when every head is USA, else NaN).
+        Any Q, K, V (3 × 3 or scalars), or a MultiHead of such heads (the velocity is the sum of the heads';
+        ``.energy`` is Σ_h ±E_{β_h} when every head is isotropic USA, else NaN).  Q^T K = c I, V = ±I runs
+        as the isotropic model at β' = cβ; other weights: ``.energy`` is E_V where V = ±Q^T K is symmetric,
+        else NaN, ``info["energy_reason"]``, ``info["field"]``, ``info["degree"]``, ``info["tolerance"]``
+        (docs/full_model.md).
     rho0 : callable or array_like
         A callable of points (N, 3) -> densities (evaluated at the cell generators), or the cell
         densities (N,); normalised to unit mass (μ_0 is a probability measure).
@@ -945,13 +989,19 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                              resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
     rhos = states[outputs]
     en = np.array([stage.energy(r) for r in rhos]) if energy else None
-    fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
-                     for head in _heads(model)})
+    if stage.general is None:
+        fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
+                         for head in _heads(model)})
+    else:
+        g = stage.general.info
+        fields = sorted({"direct" if L is None else f"{how} (L = {L})" for how, L in zip(g["summation"], g["degree"])})
+        info.update(degree=g["degree"], tolerance=g["tolerance"], energy_reason=stage.general.energy_reason)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt,
                 max_dt=bound, cfl=cfl if controlled else None, summation=summation,
                 field=", ".join(fields), mesh=mesh.name, cells=mesh.size, diffusion=diffusion)
     if en is not None:
-        info["energy_dips"] = energy_dips(en, getattr(model, "sign", 1.0))
+        sign = getattr(model, "sign", 1.0) if stage.general is None else stage.general.energy_sign
+        info["energy_dips"] = energy_dips(en, sign)
     info["pinned"] = pinned_on_fixed_mesh(
         times, states * mesh.areas, mesh_adjacency(mesh.cell_ptr, mesh.cell_neighbours), mesh.points,
         lambda k: sum(cell_field(head, states[k], mesh, summation)[0] for head in _heads(model)),

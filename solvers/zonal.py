@@ -63,12 +63,13 @@ from meanfield.budget import BUDGET, ssprk3_within_budget
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.checks import unit_mass
 from meanfield.measures import sphere_area
-from meanfield.models import SA, USA
+from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from . import stepping
 from .kernels import gegenbauer
 from .circle import CFL, isotropic_model
+from .full_model import isotropic_equivalent
 from .kernels.circle import FLUX_CODES, flux_pass
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
@@ -108,8 +109,18 @@ def max_beta(d):
 
 
 def _check_model(model, d=None):
-    """The model checked as for the circle solver, and its β within ``max_beta(d)`` (when d is given)."""
-    return isotropic_model(model, "zonal", " (zonal densities stay zonal only then)",
+    """The model checked as for the circle solver, and its β within ``max_beta(d)`` (when d is given);
+    Q^T K = c I (c >= 0), V = ±I as the isotropic model at β' = cβ (``full_model.isotropic_equivalent``),
+    the only weights under which a zonal density stays zonal (V = v I with |v| != 1 is V = ±I in the
+    time |v| t)."""
+    model = as_model(model)
+    sizes = {getattr(model, n).shape[0] for n in "QKV" if isinstance(getattr(model, n), np.ndarray)}
+    reduced = isotropic_equivalent(model, d if d is not None else sizes.pop() if sizes else 3)
+    if reduced is None:
+        raise ValueError(f"the zonal solver treats Q^T K = c I (c >= 0) and V = ±I: under other weights a zonal "
+                         f"density does not stay zonal (V = v I with |v| != 1 is V = ±I with time rescaled by "
+                         f"|v|); got {model!r} (use sphere.solve or circle.solve for general Q, K, V)")
+    return isotropic_model(reduced, "zonal", " (zonal densities stay zonal only then)",
                            max_beta=np.inf if d is None else max_beta(d),
                            limit=f" in dimension d = {d} (its kernel tables overflow beyond)")
 

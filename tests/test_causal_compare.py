@@ -86,7 +86,7 @@ def test_s_independent_start_is_the_circle_pde():
     (dict(sampling="quantile"), "sampling"),
     (dict(n=90), "multiple of bins"),
     (dict(slices=10), "multiple of bins"),
-    (dict(model=mf.SA(2.0, Q=np.diag([1.0, 2.0]))), "Q\\^T K = I"),
+    (dict(model=mf.SA(2.0, Q=np.eye(3))), "R\\^2"),
     (dict(finest=6, bulk=4), "finest, bulk set the cells on S\\^2"),
 ])
 def test_causal_compare_refusals(kwargs, match):

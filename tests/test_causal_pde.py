@@ -109,8 +109,8 @@ def test_checkpoint_resumes_bit_for_bit(tmp_path, monkeypatch):
 
 def test_refusals():
     rho = np.ones((4, 16))
-    with pytest.raises(ValueError, match="Q\\^T K = I"):
-        causal.solve(mf.SA(1.0, Q=2.0), rho, [0, 1])
+    with pytest.raises(ValueError, match="R\\^2"):
+        causal.solve(mf.SA(1.0, Q=np.eye(3)), rho, [0, 1])
     with pytest.raises(ValueError, match="positivity bound"):
         causal.solve(mf.SA(1.0), rho, [0, 1], dt=1.0)
     with pytest.raises(ValueError, match="zero mass"):

@@ -88,11 +88,13 @@ def test_all_usa_heads_energy_is_monotone(geometry):
 
 
 def test_multihead_refused_where_not_treated():
-    general = mf.MultiHead([mf.SA(1.0), mf.SA(2.0, Q=2.0)])
-    with pytest.raises(ValueError, match="every head"):
-        circle.solve(general, F_CIRCLE, [0, 1])
-    with pytest.raises(ValueError, match="every head"):
-        sphere.max_step(general)
+    scaled = mf.MultiHead([mf.SA(1.0), mf.SA(2.0, Q=2.0)])      # Q^T K = 2 I: the isotropic head at beta' = 4
+    isotropic = mf.MultiHead([mf.SA(1.0), mf.SA(4.0)])
+    assert circle.max_step(scaled, 256) == circle.max_step(isotropic, 256)
+    assert sphere.max_step(scaled) == sphere.max_step(isotropic)
+    with pytest.raises(ValueError, match="feed-forward"):
+        ff = mf.FeedForward(np.eye(2), np.eye(2), [0.0, 0.0])
+        circle.solve(mf.MultiHead([mf.SA(1.0)], feedforward=ff), F_CIRCLE, [0, 1])
     with pytest.raises(TypeError, match="MultiHead"):
         zonal.solve(mf.MultiHead([mf.SA(1.0)]), lambda s: 1 + s, [0, 1], 3)
     assert circle.max_step(MIXED, 256) == pytest.approx(

@@ -331,8 +331,10 @@ def test_particles_in_dimension_128_converge_to_the_zonal_pde():
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="d must be"):
         zfv.solve(mf.SA(1.0), _vmf(1.0), [0, 1], 1)
-    with pytest.raises(ValueError, match="Q\\^T K = I"):
+    with pytest.raises(ValueError, match="Q\\^T K = c I"):
         zfv.solve(mf.SA(1.0, V=2 * np.eye(3)), _vmf(1.0), [0, 1], 3)
+    with pytest.raises(ValueError, match="does not stay zonal"):
+        zfv.solve(mf.SA(1.0, Q=np.diag([1.0, 1.0, 2.0])), _vmf(1.0), [0, 1], 3)
     with pytest.raises(ValueError, match="non-negative"):
         zfv.solve(mf.SA(1.0), lambda s: s, [0, 1], 3, cells=16)
     with pytest.raises(ValueError, match="cells"):

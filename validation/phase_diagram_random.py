@@ -34,19 +34,13 @@ import numpy as np
 import meanfield as mf
 from meanfield.clusters import pair_fraction
 from meanfield.cli.figures import Experiment
+from meanfield.compare.models import random_weights
 from meanfield.solvers import particles
 from meanfield.theory import clustering_time
 from meanfield.validation.phase_diagram import _cell_edges, boundary, uniform_pair_probability
 
 N, T, DT, THRESHOLD, DELTA = 32, 30.0, 0.1, 0.999, 1e-3
 SIGMAS = (0.0, 0.1, 0.3)
-
-
-def random_weights(d, sigma, seed):
-    """(Q, K, V) = (I, I + σ G/√d, I + σ H/√d) with G, H i.i.d. N(0, 1) from ``seed``."""
-    rng = np.random.default_rng(seed)
-    G, H = rng.standard_normal((2, d, d)) / np.sqrt(d)
-    return np.eye(d), np.eye(d) + sigma * G, np.eye(d) + sigma * H
 
 
 def merged_fraction(model, x0, t):

@@ -33,7 +33,7 @@ MODELS = ("SA", "USA")
 DEFAULTS = dict(geometry="circle", model="SA", beta=4.0, repulsive=False, n=None, T=None, outputs=None, seeds=None,
                 seed=0, cells=None, level=None, mesh=None, base=None, finest=None, bulk=None, flux="upwind2",
                 sampling="stratified", amplitude=0.6, degree=3, out="meanfield-report", quiet=False, causal=False,
-                slices=None, bins=None)
+                slices=None, bins=None, model_file=None, attention="identity", sigma=0.3)
 # on S^2 each exact W_p (n tokens × thousands of cells, network simplex) costs seconds: fewer of them.
 # The density on adaptive cells by default (meanfield.compare.ADAPTIVE; docs/comparison.md): only the
 # settings of the chosen --mesh are filled in (level for uniform; base, finest, bulk for adaptive)
@@ -62,6 +62,13 @@ def _parser():
     add("--model", choices=MODELS, help="softmax (SA) or unnormalised (USA) attention (default SA)")
     add("--beta", type=float, help="inverse temperature β >= 0 (default 4)")
     add("--repulsive", action="store_true", default=None, help="V = -I instead of V = I")
+    add("--model-file", metavar="FILE.toml",
+        help="the model from a TOML file: kind = \"SA\" or \"USA\", beta, and Q, K, V as nested lists (read as "
+             "data; it replaces --model, --beta, --repulsive and --attention)")
+    add("--attention", choices=("identity", "random"),      # meanfield.compare.models.ATTENTIONS
+        help="the weights: identity (Q = K = V = I, default) or random (Q = I, K = I + sigma G/sqrt(d), "
+             "V = I + sigma H/sqrt(d), G, H i.i.d. N(0, 1) from --seed: validation/phase_diagram_random.py's family)")
+    add("--sigma", type=float, help="with --attention random: the size sigma >= 0 of the perturbation (default 0.3)")
     add("--n", type=int, help="tokens per draw (default 2000 on the circle, 1000 on the sphere)")
     add("--T", type=float, help="final time > 0 (default 20)")
     add("--outputs", type=int, help="number of output times in [0, T], >= 2 (default 41 on the circle, 6 on the "
@@ -102,6 +109,11 @@ def _check_option_values(opts):
     gives typed values, so "sa", "false" or 2.9 are refused rather than read as something else."""
     as_choice(opts["geometry"], "geometry", tuple(GEOMETRIES))
     as_choice(opts["model"], "model", MODELS)
+    as_choice(opts["attention"], "attention", ("identity", "random"))
+    if float(opts["sigma"]) < 0:
+        raise ValueError(f"sigma must be >= 0; got {opts['sigma']}")
+    if opts["model_file"] is not None and not isinstance(opts["model_file"], str):
+        raise TypeError(f"model_file must be a file name; got {opts['model_file']!r}")
     as_choice(opts["sampling"], "sampling", SAMPLINGS)
     as_choice(opts["flux"], "flux", FLUXES)
     if opts["sampling"] == "quantile" and opts["geometry"] != "circle":
@@ -273,8 +285,10 @@ def _cells(opts):
 
 
 def _model(opts):
-    from ..models import SA, USA
-    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"], V=-1.0 if opts["repulsive"] else None)
+    from ..compare.models import model_from_options
+    return model_from_options(opts["model"], opts["beta"], GEOMETRIES[opts["geometry"]], repulsive=opts["repulsive"],
+                              model_file=opts["model_file"], attention=opts["attention"], sigma=opts["sigma"],
+                              seed=opts["seed"])
 
 
 def run(opts):
@@ -366,6 +380,8 @@ def main(argv=None):
                   f"W_p by {'/'.join(info['transport_methods'])}")
         print(comparison.table())
         print(comparison.explanation())
+        if "energy" in info:
+            print(f"energy shown: {info['energy']}")
     print(comparison.final_line())
     if not opts["quiet"]:
         print(f"wrote {len(paths)} files to {os.path.join(opts['out'], '')} in {time.perf_counter() - clock:.1f} s")

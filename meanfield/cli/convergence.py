@@ -35,6 +35,15 @@ def _parser():
     add = p.add_argument
     add("--geometry", choices=tuple(GEOMETRIES), default="circle", help="S^1 or S^2 (default circle)")
     add("--model", choices=MODELS, default="SA", help="softmax (SA) or unnormalised (USA) attention (default SA)")
+    add("--model-file", metavar="FILE.toml",
+        help="the model from a TOML file: kind = \"SA\" or \"USA\", beta, and Q, K, V as nested lists (read as "
+             "data; it replaces --model, --beta, --repulsive and --attention)")
+    add("--attention", choices=("identity", "random"),      # meanfield.compare.models.ATTENTIONS
+        default="identity",
+        help="the weights: identity (Q = K = V = I, default) or random (Q = I, K = I + sigma G/sqrt(d), "
+             "V = I + sigma H/sqrt(d), G, H i.i.d. N(0, 1) from --seed: validation/phase_diagram_random.py's family)")
+    add("--sigma", type=float, default=0.3,
+        help="with --attention random: the size sigma >= 0 of the perturbation (default 0.3)")
     add("--beta", type=float, help="inverse temperature β >= 0 (default 4 on the circle, 3 on the sphere)")
     add("--T", type=float, help="final time > 0 (default 20 on the circle, 10 on the sphere)")
     add("--times", type=int, default=3,
@@ -110,6 +119,9 @@ def options(argv):
 
 def _check(opts):
     as_beta(opts["beta"], "beta")
+    if opts["sigma"] < 0:
+        raise ValueError(f"sigma must be >= 0; got {opts['sigma']}")
+    _model(opts)                                          # a bad model file is refused here
     as_positive(opts["T"], "T")
     if not 1 <= as_count(opts["times"], "times") <= MAX_TIMES:
         raise ValueError(f"times must be between 1 and {MAX_TIMES}; got {opts['times']}")
@@ -157,8 +169,10 @@ def _check_causal(opts):
 
 
 def _model(opts):
-    from ..models import SA, USA
-    return (SA if opts["model"] == "SA" else USA)(beta=opts["beta"])
+    from ..compare.models import model_from_options
+    return model_from_options(opts["model"], opts["beta"], GEOMETRIES[opts["geometry"]],
+                              model_file=opts["model_file"], attention=opts["attention"], sigma=opts["sigma"],
+                              seed=opts["seed"])
 
 
 def main(argv=None):

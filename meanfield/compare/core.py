@@ -51,7 +51,7 @@ import numpy as np
 from ..budget import check_memory
 from ..checks import as_choice, as_count, as_flag, as_seed, as_time_grid
 from ..clusters import density_clusters, particle_clusters
-from ..energy import energy
+from .models import energy_note, particle_energy
 from ..geometry import GEOMETRIES
 from ..models import as_model
 from ..sampling import METHODS, RANDOMISED
@@ -220,7 +220,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
                            energy=False, weights=weights)
     ws = [None] * seeds if weights is None else weights
-    part.energy = np.array([[energy(xs, model.beta, weights=w, summation=summation) for xs, w in zip(xk, ws)]
+    part.energy = np.array([[particle_energy(model, xs, w, summation) for xs, w in zip(xk, ws)]
                             for xk in part.x])
     clock.lap("particles")
     coarse, coarse_cells = None, None
@@ -249,7 +249,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     clock.lap("transport")
     cells_used = grid_info(density, d, coarse_cells)
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
-                sampling=sampling, **instability(model, d, n),
+                sampling=sampling, **instability(model, d, n), energy=energy_note(model, d),
                 flux=density.info.get("flux", flux), grid=cells_used, particle_method=method,
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
                 transport_methods=sorted(methods), transport_exact="sliced" not in methods,
