@@ -127,7 +127,7 @@ def potential_signs(model: SA | USA | MultiHead, d: int) -> tuple[list[int] | No
         return None, "the feed-forward term is not the gradient of a potential"
     signs = []
     for head in _heads(model):
-        sign, reason = general_field._gradient_sign(head, d)
+        sign, reason = general_field.gradient_sign(head, d)
         if sign == 0:
             return None, reason.replace("not a gradient flow", "no potential")
         signs.append(sign)
@@ -161,7 +161,7 @@ def energy_direction(model: SA | USA | MultiHead, d: int) -> tuple[float, str]:
     if model.is_isotropic:
         sign = getattr(model, "sign", 1.0)
         return sign, f"isotropic: V = {'-' if sign < 0 else ''}I"
-    return general_field._gradient_sign(model, d)
+    return general_field.gradient_sign(model, d)
 
 
 class CellField:

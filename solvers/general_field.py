@@ -74,8 +74,8 @@ from meanfield.models import SA, USA, MultiHead, as_model
 from . import particles
 from .kernels import harmonics, spectral
 
-__all__ = ["GeneralField", "attention_field", "uniform_field", "energy", "kernel_weights", "degree", "basis",
-           "SUMMATIONS"]
+__all__ = ["GeneralField", "attention_field", "uniform_field", "energy", "gradient_sign", "kernel_weights", "degree",
+           "basis", "SUMMATIONS"]
 
 SUMMATIONS = ("auto", "direct", "expansion")
 RTOL = spectral.RTOL
@@ -762,7 +762,7 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
     y = _points(points, "points")
     m = as_float_array(masses, "masses")
     heads = _heads(model)
-    sign, reason = _gradient_sign(model, y.shape[1])
+    sign, reason = gradient_sign(model, y.shape[1])
     if sign == 0:
         return float("nan"), reason
     field = GeneralField(model, y, y, summation)
@@ -786,8 +786,41 @@ def _log_double_sum(field, h, m):
     return float(logsumexp(log_phi, b=m))
 
 
-def _gradient_sign(model, d):
-    """(+1, -1 or 0, reason): whether V = ±A with A symmetric for every head (USA heads only for several)."""
+def gradient_sign(model, d: int) -> tuple[int, str]:
+    r"""Whether the flow of ``model`` on S^{d-1} is a gradient flow of E_V, and in which direction.
+
+    With A = Q^T K symmetric and V = ±A for every head (USA heads only when there are several), the
+    field is ± the gradient of
+
+    .. math::
+
+        E_V[\mu] = \frac{1}{2\beta} \iint e^{\beta \langle V x, y\rangle}\, d\mu(x)\, d\mu(y)
+
+    (Wasserstein for USA, the 1/Z-weighted metric for SA), so E_V is non-decreasing (+1) or
+    non-increasing (-1) along it; otherwise (0) there is no such energy.
+
+    Parameters
+    ----------
+    model : SA, USA or MultiHead
+        The model.
+    d : int
+        The dimension of the points.
+
+    Returns
+    -------
+    sign : int
+        +1, -1 or 0.
+    reason : str
+        Why, in words (reported as ``info["energy_reason"]``).
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers.general_field import gradient_sign
+    >>> A = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> gradient_sign(mf.USA(1.0, Q=A, V=A), 2)[0], gradient_sign(mf.SA(1.0, V=np.diag([1.0, 3.0])), 2)[0]
+    (1, 0)
+    """
     heads = _heads(model)
     if getattr(model, "feedforward", None) is not None:
         return 0, "not a gradient flow: the feed-forward term has no interaction energy"

@@ -11,13 +11,19 @@ r"""The attention models a comparison takes: the named families, model files, an
 from __future__ import annotations
 
 import os
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:      # Python 3.10: the same parser, as the package tomli
+    import tomli as tomllib
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from ..energy import energy
 from ..models import SA, USA, as_model
+from ..solvers import general_field
+from ..solvers.full_model import energy_direction, isotropic_equivalent
 
 __all__ = ["random_weights", "load_model_file", "model_from_options", "particle_energy", "energy_note",
            "ATTENTIONS"]
@@ -195,8 +201,6 @@ def particle_energy(model: SA | USA, x: ArrayLike, weights: ArrayLike | None = N
     >>> bool(np.isclose(particle_energy(mf.SA(1.0, Q=2.0), x), np.exp(2.0) / 4))
     True
     """
-    from meanfield.solvers import general_field
-    from meanfield.solvers.full_model import isotropic_equivalent
     model = as_model(model)
     x = np.asarray(x, dtype=float)
     reduced = isotropic_equivalent(model, x.shape[1])
@@ -227,7 +231,6 @@ def energy_note(model: SA | USA, d: int) -> str:
     >>> energy_note(mf.SA(2.0, V=np.diag([1.0, 2.0])), 2)
     'none (NaN): not a gradient flow: V is neither Q^T K nor -Q^T K'
     """
-    from meanfield.solvers.full_model import energy_direction, isotropic_equivalent
     model = as_model(model)
     reduced = isotropic_equivalent(model, d)
     if reduced is not None:
