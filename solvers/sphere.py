@@ -843,8 +843,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         None (default): steps controlled by the actual face speeds (``stepping.integrate`` with
         ``positivity=True``), each ``cfl`` times the largest step for which every cell keeps ρ >= 0
         given the mass that leaves it, at most ``step_cap(model, mesh, flux)``, every SSP stage
-        checked.  A number: that fixed step, at most ``max_step`` (larger values are refused); only
-        with a fixed ``mesh``.
+        checked.  A number: that fixed step, at most ``max_step`` (larger values are refused); on
+        adaptive cells (``mesh=None``) steps of at most dt and at most each mesh's bound.
     max_dt : float, optional
         Largest controlled step (default ``step_cap(model, mesh, flux)``; fixed mesh only).
     cfl : float
@@ -901,14 +901,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     True
     """
     if mesh is None:        # the default: adaptive cells (``adaptive``, the module beside this one)
-        if dt is not None:
-            raise ValueError("a fixed dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None "
-                             "solves on adaptive cells, whose steps are controlled)")
         if max_dt is not None:
             raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
                              "adaptive cells)")
         from . import adaptive
-        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, summation=summation, energy=energy,
+        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation, energy=energy,
                               progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                               resume=resume, cfl=cfl, diffusion=diffusion, budget=budget)
     model = _check_model(model)
