@@ -72,7 +72,7 @@ import scipy.fft
 import scipy.sparse
 from numba import njit, prange
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_choice, as_count, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
@@ -452,8 +452,9 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
         As in the circle solver: the state saved every ``checkpoint_every`` steps, a resumed run
         equal bit for bit to an uninterrupted one.
     budget : float or None
-        Seconds (default one hour; None: no limit): a run whose step count times the measured cost
-        of a step exceeds it is refused before it starts (``meanfield.budget``).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -480,9 +481,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)
-    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
-                           resume=resume, progress=progress)
+    rhos, info = integrate(lambda r: op(r)[0], rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
+                           resume=resume, progress=progress, context=what, budget=budget)
     info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
     return CausalDensitySolution(t=t_eval, s=slice_positions(slices), theta=cell_angles(cells), rho=rhos,
                                  mass=rhos.sum(axis=2) * (2 * np.pi / cells), model=model, info=info)

@@ -72,7 +72,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
@@ -867,9 +867,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
         particles with noise σ = √(2D)); the step bounds include it.
     budget : float or None
-        Seconds (default one hour; None: no limit).  With a fixed ``dt`` a run whose step count
-        times the measured cost of a step exceeds it is refused before it starts; controlled runs
-        stop with a RuntimeError when they reach it (resume from the checkpoint).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -886,11 +886,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     ------
     ValueError
         For a non-isotropic model, a bad density, times, flux or summation, a ``dt`` above
-        ``max_step`` or with ``mesh=None``, or a fixed-step run that does not fit in ``budget``.
+        ``max_step``, ``max_dt`` with ``mesh=None``, or a fixed-step run that does not fit in ``budget``.
     TypeError
         When ``mesh`` is not a Mesh.
     RuntimeError
-        When a controlled run reaches its ``budget``.
+        When a run passes its ``budget``.
 
     Examples
     --------
@@ -930,11 +930,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     rhs = stage if controlled else (lambda r: stage(r)[0])
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what)
     if controlled:
         cap = step_cap(model, mesh, flux) if max_dt is None else as_positive(max_dt, "max_dt")
     rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=cap if controlled else dt, checkpoint=ckpt,
-                           resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+                           resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what,
+                           budget=budget)
     en = np.array([stage.energy(r) for r in rhos]) if energy else None
     fields = sorted({f"{field_method(mesh, head.beta)} (L = {spectral.degree(head.beta, 3)})"
                      for head in _heads(model)})

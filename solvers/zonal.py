@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.measures import sphere_area
 from meanfield.models import SA, USA
@@ -736,7 +736,9 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         As for ``circle.solve``: periodic checkpoints that a rerun with ``resume=True`` continues
         bit for bit.
     budget : float or None
-        The work budget in seconds (None: no limit).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -775,13 +777,12 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=dt is None, cfl=cfl, context=what)
+                             progress=progress, positivity=dt is None, cfl=cfl, context=what, budget=budget)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)
