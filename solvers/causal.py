@@ -78,6 +78,7 @@ from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles
+from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
 from .stepping import Checkpoint, integrate, positivity_step
@@ -422,7 +423,8 @@ def _initial_density(rho0, slices, cells):
 
 def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, slices: int = 64, cells: int = 256,
           flux: str = "upwind2", scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
-          progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          summation: str = "auto", diffusion: float = 0.0, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
@@ -446,6 +448,11 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
         The time scheme (``stepping.integrate``), default "ssprk3", fixed steps.
     dt : float, optional
         The step, at most and by default ``max_step(model, cells)``.
+    summation : {"auto"}
+        The prefix fields are exact cumulative FFT sums; there is no other summation to choose.
+    diffusion : float
+        Only 0 (the default): this solver has no diffusion term, and D > 0 is refused
+        (``circle.solve`` and ``sphere.solve`` take one).
     progress : bool or None
         A progress bar (None: after a few seconds on a terminal).
     checkpoint, checkpoint_every, resume
@@ -470,6 +477,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     """
     model = _causal_model(model)
     t_eval = as_time_grid(t_eval)
+    as_choice(summation, "summation", ("auto",))
+    no_diffusion(diffusion, "causal.solve")
     rho = _initial_density(rho0, slices, cells)
     slices, cells = rho.shape
     bound = max_step(model, cells)

@@ -69,6 +69,7 @@ from . import stepping
 from .kernels import gegenbauer
 from .circle import CFL, isotropic_model
 from .kernels.circle import FLUX_CODES, flux_pass
+from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
@@ -682,7 +683,8 @@ def energy(masses, beta, d):
 
 def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, *, cells: int | None = None,
           flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
-          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", energy: bool = True,
+          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", diffusion: float = 0.0,
+          energy: bool = True,
           progress: bool | None = None, checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> ZonalSolution:
@@ -727,6 +729,9 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     summation : {"auto", "fast", "direct"}
         The truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
         reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).
+    diffusion : float
+        Only 0 (the default): this solver has no diffusion term, and D > 0 is refused
+        (``circle.solve`` and ``sphere.solve`` take one).
     energy : bool
         Compute the discrete E_β at the output times (else ``.energy`` is None).
     progress : bool or None
@@ -766,6 +771,7 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     d = as_count(d, "d", minimum=2)
     model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
+    no_diffusion(diffusion, "zonal.solve")
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
     op = ZonalOperator(model, d, cells, flux, summation)

@@ -582,8 +582,8 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
 
 
 def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
-            cells: int | None = None, level: int | None = None, mesh: str | None = None, base: int | None = None,
-            finest: int | None = None, bulk: int | None = None, flux: str = FLUX, method: str | None = None,
+            cells: int | None = None, level: int | None = None, grid: str | None = None, base: int | None = None,
+            finest: int | None = None, bulk: int | None = None, flux: str = FLUX, scheme: str | type | None = None,
             dt: float | None = None, summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
             progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True,
             causal: bool = False, slices: int = 64, bins: int = 8):
@@ -619,23 +619,24 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     cells : int
         Cells of the grid on the circle (default 512; 256 in θ with ``causal``).
     level : int, optional
-        ``icosphere(level)`` on the sphere (mesh="uniform"; default 4). Given alone it selects
-        mesh="uniform".
-    mesh : {"adaptive", "uniform"}, optional
-        The density's cells on the sphere (``sphere_cells``): "adaptive" (the default unless ``level``
+        ``icosphere(level)`` on the sphere (grid="uniform"; default 4). Given alone it selects
+        grid="uniform".
+    grid : {"adaptive", "uniform"}, optional
+        The kind of the density's cells on the sphere (``sphere_cells``; not ``mesh=``, which is a ``Mesh``
+        object in ``sphere.solve``): "adaptive" (the default unless ``level``
         is given) solves with ``meanfield.solvers.adaptive`` on cells that follow the clusters,
         "uniform" with ``meanfield.solvers.sphere`` on ``icosphere(level)``. The SA β = 4, T = 20
         comparison of ``meanfield compare --geometry sphere`` ends at W_1 = 0.0075 against 0.036 on
         icosphere(4), in about the same time (docs/comparison.md).
     base, finest, bulk : int, optional
-        Adaptive cells (mesh="adaptive"): level ``base`` where the density is thin, ``finest`` in the
+        Adaptive cells (grid="adaptive"): level ``base`` where the density is thin, ``finest`` in the
         clusters, at least ``bulk`` wherever the density is at least a tenth of its mean (defaults
         ``ADAPTIVE``: 3, 8, 4; ``bulk`` clipped to [base, finest]; ``adaptive.solve``).
     flux : str
         The flux (default ``FLUX`` = "upwind2", the solvers' own default).
-    method : str, optional
-        The particle integrator (``meanfield.solvers.particles.solve``); None: "rk4" on S^1,
-        "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
+    scheme : str or Scheme class, optional
+        The particles' time scheme (``scheme=`` of ``meanfield.solvers.particles.solve``); None: "rk4"
+        on S^1, "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
         of RK4's 1600 at its default step, and lands 5× closer to an RK4 run at a quarter of that step,
         1.2e-7 against 6.2e-7).
     dt : float, optional
@@ -695,13 +696,13 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     ('adaptive', 2, 'adaptive base 0, finest 1, bulk 1')
     """
     if as_flag(causal, "causal"):
-        given = [name for name, value in (("level", level), ("mesh", mesh), ("base", base), ("finest", finest),
+        given = [name for name, value in (("level", level), ("grid", grid), ("base", base), ("finest", finest),
                                           ("bulk", bulk)) if value is not None]
         if given:
             raise ValueError(f"causal=True solves the causal PDE on [0, 1] × S^1 (cells and slices): "
                              f"{', '.join(given)} set the cells on S^2 and do not apply")
         return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
-                               method=method, dt=dt, summation=summation, seed=seed, density=density,
+                               scheme=scheme, dt=dt, summation=summation, seed=seed, density=density,
                                progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
                                bins=bins)
     if getattr(model, "causal", False):
@@ -715,7 +716,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     seed = as_seed(seed)
     spec = None
     if density is None:
-        spec = check_density_settings(geometry, model, cells, level, flux, mesh=mesh, base=base, finest=finest,
+        spec = check_density_settings(geometry, model, cells, level, flux, mesh=grid, base=base, finest=finest,
                                       bulk=bulk)
     as_choice(sampling, "sampling", METHODS)
     if sampling == "quantile" and d != 2:
@@ -727,9 +728,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     clock = _Clock(timings, cpu)
     x0, weights = initial_tokens(rho0, n, d, sampling, seed, seeds)
     from meanfield.solvers import particles
-    if method is None:
-        method = "dopri5" if geometry == "sphere" and dt is None else "rk4"
-    part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
+    if scheme is None:
+        scheme = "dopri5" if geometry == "sphere" and dt is None else "rk4"
+    part = particles.solve(model, x0, t_eval, scheme=scheme, dt=dt, summation=summation, progress=progress,
                            energy=False, weights=weights)
     ws = [None] * seeds if weights is None else weights
     part.energy = np.array([[energy(xs, model.beta, weights=w, summation=summation) for xs, w in zip(xk, ws)]
@@ -773,10 +774,10 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
                      *drop_negligible(*coarse.measure(k), tol=NEGLIGIBLE), p=2,
                      method=series_method(transport, d, most * _most_cells(coarse))) for k in range(m)])
     clock.lap("transport")
-    grid = _grid_info(density, d, coarse_cells)
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
                 sampling=sampling, **instability(model, d, n),
-                flux=density.info.get("flux", flux), grid=grid, particle_method=method,
+                flux=density.info.get("flux", flux), grid=_grid_info(density, d, coarse_cells),
+                particle_method=part.info.get("method"),
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
                 transport_methods=sorted(methods), transport_exact="sliced" not in methods,
                 rho0=getattr(rho0, "spec", None), timings={k: round(v, 3) for k, v in timings.items()},
@@ -869,7 +870,7 @@ class _Clock:
         self.start = now
 
 
-def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
+def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, scheme, **options):
     """``compare(..., causal=True)``: the geometry and flux checked, then ``compare.causal.compare_causal``."""
     from meanfield.solvers import circle
 
@@ -879,7 +880,7 @@ def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, met
     if as_choice(flux, "flux", circle.FLUXES) != FLUX:
         raise ValueError(f"the causal PDE solver has one flux, {FLUX!r}; got flux={flux!r}")
     return compare_causal(model, rho0, t_eval, n, seeds, cells=CELLS if cells is None else cells,
-                          method="rk4" if method is None else method, **options)
+                          scheme="rk4" if scheme is None else scheme, **options)
 
 
 def initial_tokens(rho0, n, d, sampling, seed, seeds):

@@ -338,7 +338,7 @@ def observed_order(h, err):
 
 
 def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="stratified", seed=0, flux="upwind",
-          transport="auto", progress=False, reference=None):
+          transport="auto", progress=None, reference=None):
     r"""W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids``, at the times t_eval.
 
     .. math::
@@ -369,8 +369,8 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
         Flux of the finite-volume solver.
     transport : str
         The ``wasserstein`` method.
-    progress : bool
-        Progress bars.
+    progress : bool or None
+        Progress reports (None: after a few seconds, as the solvers).
     reference : int, optional
         n_ref > 0 (the circle only; ``meanfield convergence`` passes ``reference_size(None, ...)`` =
         max(ns)/2 by default): the refined references of n_ref/2 and n_ref quantile atoms (module

@@ -72,7 +72,7 @@ def _as_power(p):
     return float(p)
 
 
-def geodesic_cost(x: np.ndarray, y: np.ndarray, p: float = 1.0) -> np.ndarray:
+def geodesic_cost(x: np.ndarray, y: np.ndarray, p: float = 2.0) -> np.ndarray:
     r"""The matrix of great-circle distances raised to the power p.
 
     .. math::
