@@ -255,7 +255,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         ``every`` steps (so a run whose mesh does not change is ``sphere.solve(mesh=..., dt=dt)`` on
         that mesh).
     base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
-        refines nothing).
+        refines nothing).  ``meanfield.compare`` has its own preset, ``compare.ADAPTIVE`` (3, 8,
+        bulk 4), one level coarser so that ``meanfield compare --geometry sphere`` runs in about 30 s.
     threshold : θ, the most mass a cell may hold, in units of a base-level cell at the mean
         density (module docstring).
     buffer : cells of each level around the finer region.
