@@ -57,6 +57,10 @@ def no_diffusion(diffusion: float, solver: str) -> None:
     solver : str
         The solver, named in the error.
 
+    Returns
+    -------
+    None
+
     Raises
     ------
     ValueError

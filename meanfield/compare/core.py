@@ -524,7 +524,7 @@ def density_solver(geometry, model, rho0, t_eval, *, cells=512, level=None, mesh
                           progress=progress)
 
 
-def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, mesh=None, base=None, finest=None,
+def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, grid=None, base=None, finest=None,
                            bulk=None):
     """Refuse, before any computation, what the density solver would refuse after the particle
     solve: the model, the grid (cells; on the sphere the cells of ``sphere_cells``: an icosphere
@@ -538,11 +538,11 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     cells : int
         Cells of the circle grid (geometry="circle").
     level : int, optional
-        Icosphere level (geometry="sphere"; implies mesh="uniform").
+        Icosphere level (geometry="sphere"; implies grid="uniform").
     flux : str
         One of ``circle.FLUXES`` or ``sphere.FLUXES``.
-    mesh, base, finest, bulk : optional
-        The cells on the sphere (``sphere_cells``).
+    grid, base, finest, bulk : optional
+        The cells on the sphere (``sphere_cells``; ``grid`` is its ``mesh``, as ``compare``'s).
 
     Returns
     -------
@@ -552,7 +552,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     Raises
     ------
     ValueError or TypeError
-        Naming the offending argument (also ``mesh``, ``base``, ``finest`` or ``bulk`` on the circle).
+        Naming the offending argument (also ``grid``, ``base``, ``finest`` or ``bulk`` on the circle).
 
     Examples
     --------
@@ -565,7 +565,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     """
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     if geometry == "circle":
-        given = [name for name, value in (("mesh", mesh), ("base", base), ("finest", finest), ("bulk", bulk))
+        given = [name for name, value in (("grid", grid), ("base", base), ("finest", finest), ("bulk", bulk))
                  if value is not None]
         if given:
             raise ValueError(f"{'/'.join(given)} set the density's cells on the sphere; on the circle use cells")
@@ -575,7 +575,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
         return None
     from meanfield.solvers import sphere
     as_choice(flux, "flux", sphere.FLUXES)
-    spec = sphere_cells(mesh, level, base, finest, bulk)
+    spec = sphere_cells(grid, level, base, finest, bulk)
     # the model's checks; adaptive cells: on icosphere(0), as adaptive.solve does (base may be fine)
     sphere.max_step(model, sphere.icosphere(spec["level"] if spec["mesh"] == "uniform" else 0), flux)
     return spec
@@ -716,7 +716,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     seed = as_seed(seed)
     spec = None
     if density is None:
-        spec = check_density_settings(geometry, model, cells, level, flux, mesh=grid, base=base, finest=finest,
+        spec = check_density_settings(geometry, model, cells, level, flux, grid=grid, base=base, finest=finest,
                                       bulk=bulk)
     as_choice(sampling, "sampling", METHODS)
     if sampling == "quantile" and d != 2:
