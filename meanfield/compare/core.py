@@ -822,7 +822,7 @@ def check_same_problem(density: object, model: object, rho0: object, tol: float 
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.compare import check_same_problem
+    >>> from meanfield.compare.core import check_same_problem
     >>> from meanfield.solvers import circle
     >>> rho0 = mf.perturbed_uniform(2, seed=0)
     >>> sol = circle.solve(mf.SA(2.0), rho0, [0.0, 0.5], cells=64)
