@@ -87,8 +87,9 @@ def test_no_diffusion_and_no_summation_choice_are_refused_by_name():
 # the analysis functions that run solvers: the keywords they share with the solvers keep one meaning
 # and default (progress, seed, transport, sampling); the time scheme of their particles is scheme=
 ANALYSES = {"compare": "meanfield.compare:compare", "compare_causal": "meanfield.compare.causal:compare_causal",
-            "study": "meanfield.convergence:study", "causal_study": "meanfield.convergence.causal:causal_study"}
-SHARED = {"progress": None, "transport": "auto", "sampling": "stratified", "seed": 0}
+            "study": "meanfield.convergence:study", "causal_study": "meanfield.convergence.causal:causal_study",
+            "zonal_compare": "meanfield.compare.zonal:compare"}
+SHARED = {"progress": None, "transport": "auto", "seed": 0}
 
 
 def _analysis(name):
@@ -100,7 +101,7 @@ def _analysis(name):
 @pytest.mark.parametrize("name", sorted(ANALYSES))
 def test_compare_and_convergence_share_their_keywords(name):
     params = inspect.signature(_analysis(name)).parameters
-    assert [p for p in params][:3] == ["model", "rho0", "t_eval"]
+    assert [p for p in params][:3] == ["model", "f0" if name == "zonal_compare" else "rho0", "t_eval"]
     for key, default in SHARED.items():
         if key in params:
             assert params[key].default == default, f"{name}: {key}={params[key].default!r}, not {default!r}"
@@ -119,8 +120,9 @@ def test_sampling_defaults_per_family():
     assert inspect.signature(discretise).parameters["method"].default == "iid"
     assert inspect.signature(sample).parameters["method"].default == "iid"
     assert inspect.signature(DensitySolution.sample).parameters["method"].default == "stratified"
-    for name in ANALYSES:
-        assert inspect.signature(_analysis(name)).parameters["sampling"].default == "stratified", name
+    for name in ANALYSES:      # the zonal comparison offers no stratified draw: its deterministic one
+        expected = "quantile" if name == "zonal_compare" else "stratified"
+        assert inspect.signature(_analysis(name)).parameters["sampling"].default == expected, name
 
 
 def test_p_defaults_to_two():
@@ -128,6 +130,11 @@ def test_p_defaults_to_two():
     from meanfield.transport.sphere import geodesic_cost
     assert inspect.signature(wasserstein).parameters["p"].default == 2
     assert inspect.signature(geodesic_cost).parameters["p"].default == 2
+    from meanfield.compare.zonal import polar_wasserstein
+    from meanfield.convergence.core import ConvergenceStudy
+    for function in (polar_wasserstein, ConvergenceStudy.orders, ConvergenceStudy.at_floor,
+                     ConvergenceStudy.reference_at_floor):
+        assert inspect.signature(function).parameters["p"].default == 2, function.__qualname__
 
 
 def test_circle_results_give_points_and_theta():
