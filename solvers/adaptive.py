@@ -252,8 +252,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     scheme : the time scheme (``stepping.integrate``), default "ssprk3", positivity-controlled.
     dt : None (default): positivity-controlled steps; a number: fixed steps of at most dt, and at most
         the current mesh's positivity bound ``SphereOperator.step_bound()``, the criterion checked every
-        ``every`` steps (so a run whose mesh does not change is ``sphere.solve(mesh=..., dt=dt)`` on
-        that mesh).
+        ``every`` steps (with ``finest == base``: ``sphere.solve(mesh=icosphere(base), dt=dt)``, step
+        for step).
     base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
         refines nothing).  ``meanfield.compare`` has its own preset, ``compare.ADAPTIVE`` (3, 8,
         bulk 4), one level coarser so that ``meanfield compare --geometry sphere`` runs in about 30 s.

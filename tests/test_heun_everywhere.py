@@ -73,3 +73,11 @@ def test_the_result_records_the_scheme_of_this_file():
     sol = circle.solve(mf.SA(1.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 0.1], cells=32, scheme=Heun(), energy=False,
                        progress=False)
     assert sol.info["method"] == "heun" and sol.rho.min() >= 0 and abs(sol.mass[-1] - 1) < 1e-13
+
+
+def test_a_fixed_step_on_unrefined_adaptive_cells_is_the_fixed_mesh_solve():
+    """adaptive.solve(dt=) with finest == base takes sphere.solve's fixed steps on icosphere(base), bit for bit."""
+    rho0 = perturbed_uniform(3, degree=2, amplitude=0.2)
+    a = adaptive.solve(mf.SA(2.0), rho0, [0.0, 0.1, 0.2], base=2, finest=2, scheme=Heun, dt=0.01, progress=False)
+    s = sphere.solve(mf.SA(2.0), rho0, [0.0, 0.1, 0.2], mesh=sphere.icosphere(2), scheme=Heun, dt=0.01, progress=False)
+    assert np.array_equal(a.rho, s.rho) and a.info["nsteps"] == s.info["nsteps"] == 20 and a.info["dt"] == 0.01
