@@ -2,8 +2,9 @@
 
 The estimate is the number of units of work (time steps, Newton starts) times the measured cost
 of one unit (the minimum of two timed calls, so that a first call's compilation does not count).
-Runs whose work cannot be counted up front (adaptive steps) are stopped when they reach the
-budget instead (``deadline``), with a message that says how to resume from a checkpoint.
+Runs whose work cannot be counted up front (controlled or adaptive steps) are stopped when they pass
+the budget instead (``over_budget``: ``stepping.integrate`` saves the run's checkpoint first), with a
+message that says how to resume from it.
 ``budget=None`` lifts the limit.
 """
 import time
@@ -14,8 +15,8 @@ from numpy.typing import ArrayLike
 
 from .checks import as_positive, available_bytes
 
-__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "deadline", "over_budget", "step_count",
-           "check_fixed_steps", "ssprk3_within_budget"]
+__all__ = ["BUDGET", "as_budget", "seconds_per_call", "check_work", "over_budget", "step_count",
+           "check_fixed_steps"]
 
 BUDGET = 3600.0     # seconds: the default budget of the solvers and of landscape.critical_points
 MIN_STEPS = 1000    # fixed-step runs of at most this many steps are not timed (they cost nothing extra)
@@ -137,48 +138,6 @@ def check_work(budget: float | None, count: float, seconds_each: float, what: st
         raise ValueError(f"{what} would take about {_duration(estimate)} ({count:.3g} {unit} at {seconds_each:.2g} s "
                          f"each, measured), more than budget = {budget:g} s; pass budget=None (or a larger budget) "
                          f"to run it anyway{hint}")
-
-
-def deadline(f: Callable, budget: float | None, what: str) -> Callable:
-    r"""``f`` guarded by a deadline: calls raise RuntimeError once ``budget`` seconds have passed since
-    this call (None: ``f`` itself). The stop for runs whose work is not known up front.
-
-    .. math::
-
-        \text{now} > t_{\text{call}} + \text{budget} \implies \text{RuntimeError}.
-
-    Parameters
-    ----------
-    f : callable
-        Called as f(*args).
-    budget : float or None
-        Seconds.
-    what : str
-        The run, for the message.
-
-    Returns
-    -------
-    callable
-
-    Examples
-    --------
-    >>> from meanfield.budget import deadline
-    >>> square = deadline(lambda x: x * x, 60.0, "a run")
-    >>> square(3)
-    9
-    >>> deadline(abs, None, "a run") is abs
-    True
-    """
-    if budget is None:
-        return f
-    end = time.monotonic() + budget
-
-    def limited(*args):
-        if time.monotonic() > end:
-            raise RuntimeError(f"{what} ran past budget = {budget:g} s; rerun with resume=True on its checkpoint "
-                               f"(and a larger budget, or budget=None) to continue from where it was saved")
-        return f(*args)
-    return limited
 
 
 def over_budget(start: float, budget: float | None, what: str, t: float, checkpoint: str | None = None
@@ -304,63 +263,6 @@ def check_fixed_steps(budget: float | None, t_eval: ArrayLike, dt: float, call: 
     steps = step_count(t_eval, dt)
     if budget is not None and steps > MIN_STEPS:
         check_work(budget, steps, evaluations * seconds_per_call(call), what)
-
-
-def ssprk3_within_budget(rhs: Callable, budget: float | None, t_eval: ArrayLike, dt: float | None,
-                         y0: np.ndarray, what: str, cap: float | None = None) -> Callable:
-    r"""The right-hand side of an SSP-RK3 density solve held to ``budget``.
-
-    With steps controlled by the state (``dt`` None) the run stops once the budget has passed
-    (``deadline``), and is refused up front when even steps of the largest size ``cap`` would exceed
-    it (a lower bound on the steps it needs); with fixed steps of ``dt`` the run is refused up front
-    when three evaluations of ``rhs(y0)`` per step exceed it (``check_fixed_steps``):
-
-    .. math::
-
-        3\, \text{steps} \times \text{seconds}(\text{rhs}(y_0)) \le \text{budget}.
-
-    Parameters
-    ----------
-    rhs : callable
-        The right-hand side.
-    budget : float or None
-        Seconds allowed.
-    t_eval : array_like
-        Output times.
-    dt : float or None
-        Fixed step, or None for controlled steps.
-    y0 : numpy.ndarray
-        Initial state (to time rhs).
-    what : str
-        The run, for the messages.
-    cap : float, optional
-        The largest controlled step (``dt`` None).
-
-    Returns
-    -------
-    callable
-        rhs, or rhs guarded by a deadline.
-
-    Raises
-    ------
-    ValueError
-        If a fixed-step run would exceed the budget, or the budget is invalid.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meanfield.budget import ssprk3_within_budget
-    >>> rhs = lambda y: -y
-    >>> ssprk3_within_budget(rhs, 60.0, [0.0, 1.0], 0.1, np.ones(3), "a solve") is rhs
-    True
-    """
-    budget = as_budget(budget)
-    if dt is None:
-        if cap is not None:
-            check_fixed_steps(budget, t_eval, cap, lambda: rhs(y0), 3, what)
-        return deadline(rhs, budget, what)
-    check_fixed_steps(budget, t_eval, dt, lambda: rhs(y0), 3, what)
-    return rhs
 
 
 MAX_STEPS = 10 ** 7      # a run cut into more steps (or remeshing stretches) than this is refused up front

@@ -241,7 +241,8 @@ def _pinned(model, out, summation, t):
 
 
 def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *,
-          flux: str = sphere.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, base: int = DEFAULTS["base"],
+          flux: str = sphere.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          base: int = DEFAULTS["base"],
           finest: int = DEFAULTS["finest"], bulk: int | None = DEFAULTS["bulk"],
           threshold: float = DEFAULTS["threshold"], buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"],
           interval: float = DEFAULTS["interval"], max_cells: int = DEFAULTS["max_cells"], cfl: float = STEP_CFL,
@@ -260,8 +261,13 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     t_eval : increasing output times.
     flux : "upwind2" (default), "upwind", "muscl" or "tpfa" (``sphere``'s fluxes).
     scheme : the time scheme (``stepping.integrate``), default "ssprk3", positivity-controlled.
+    dt : None (default): positivity-controlled steps; a number: fixed steps of at most dt, and at most
+        the current mesh's positivity bound ``SphereOperator.step_bound()``, the criterion checked every
+        ``every`` steps (with ``finest == base``: ``sphere.solve(mesh=icosphere(base), dt=dt)``, step
+        for step).
     base, finest : the coarsest and the finest icosahedral level of the cells (L_0 ≤ L; L = L_0
-        refines nothing).
+        refines nothing).  ``meanfield.compare`` has its own preset, ``compare.ADAPTIVE`` (3, 8,
+        bulk 4), one level coarser so that ``meanfield compare --geometry sphere`` runs in about 30 s.
     threshold : θ, the most mass a cell may hold, in units of a base-level cell at the mean
         density (module docstring).
     buffer : cells of each level around the finer region.
@@ -313,6 +319,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     check_advance(t_eval, interval, "interval", "this adaptive solve", "remeshing stretches")
     threshold = as_positive(threshold, "threshold")
     cfl, diffusion, budget = as_positive(cfl, "cfl"), as_diffusion(diffusion), as_budget(budget)
+    dt = None if dt is None else as_positive(dt, "dt")
     if cfl > 1:
         raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
     settings = dict(base=base, finest=finest, buffer=buffer, max_cells=as_count(max_cells, "max_cells"), bulk=bulk)
@@ -320,6 +327,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
                 every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
+    if dt is not None:
+        meta["dt"] = dt
     meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
@@ -342,14 +351,21 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
     while k < t_eval.size:
-        if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
+        h = None if dt is None else min(dt, stage.step_bound())
+        if finest == base:              # nothing to refine: one integration, as sphere.solve
             horizon = float(t_eval[-1])
+        elif h is not None:
+            horizon = min(t + min(every * h, interval), float(t_eval[-1]))
         else:
             rate = stage(rho)[1]
             horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
-        states, info = integrate(stage, rho, stops, scheme=scheme, dt=sphere.step_cap(model, stage.mesh, flux),
-                                 positivity=True, cfl=cfl, progress=reporter)
+        if h is None:
+            states, info = integrate(stage, rho, stops, scheme=scheme, dt=sphere.step_cap(model, stage.mesh, flux),
+                                     positivity=True, cfl=cfl, progress=reporter)
+        else:
+            states, info = integrate(lambda r, op=stage: op(r)[0], rho, stops, scheme=scheme, dt=h, progress=reporter)
+            info.update(hmin=h, hmax=h)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
         counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -386,8 +402,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                                                     degree=stage.general.info["degree"],
                                                     tolerance=stage.general.info["tolerance"])
     return _solution(model, t_eval, out, flux, summation, energy, counters,
-                     dict(general, method=scheme_name(scheme), flux=flux, summation=summation, base=base, finest=finest,
-                          bulk=bulk, threshold=threshold,
+                     dict(general, method=scheme_name(scheme), flux=flux, dt=dt, summation=summation, base=base,
+                          finest=finest, bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
                           remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)

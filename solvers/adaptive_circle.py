@@ -73,6 +73,7 @@ from meanfield.models import SA, USA, MultiHead
 from . import circle
 from .full_model import CellField, energy_direction
 from .kernels import circle as kernels
+from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .meshes.dyadic import select, transfer, uniform_mesh, DyadicMesh
 from .results import DensitySolution
@@ -477,7 +478,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
           scheme: str | type | object = DENSITY_SCHEME, threshold: float = DEFAULTS["threshold"],
           watershed: float = DEFAULTS["watershed"], watershed_cells: int = DEFAULTS["watershed_cells"],
           buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"], interval: float = DEFAULTS["interval"],
-          max_cells: int = DEFAULTS["max_cells"], energy: bool = True, progress: bool | None = None,
+          max_cells: int = DEFAULTS["max_cells"], summation: str = "auto", diffusion: float = 0.0,
+          energy: bool = True, progress: bool | None = None,
           checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> DensitySolution:
     r"""Solve the continuity equation on S^1 on adaptive cells; return a DensitySolution whose
@@ -524,6 +526,12 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         The criterion is checked every ``every`` steps and at least every ``interval``.
     max_cells : int
         The most cells a mesh may have (θ is raised until it fits).
+    summation : {"auto"}
+        The field of the piecewise-constant density is an exact non-uniform Fourier sum; there is no
+        other summation to choose.
+    diffusion : float
+        Only 0 (the default): this solver has no diffusion term, and D > 0 is refused
+        (``circle.solve`` and ``sphere.solve`` take one).
     energy : bool
         Compute E_β at the outputs and across the remeshes.
     progress : bool or None
@@ -563,6 +571,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     """
     model = circle.density_model(model, 2, "adaptive circle", max_beta=MAX_BETA, limit=BESSEL)
     as_choice(flux, "flux", circle.FLUXES)
+    as_choice(summation, "summation", ("auto",))
+    no_diffusion(diffusion, "adaptive_circle.solve")
     t_eval = as_time_grid(t_eval)
     energy = as_flag(energy, "energy")
     cells = circle.check_cells(cells)

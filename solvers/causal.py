@@ -72,7 +72,7 @@ import scipy.fft
 import scipy.sparse
 from numba import njit, prange
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_choice, as_count, as_float_array, as_positive, as_time_grid
 from meanfield.budget import check_memory
 from meanfield.checks import unit_mass
@@ -81,6 +81,7 @@ from meanfield.models import SA, USA, as_model
 from meanfield.theory import speed_bound
 
 from .circle import cell_angles, density_model
+from .diffusion import no_diffusion
 from .full_model import CellField
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
@@ -437,7 +438,8 @@ def _initial_density(rho0, slices, cells):
 
 def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, slices: int = 64, cells: int = 256,
           flux: str = "upwind2", scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
-          progress: bool | None = None, checkpoint: str | PathLike | None = None,
+          summation: str = "auto", diffusion: float = 0.0, progress: bool | None = None,
+          checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
@@ -463,14 +465,20 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
         The time scheme (``stepping.integrate``), default "ssprk3", fixed steps.
     dt : float, optional
         The step, at most and by default ``max_step(model, cells)``.
+    summation : {"auto"}
+        The prefix fields are exact cumulative FFT sums; there is no other summation to choose.
+    diffusion : float
+        Only 0 (the default): this solver has no diffusion term, and D > 0 is refused
+        (``circle.solve`` and ``sphere.solve`` take one).
     progress : bool or None
         A progress bar (None: after a few seconds on a terminal).
     checkpoint, checkpoint_every, resume
         As in the circle solver: the state saved every ``checkpoint_every`` steps, a resumed run
         equal bit for bit to an uninterrupted one.
     budget : float or None
-        Seconds (default one hour; None: no limit): a run whose step count times the measured cost
-        of a step exceeds it is refused before it starts (``meanfield.budget``).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -489,6 +497,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     check_memory(8.0 * (t_eval.size + 12) * (np.size(rho0) if not callable(rho0) else
                                              as_count(slices, "slices") * as_count(cells, "cells")),
                  f"the causal solve on {slices} slices x {cells} cells to {t_eval.size} output times")
+    as_choice(summation, "summation", ("auto",))
+    no_diffusion(diffusion, "causal.solve")
     rho = _initial_density(rho0, slices, cells)
     slices, cells = rho.shape
     bound = max_step(model, cells)
@@ -501,9 +511,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(cells))
     what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(lambda r: op(r)[0], budget, t_eval, dt, rho, what)
-    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
-                           resume=resume, progress=progress)
+    rhos, info = integrate(lambda r: op(r)[0], rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
+                           resume=resume, progress=progress, context=what, budget=budget)
     info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
     if op.general is not None:
         info.update(summation=op.general.info["summation"], degree=op.general.info["degree"],

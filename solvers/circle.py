@@ -77,7 +77,7 @@ import scipy.fft
 import scipy.sparse
 from numba import njit, prange
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.checks import unit_mass
 from meanfield.geometry import circle_points
@@ -929,9 +929,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         A progress bar (None: after a few seconds on a terminal); ``checkpoint`` (a path) saves the
         state every ``checkpoint_every`` steps and ``resume=True`` continues it bit for bit.
     budget : float or None
-        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the measured
-        cost of a step exceeds it is refused before it starts, a controlled run is stopped with an error
-        once it has run that long (``meanfield.budget``).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -963,7 +963,6 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=cap)
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
     meta = with_scheme(meta, scheme)
@@ -971,7 +970,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                                                       sizes=np.ones(cells))
     times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
     states, info = integrate(rhs, rho, times, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=controlled, cfl=cfl, context=what)
+                             progress=progress, positivity=controlled, cfl=cfl, context=what, budget=budget)
     rhos = states[outputs]
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=stage.log_space_cells,

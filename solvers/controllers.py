@@ -92,6 +92,11 @@ class FixedSteps(Controller):
         count = max(1, int(np.ceil((t1 - t0) / self.dt * (1 - 1e-12))))
         return count, (t1 - t0) / count
 
+    def probe(self, f, t: float, y: np.ndarray):
+        """One step of size dt from (t, y), discarded (what the work budget times): the fused engine's
+        when there is one, else the scheme's (without kick or projection)."""
+        return self.advance(y.copy(), self.dt, 1) if self.advance is not None else self.scheme.step(f, t, y, self.dt)
+
     def interval(self, run, y, t0, t1):
         state = run.state
         nsub, h = self.steps(t0, t1)

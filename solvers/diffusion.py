@@ -46,6 +46,40 @@ def as_diffusion(diffusion):
     return value
 
 
+def no_diffusion(diffusion: float, solver: str) -> None:
+    """Refuse D > 0 in a solver that has no diffusion term (its ``diffusion=`` keyword exists so that
+    every density solver takes the same keywords, and says clearly where the term is missing).
+
+    Parameters
+    ----------
+    diffusion : float
+        D, checked by ``as_diffusion``.
+    solver : str
+        The solver, named in the error.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        For D > 0 (or an invalid D).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.diffusion import no_diffusion
+    >>> no_diffusion(0.0, "zonal.solve")
+    >>> no_diffusion(0.1, "zonal.solve")
+    Traceback (most recent call last):
+    ...
+    ValueError: diffusion = 0.1: zonal.solve has no diffusion term; ...
+    """
+    if as_diffusion(diffusion) > 0:
+        raise ValueError(f"diffusion = {diffusion:g}: {solver} has no diffusion term; circle.solve and "
+                         f"sphere.solve take diffusion=D")
+
+
 def circle_laplacian(rho, h):
     r"""The periodic second difference of cell values on the circle.
 

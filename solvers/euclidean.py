@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.linalg import expm
 
-from meanfield.budget import BUDGET, check_fixed_steps
+from meanfield.budget import BUDGET
 from meanfield.checks import as_choice, as_float_array, as_positive, as_time_grid
 from meanfield.models import SA, as_model
 
@@ -29,7 +29,6 @@ from .stepping import integrate
 __all__ = ["solve", "velocity", "tokens"]
 
 DEFAULT_DT = 0.01    # the fixed step when dt=None
-STAGES = {"euler": 1, "rk4": 4}    # field evaluations per step, for the budget
 
 
 def _propagator(V, t):
@@ -151,9 +150,9 @@ def solve(model: SA, x0: ArrayLike, t_eval: ArrayLike, *, scheme: str | type | o
     dt = DEFAULT_DT if dt is None else as_positive(dt, "dt")
     batched = z0[None] if z0.ndim == 2 else z0
     rhs = lambda t, z: _field(model.beta, A, V, t, z)      # noqa: E731
-    check_fixed_steps(budget, t_eval, dt, lambda: rhs(t_eval[0], batched), STAGES.get(method, 4),
-                      f"this solve of {model!r} ({batched.shape[-2]} tokens to t = {t_eval[-1]:g})")
-    zs, info = integrate(rhs, batched, t_eval, scheme=method, dt=dt, time_dependent=True, progress=progress)
+    zs, info = integrate(rhs, batched, t_eval, scheme=method, dt=dt, time_dependent=True, progress=progress,
+                         context=f"this solve of {model!r} ({batched.shape[-2]} tokens to t = {t_eval[-1]:g})",
+                         budget=budget)
     info.update(method=scheme_name(method), dt=dt, variables="rescaled z = exp(-tV) x")
     return ParticleSolution(t=t_eval, x=zs.reshape((t_eval.size,) + z0.shape), energy=None, model=model,
                             info=info)

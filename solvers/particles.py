@@ -39,7 +39,7 @@ from scipy.special import logsumexp
 from meanfield.checks import (as_batch_weights, as_choice, as_count, as_float_array, as_points, as_positive,
                               as_time_grid)
 from meanfield.checks import as_flag
-from meanfield.budget import BUDGET, as_budget, check_fixed_steps, deadline
+from meanfield.budget import BUDGET, as_budget
 from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
@@ -48,7 +48,7 @@ from .kernels import direct as kernels, gemm, spectral
 from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .noise import brownian_kick
-from .stepping import Checkpoint, digest, fixed_step, integrate
+from .stepping import Checkpoint, digest, integrate
 
 METHODS = {"rk4": "rk4", "euler": "euler", "euler_unprojected": "euler", "adaptive": "dopri5", "dopri5": "dopri5"}
 SUMMATIONS = ("auto", "direct", "fast")
@@ -948,8 +948,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
         d <= 1024, engine "kernels"); state, steps and energies stay float64.
     budget : float or None
         Seconds (default one hour; None: no limit).  A fixed-step run whose step count times the
-        measured cost of one step exceeds it is refused before it starts; an adaptive run is
-        stopped when it reaches it (resume it from its checkpoint).
+        measured cost of one step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     backend : {"numba", "torch"}
         "numba" (default: the engines above, on the CPU) or "torch" (PyTorch,
@@ -978,7 +978,7 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
         For invalid tokens, weights, times, methods or options, a ``dt`` above ``max_step``, USA
         weights that overflow, or a fixed-step run that does not fit in ``budget``.
     RuntimeError
-        When an adaptive run reaches its ``budget``.
+        When a run passes its ``budget``.
 
     Examples
     --------
@@ -1056,17 +1056,10 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
     if backend == "torch":
         meta.update(backend=backend, device=device.type)
     what = f"this {method} solve of {model!r} ({batched.shape[0]} x {x0.shape[-2]} tokens to t = {t_eval[-1]:g})"
-    if scheme == "dopri5":
-        rhs = deadline(rhs, budget, what)
-    else:
-        one_step = ((lambda: advance(batched.copy(), dt, 1)) if advance is not None else
-                    (lambda: fixed_step(rhs, t_eval[0], batched, dt, scheme)))
-        check_fixed_steps(budget, t_eval, dt, one_step, 1, what)
-        stats.clear()
     xs, info = integrate(rhs, batched, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol,
                          project=normalise, progress=progress, time_dependent=True, kick=kick,
                          checkpoint=_checkpoint(checkpoint, checkpoint_every, meta), resume=resume,
-                         advance=advance, observe=packed)
+                         advance=advance, observe=packed, context=what, budget=budget)
     info.update(method=scheme_name(method), dt=dt, summation=how, recomputed=stats.get("recomputed", 0), engine=engine,
                 dtype=np.dtype(dtype).name)
     if backend == "torch":
@@ -1318,12 +1311,8 @@ def solve_angles(model: SA | USA, theta0: ArrayLike, t_eval: ArrayLike, *,
         _check_adaptive(model, 2, t_eval, as_positive(rtol, "rtol"), as_positive(atol, "atol"))
     rhs = lambda th: angle_velocity(model, th, how)     # noqa: E731
     what = f"this {method} solve of {model!r} ({n} angles to t = {t_eval[-1]:g})"
-    if scheme == "dopri5":
-        rhs = deadline(rhs, as_budget(budget), what)
-    else:
-        check_fixed_steps(as_budget(budget), t_eval, dt, lambda: fixed_step(lambda _, th: rhs(th), t_eval[0], theta0,
-                                                                            dt, scheme), 1, what)
-    ths, info = integrate(rhs, theta0, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol, progress=progress)
+    ths, info = integrate(rhs, theta0, t_eval, scheme=scheme, dt=dt, rtol=rtol, atol=atol, progress=progress,
+                          context=what, budget=budget)
     info.update(method=scheme_name(method), dt=dt, summation=how)
     xs = circle_points(ths)
     en = _trajectory_energy(model, xs, None, how)

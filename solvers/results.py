@@ -30,6 +30,7 @@ import numpy as np
 from meanfield.checks import as_index
 from meanfield.atomic import write_file
 from meanfield.npzfile import NPZ_ERRORS, npz_path
+from meanfield.geometry import circle_angles, circle_points
 from meanfield.interpolation import SphericalTriangulation, periodic_linear
 from meanfield.sampling import discretise, uniform_circle_grid
 
@@ -354,6 +355,29 @@ class DensitySolution(Saveable):
             return periodic_linear(self.rho[k], points, None if uniform_circle_grid(self.points) else self.points)
         return SphericalTriangulation(self.points).interpolate(self.rho[k], points)
 
+    @property
+    def theta(self) -> np.ndarray:
+        """The cell centres' angles on S^1, θ_i in [0, 2π), shape (N,) (or (m, N) on changing cells):
+        ``circle_angles(points)``, the name ``CausalDensitySolution.theta`` and
+        ``ParticleSolution.theta`` give the circle too.
+
+        Raises
+        ------
+        ValueError
+            On S^2 (points with three coordinates).
+
+        Examples
+        --------
+        >>> import numpy as np, meanfield as mf
+        >>> from meanfield.solvers import circle
+        >>> sol = circle.solve(mf.SA(1.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 0.1], cells=8, progress=False)
+        >>> sol.theta.shape, bool(np.allclose(sol.theta, circle.cell_angles(8)))
+        ((8,), True)
+        """
+        if self.points.shape[-1] != 2:
+            raise ValueError("theta is the angle of a circle's cells; this solution lives on S^2 (use points)")
+        return circle_angles(self.points)
+
     def sample(self, n, k=-1, method="stratified", seed=None):
         """n tokens (points (n, d), weights (n,)) discretising output k: ``meanfield.sampling.discretise``
         of the piecewise-constant cell density, method "stratified" (default), "iid", "quantile"
@@ -464,3 +488,18 @@ class CausalDensitySolution(Saveable):
     mass: np.ndarray
     info: dict = field(default_factory=dict)
     model: object = None
+
+    @property
+    def points(self) -> np.ndarray:
+        """The cell centres on S^1 as points (N, 2), (cos θ_i, sin θ_i): the name ``DensitySolution``
+        gives them.
+
+        Examples
+        --------
+        >>> import numpy as np, meanfield as mf
+        >>> from meanfield.solvers import causal
+        >>> sol = causal.solve(mf.SA(1.0), lambda s, th: 1 + 0 * th, [0, 0.1], slices=2, cells=8)
+        >>> sol.points.shape, bool(np.allclose(mf.circle_angles(sol.points), sol.theta))
+        ((8, 2), True)
+        """
+        return circle_points(self.theta)

@@ -154,8 +154,16 @@ class ShuOsher(Scheme):
 
     alpha: list = []
     beta: list = []
+    _derived: dict = {}         # per class: what __init__ derives from the arrays (computed once)
 
     def __init__(self):
+        cls = type(self)
+        if cls not in ShuOsher._derived:
+            ShuOsher._derived[cls] = self._derive()
+        self.c, self.stages, self.substeps, self._rows, self._times = ShuOsher._derived[cls]
+
+    def _derive(self):
+        """The stage times, the sub-steps and the rows of the arrays, checked (once per class)."""
         alpha, beta = self.alpha, self.beta
         s = len(alpha)
         if s == 0 or len(beta) != s or any(len(alpha[i]) != i + 1 or len(beta[i]) != i + 1 for i in range(s)):
@@ -170,14 +178,12 @@ class ShuOsher(Scheme):
         c = [Fraction(0)]
         for i in range(s - 1):
             c.append(sum(Fraction(a) * c[k] + Fraction(b) for k, (a, b) in enumerate(zip(alpha[i], beta[i]))))
-        self.c = c
-        self.stages = s
-        self.substeps = [max((float(Fraction(beta[i][k]) / Fraction(alpha[i][k])) for i in range(k, s)
-                              if beta[i][k] > 0), default=0.0) for k in range(s)]
+        substeps = [max((float(Fraction(beta[i][k]) / Fraction(alpha[i][k])) for i in range(k, s)
+                         if beta[i][k] > 0), default=0.0) for k in range(s)]
         # row i: (k, sub-step β_ik/α_ik or None, operation and value applying α_ik) for every α_ik > 0
-        self._rows = [[(k, float(Fraction(b) / Fraction(a)) if b else None) + _weight(a)
-                       for k, (a, b) in enumerate(zip(alpha[i], beta[i])) if a != 0] for i in range(s)]
-        self._times = [float(ck) for ck in c]
+        rows = [[(k, float(Fraction(b) / Fraction(a)) if b else None) + _weight(a)
+                 for k, (a, b) in enumerate(zip(alpha[i], beta[i])) if a != 0] for i in range(s)]
+        return c, s, substeps, rows, [float(ck) for ck in c]
 
     def _stage(self, i, ys, ks, h):
         """y_{i+1} = Σ_k α_ik (y_k + h β_ik/α_ik F(y_k)), left to right."""

@@ -76,7 +76,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.special import logsumexp
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_choice, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.checks import as_flag
 from meanfield.checks import unit_mass
@@ -889,8 +889,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         None (default): steps controlled by the actual face speeds (``stepping.integrate`` with
         ``positivity=True``), each ``cfl`` times the largest step for which every cell keeps ρ >= 0
         given the mass that leaves it, at most ``step_cap(model, mesh, flux)``, every SSP stage
-        checked.  A number: that fixed step, at most ``max_step`` (larger values are refused); only
-        with a fixed ``mesh``.
+        checked.  A number: that fixed step, at most ``max_step`` (larger values are refused); on
+        adaptive cells (``mesh=None``) steps of at most dt and at most each mesh's bound.
     max_dt : float, optional
         Largest controlled step (default ``step_cap(model, mesh, flux)``; fixed mesh only).
     cfl : float
@@ -913,9 +913,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         D >= 0 adds D Δ_S ρ by two-point fluxes (``meanfield.solvers.diffusion``; the law of
         particles with noise σ = √(2D)); the step bounds include it.
     budget : float or None
-        Seconds (default one hour; None: no limit).  With a fixed ``dt`` a run whose step count
-        times the measured cost of a step exceeds it is refused before it starts; controlled runs
-        stop with a RuntimeError when they reach it (resume from the checkpoint).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -932,11 +932,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     ------
     ValueError
         For a non-isotropic model, a bad density, times, flux or summation, a ``dt`` above
-        ``max_step`` or with ``mesh=None``, or a fixed-step run that does not fit in ``budget``.
+        ``max_step``, ``max_dt`` with ``mesh=None``, or a fixed-step run that does not fit in ``budget``.
     TypeError
         When ``mesh`` is not a Mesh.
     RuntimeError
-        When a controlled run reaches its ``budget``.
+        When a run passes its ``budget``.
 
     Examples
     --------
@@ -947,14 +947,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     True
     """
     if mesh is None:        # the default: adaptive cells (``adaptive``, the module beside this one)
-        if dt is not None:
-            raise ValueError("a fixed dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None "
-                             "solves on adaptive cells, whose steps are controlled)")
         if max_dt is not None:
             raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
                              "adaptive cells)")
         from . import adaptive
-        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, summation=summation, energy=energy,
+        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation, energy=energy,
                               progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                               resume=resume, cfl=cfl, diffusion=diffusion, budget=budget)
     model = _check_model(model)
@@ -983,10 +980,10 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     what = f"this solve of {model!r} on {mesh.name} to t = {t_eval[-1]:g}"
     if controlled:
         cap = step_cap(model, mesh, flux) if max_dt is None else as_positive(max_dt, "max_dt")
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, rho, what, cap=cap if controlled else None)
     times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
     states, info = integrate(rhs, rho, times, scheme=scheme, dt=cap if controlled else dt, checkpoint=ckpt,
-                             resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what)
+                             resume=resume, progress=progress, positivity=controlled, cfl=cfl, context=what,
+                             budget=budget)
     rhos = states[outputs]
     en = np.array([stage.energy(r) for r in rhos]) if energy else None
     if stage.general is None:

@@ -30,9 +30,8 @@ import warnings
 import numpy as np
 
 from meanfield.atomic import write_file
-from meanfield.budget import as_budget, over_budget
-from meanfield.checks import as_count, as_positive
-from meanfield.checks import as_restored_density
+from meanfield.budget import as_budget, check_fixed_steps, over_budget
+from meanfield.checks import as_count, as_positive, as_restored_density
 from meanfield.npzfile import NPZ_ERRORS
 from meanfield.progress import Progress
 
@@ -341,7 +340,10 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         The run (e.g. the model and grid), named in errors.
     budget : float, optional
         Seconds of wall-clock time: past them, the run saves its checkpoint after the step under way and
-        raises RuntimeError (``resume=True`` then continues it bit for bit); None (default): no limit.
+        raises RuntimeError (``resume=True`` then continues it bit for bit); a run of fixed steps whose
+        step count times the measured cost of one step (``FixedSteps.probe``) exceeds it is refused
+        before it starts (``meanfield.budget.check_fixed_steps``: runs of at most 1000 steps are not
+        timed).  None (default): no limit.
 
     Returns
     -------
@@ -354,7 +356,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ------
     ValueError
         For an unknown scheme, bad tolerances, a ``dt`` needing more than ``MAX_STEPS`` steps,
-        ``resume`` without ``checkpoint``, or a checkpoint of another run.
+        ``resume`` without ``checkpoint``, a checkpoint of another run, or a fixed-step run that does
+        not fit in ``budget``.
     TypeError
         For a scheme that is neither a name nor a ``Scheme``.
     RuntimeError
@@ -376,6 +379,16 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     observed = observe is not None
     observe = observe or (lambda y: y)
     y = np.array(y0, dtype=np.float64)
+    if isinstance(controller, FixedSteps):
+        check_fixed_steps(run.budget, t_eval, controller.dt, lambda: controller.probe(run.f, float(t_eval[0]), y), 1,
+                          run.what)
+    elif isinstance(controller, PositivityControl):    # steps of at most dt: a lower bound on the steps needed
+        check_fixed_steps(run.budget, t_eval, controller.dt, lambda: run.f(float(t_eval[0]), y),
+                          controller.scheme.stages, run.what)
+    if not isinstance(controller, ErrorControl) and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+        where = "" if context is None else f" for {context}"
+        raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
+                         f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
     start = digest(y) if checkpoint is not None else None
     first = np.asarray(observe(y))
     out = np.empty((t_eval.size,) + first.shape, dtype=first.dtype)
@@ -430,10 +443,6 @@ def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context,
     if not scheme.adaptive or positivity:
         if dt is None:
             raise ValueError(f"the scheme {scheme.name!r} takes fixed or positivity-controlled steps: give dt")
-        if not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
-            where = "" if context is None else f" for {context}"
-            raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
-                             f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
     if positivity:
         if kick is not None or advance is not None:
             raise ValueError("positivity-controlled steps take no kick or advance")

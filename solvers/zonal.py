@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import betainc, gammaln, hyp0f1, ive, logsumexp
 
-from meanfield.budget import BUDGET, ssprk3_within_budget
+from meanfield.budget import BUDGET
 from meanfield.checks import as_beta, as_choice, as_count, as_density, as_float_array, as_positive, as_time_grid
 from meanfield.checks import unit_mass
 from meanfield.measures import sphere_area
@@ -71,6 +71,7 @@ from .kernels import gegenbauer
 from .circle import CFL, isotropic_model
 from .full_model import isotropic_equivalent
 from .kernels.circle import FLUX_CODES, flux_pass
+from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
@@ -693,7 +694,8 @@ def energy(masses, beta, d):
 
 def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, *, cells: int | None = None,
           flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
-          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", energy: bool = True,
+          max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", diffusion: float = 0.0,
+          energy: bool = True,
           progress: bool | None = None, checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
           budget: float | None = BUDGET) -> ZonalSolution:
@@ -738,6 +740,9 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     summation : {"auto", "fast", "direct"}
         The truncated Gegenbauer series (``gegenbauer``, O(N L)) or the O(N²) kernel tables (the
         reference path); "auto" takes the series for β <= 6.9 (``resolve_summation``).
+    diffusion : float
+        Only 0 (the default): this solver has no diffusion term, and D > 0 is refused
+        (``circle.solve`` and ``sphere.solve`` take one).
     energy : bool
         Compute the discrete E_β at the output times (else ``.energy`` is None).
     progress : bool or None
@@ -747,7 +752,9 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         As for ``circle.solve``: periodic checkpoints that a rerun with ``resume=True`` continues
         bit for bit.
     budget : float or None
-        The work budget in seconds (None: no limit).
+        Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
+        measured cost of a step exceeds it is refused before it starts; any run past it saves its
+        checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
 
     Returns
     -------
@@ -775,6 +782,7 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     d = as_count(d, "d", minimum=2)
     model = _check_model(model, d)
     as_choice(flux, "flux", FLUXES)
+    no_diffusion(diffusion, "zonal.solve")
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
     op = ZonalOperator(model, d, cells, flux, summation)
@@ -786,14 +794,13 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what, cap=cap)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
     meta = with_scheme(meta, scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(m0.size))
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=dt is None, cfl=cfl, context=what)
+                             progress=progress, positivity=dt is None, cfl=cfl, context=what, budget=budget)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)

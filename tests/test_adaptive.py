@@ -201,7 +201,7 @@ def test_bad_input():
         with pytest.raises(ValueError, match=next(iter(bad))):
             adaptive.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], base=1, finest=2, **bad)
     with pytest.raises(ValueError, match="fixed mesh"):
-        sphere.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], dt=0.01)
+        sphere.solve(mf.SA(1.0), perturbed_uniform(3), [0.0, 1.0], max_dt=0.01)
     assert wanted_levels(np.ones(4), np.full(4, np.pi), 2, 5, 2.0).tolist() == [2] * 4
 
 

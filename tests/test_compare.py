@@ -305,9 +305,9 @@ def test_config_file_sets_the_sphere_cells(tmp_path):
 
 def test_compare_refuses_cells_of_the_other_kind():
     with pytest.raises(ValueError, match="level selects a uniform"):
-        cmp.compare(mf.SA(4.0), bumps, [0.0, 1.0], n=10, seeds=1, geometry="sphere", mesh="adaptive", level=3)
+        cmp.compare(mf.SA(4.0), bumps, [0.0, 1.0], n=10, seeds=1, geometry="sphere", grid="adaptive", level=3)
     with pytest.raises(ValueError, match="bulk set adaptive cells"):
-        cmp.compare(mf.SA(4.0), bumps, [0.0, 1.0], n=10, seeds=1, geometry="sphere", mesh="uniform", bulk=3)
+        cmp.compare(mf.SA(4.0), bumps, [0.0, 1.0], n=10, seeds=1, geometry="sphere", grid="uniform", bulk=3)
     with pytest.raises(ValueError, match="mesh must be one of|mesh"):
         cmp.sphere_cells(mesh="voronoi")
     assert cmp.coarser_cells(cmp.sphere_cells(base=0, finest=2)) is None

@@ -100,7 +100,7 @@ def convergence_in_n(exp, model, d):
         start = time.perf_counter()
         parts = particles.solve(model, x0, t, dt=0.1, energy=False)
         theta = zonal.polar_angles(parts.x)
-        w1.append([zonal.polar_wasserstein(theta[k], np.ones(n), *cell_marginal(pde, k)) for k in range(t.size)])
+        w1.append([zonal.polar_wasserstein(theta[k], np.ones(n), *cell_marginal(pde, k), p=1) for k in range(t.size)])
         print(f"(c) d={d} n={n}: W1 over time {np.round(w1[-1], 5)} ({time.perf_counter() - start:.0f} s)")
     w1 = np.array(w1)
     worst = w1.max(axis=1)

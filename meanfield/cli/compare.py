@@ -281,7 +281,7 @@ def _cells(opts):
     """The density's cells on the sphere as keywords of ``compare`` (none on the circle)."""
     if opts["geometry"] != "sphere":
         return {}
-    return {"mesh": opts["mesh"], **{name: opts[name] for name in MESH_OPTIONS[opts["mesh"]]}}
+    return {"grid": opts["mesh"], **{name: opts[name] for name in MESH_OPTIONS[opts["mesh"]]}}
 
 
 def _model(opts):

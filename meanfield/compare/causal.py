@@ -378,7 +378,7 @@ def theta_marginal(density) -> SimpleNamespace:
 
 
 def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells=CELLS, bins=BINS,
-                   method="rk4", dt=None, summation="auto", seed=0, density=None, progress=None,
+                   scheme="rk4", dt=None, summation="auto", seed=0, density=None, progress=None,
                    sampling="stratified", grid_reference=True):
     """Run causal particles and the causal PDE from ρ_0 and compare them at the times t_eval
     (``meanfield.compare(..., causal=True)``; module docstring).
@@ -394,8 +394,8 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
         Tokens per draw (a multiple of ``bins``) and independent draws (one batched solve).
     slices, cells, bins : int
         S slices (a multiple of ``bins``) × N cells of the PDE, and the B bins of s of the distance.
-    method, dt, summation
-        The particle integrator (``meanfield.solvers.particles.solve``).
+    scheme, dt, summation
+        The particles' time scheme, step and summation (``meanfield.solvers.particles.solve``).
     seed : int
     density : CausalDensitySolution, optional
         A precomputed solution at the same t_eval (skips the PDE solve).
@@ -428,7 +428,7 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
         raise ValueError("density must be a CausalDensitySolution at the same output times t_eval")
     timings, clock = {}, time.perf_counter()
     x0 = initial_causal_tokens(f, n, sampling, seed, seeds)
-    part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
+    part = particles.solve(model, x0, t_eval, scheme=scheme, dt=dt, summation=summation, progress=progress,
                            energy=False)
     timings["particles"] = time.perf_counter() - clock
     clock = time.perf_counter()
@@ -450,7 +450,7 @@ def compare_causal(model, rho0, t_eval, n=2048, seeds=3, *, slices=SLICES, cells
     info = dict(geometry="circle", causal=True, d=2, model=model.to_dict(), model_name=repr(model), n=n,
                 seeds=seeds, seed=seed, sampling=sampling, bins=bins, grid=dict(slices=int(S), cells=int(N)),
                 distance=f"mean over {bins} bins of s of the circle W_1 (radians)", energy=ENERGY_NOTE,
-                flux=density.info.get("flux"), particle_method=method, particle_dt=part.info.get("dt"),
+                flux=density.info.get("flux"), particle_method=part.info.get("method"), particle_dt=part.info.get("dt"),
                 density_dt=density.info.get("dt"), rho0=getattr(f, "spec", None),
                 timings={k: round(v, 3) for k, v in timings.items()})
     return CausalComparison(t=t_eval, w1=w1, clusters_particles=cp, clusters_density=cd, particles=part,

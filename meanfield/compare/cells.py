@@ -128,7 +128,7 @@ def coarser_cells(cells):
     return dict(cells, **{name: cells[name] - 1 for name in ("base", "finest", "bulk")})
 
 
-def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, mesh=None, base=None, finest=None,
+def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *, grid=None, base=None, finest=None,
                            bulk=None):
     """Refuse, before any computation, what the density solver would refuse after the particle
     solve: the model, the grid (cells; on the sphere the cells of ``sphere_cells``: an icosphere
@@ -142,11 +142,11 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     cells : int
         Cells of the circle grid (geometry="circle").
     level : int, optional
-        Icosphere level (geometry="sphere"; implies mesh="uniform").
+        Icosphere level (geometry="sphere"; implies grid="uniform").
     flux : str
         One of ``circle.FLUXES`` or ``sphere.FLUXES``.
-    mesh, base, finest, bulk : optional
-        The cells on the sphere (``sphere_cells``).
+    grid, base, finest, bulk : optional
+        The cells on the sphere (``sphere_cells``; ``grid`` is its ``mesh``, as ``compare``'s).
 
     Returns
     -------
@@ -156,7 +156,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     Raises
     ------
     ValueError or TypeError
-        Naming the offending argument (also ``mesh``, ``base``, ``finest`` or ``bulk`` on the circle).
+        Naming the offending argument (also ``grid``, ``base``, ``finest`` or ``bulk`` on the circle).
 
     Examples
     --------
@@ -169,7 +169,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
     """
     as_choice(geometry, "geometry", tuple(GEOMETRIES))
     if geometry == "circle":
-        given = [name for name, value in (("mesh", mesh), ("base", base), ("finest", finest), ("bulk", bulk))
+        given = [name for name, value in (("grid", grid), ("base", base), ("finest", finest), ("bulk", bulk))
                  if value is not None]
         if given:
             raise ValueError(f"{'/'.join(given)} set the density's cells on the sphere; on the circle use cells")
@@ -177,7 +177,7 @@ def check_density_settings(geometry, model, cells=512, level=None, flux=FLUX, *,
         circle.max_step(model, as_count(cells, "cells"), flux)
         return None
     as_choice(flux, "flux", sphere.FLUXES)
-    spec = sphere_cells(mesh, level, base, finest, bulk)
+    spec = sphere_cells(grid, level, base, finest, bulk)
     # the model's checks; adaptive cells: on icosphere(0), as adaptive.solve does (base may be fine)
     sphere.max_step(model, sphere.icosphere(spec["level"] if spec["mesh"] == "uniform" else 0), flux)
     return spec

@@ -67,8 +67,8 @@ __all__ = ["compare", "check_same_problem", "Clock"]
 
 
 def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str = "circle",
-            cells: int | None = None, level: int | None = None, mesh: str | None = None, base: int | None = None,
-            finest: int | None = None, bulk: int | None = None, flux: str = FLUX, method: str | None = None,
+            cells: int | None = None, level: int | None = None, grid: str | None = None, base: int | None = None,
+            finest: int | None = None, bulk: int | None = None, flux: str = FLUX, scheme: str | type | None = None,
             dt: float | None = None, summation: str = "auto", transport: str = "auto", seed: int = 0, density=None,
             progress: bool | None = None, sampling: str = "stratified", grid_reference: bool = True,
             causal: bool = False, slices: int = 64, bins: int = 8):
@@ -104,23 +104,24 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     cells : int
         Cells of the grid on the circle (default 512; 256 in θ with ``causal``).
     level : int, optional
-        ``icosphere(level)`` on the sphere (mesh="uniform"; default 4). Given alone it selects
-        mesh="uniform".
-    mesh : {"adaptive", "uniform"}, optional
-        The density's cells on the sphere (``sphere_cells``): "adaptive" (the default unless ``level``
+        ``icosphere(level)`` on the sphere (grid="uniform"; default 4). Given alone it selects
+        grid="uniform".
+    grid : {"adaptive", "uniform"}, optional
+        The kind of the density's cells on the sphere (``sphere_cells``; not ``mesh=``, which is a ``Mesh``
+        object in ``sphere.solve``): "adaptive" (the default unless ``level``
         is given) solves with ``meanfield.solvers.adaptive`` on cells that follow the clusters,
         "uniform" with ``meanfield.solvers.sphere`` on ``icosphere(level)``. The SA β = 4, T = 20
         comparison of ``meanfield compare --geometry sphere`` ends at W_1 = 0.0075 against 0.036 on
         icosphere(4), in about the same time (docs/comparison.md).
     base, finest, bulk : int, optional
-        Adaptive cells (mesh="adaptive"): level ``base`` where the density is thin, ``finest`` in the
+        Adaptive cells (grid="adaptive"): level ``base`` where the density is thin, ``finest`` in the
         clusters, at least ``bulk`` wherever the density is at least a tenth of its mean (defaults
         ``ADAPTIVE``: 3, 8, 4; ``bulk`` clipped to [base, finest]; ``adaptive.solve``).
     flux : str
         The flux (default ``FLUX`` = "upwind2", the solvers' own default).
-    method : str, optional
-        The particle integrator (``meanfield.solvers.particles.solve``); None: "rk4" on S^1,
-        "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
+    scheme : str or Scheme class, optional
+        The particles' time scheme (``scheme=`` of ``meanfield.solvers.particles.solve``); None: "rk4"
+        on S^1, "dopri5" on S^2 (adaptive steps: SA β = 4, n = 1000, T = 20 takes 715 field evaluations instead
         of RK4's 1600 at its default step, and lands 5× closer to an RK4 run at a quarter of that step,
         1.2e-7 against 6.2e-7).
     dt : float, optional
@@ -180,7 +181,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     ('adaptive', 2, 'adaptive base 0, finest 1, bulk 1')
     """
     if as_flag(causal, "causal"):
-        given = [name for name, value in (("level", level), ("mesh", mesh), ("base", base), ("finest", finest),
+        given = [name for name, value in (("level", level), ("grid", grid), ("base", base), ("finest", finest),
                                           ("bulk", bulk)) if value is not None]
         if transport != "auto":
             raise ValueError(f"transport = {transport!r} does not apply with causal=True: the causal comparison "
@@ -189,7 +190,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
             raise ValueError(f"causal=True solves the causal PDE on [0, 1] × S^1 (cells and slices): "
                              f"{', '.join(given)} set the cells on S^2 and do not apply")
         return _compare_causal(model, rho0, t_eval, n, seeds, geometry=geometry, cells=cells, flux=flux,
-                               method=method, dt=dt, summation=summation, seed=seed, density=density,
+                               scheme=scheme, dt=dt, summation=summation, seed=seed, density=density,
                                progress=progress, sampling=sampling, grid_reference=grid_reference, slices=slices,
                                bins=bins)
     if getattr(model, "causal", False):
@@ -204,7 +205,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     seed = as_seed(seed)
     spec = None
     if density is None:
-        spec = check_density_settings(geometry, model, cells, level, flux, mesh=mesh, base=base, finest=finest,
+        spec = check_density_settings(geometry, model, cells, level, flux, grid=grid, base=base, finest=finest,
                                       bulk=bulk)
     as_choice(sampling, "sampling", METHODS)
     if sampling == "quantile" and d != 2:
@@ -215,9 +216,9 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     timings, cpu = {}, {}
     clock = Clock(timings, cpu)
     x0, weights = initial_tokens(rho0, n, d, sampling, seed, seeds)
-    if method is None:
-        method = "dopri5" if geometry == "sphere" and dt is None else "rk4"
-    part = particles.solve(model, x0, t_eval, method=method, dt=dt, summation=summation, progress=progress,
+    if scheme is None:
+        scheme = "dopri5" if geometry == "sphere" and dt is None else "rk4"
+    part = particles.solve(model, x0, t_eval, scheme=scheme, dt=dt, summation=summation, progress=progress,
                            energy=False, weights=weights)
     ws = [None] * seeds if weights is None else weights
     part.energy = np.array([[particle_energy(model, xs, w, summation) for xs, w in zip(xk, ws)]
@@ -250,7 +251,7 @@ def compare(model, rho0, t_eval, n: int = 2000, seeds: int = 3, *, geometry: str
     cells_used = grid_info(density, d, coarse_cells)
     info = dict(geometry=geometry, d=d, model=model.to_dict(), model_name=repr(model), n=n, seeds=seeds, seed=seed,
                 sampling=sampling, **instability(model, d, n), energy=energy_note(model, d),
-                flux=density.info.get("flux", flux), grid=cells_used, particle_method=method,
+                flux=density.info.get("flux", flux), grid=cells_used, particle_method=part.info.get("method"),
                 particle_dt=part.info.get("dt"), density_dt=density.info.get("dt"),
                 transport_methods=sorted(methods), transport_exact="sliced" not in methods,
                 rho0=getattr(rho0, "spec", None), timings={k: round(v, 3) for k, v in timings.items()},
@@ -300,7 +301,7 @@ def check_same_problem(density: object, model: object, rho0: object, tol: float 
     Examples
     --------
     >>> import meanfield as mf
-    >>> from meanfield.compare import check_same_problem
+    >>> from meanfield.compare.core import check_same_problem
     >>> from meanfield.solvers import circle
     >>> rho0 = mf.perturbed_uniform(2, seed=0)
     >>> sol = circle.solve(mf.SA(2.0), rho0, [0.0, 0.5], cells=64)
@@ -358,11 +359,11 @@ class Clock:
         self.start = now
 
 
-def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, method, **options):
+def _compare_causal(model, rho0, t_eval, n, seeds, *, geometry, cells, flux, scheme, **options):
     """``compare(..., causal=True)``: the geometry and flux checked, then ``compare.causal.compare_causal``."""
     if as_choice(geometry, "geometry", tuple(GEOMETRIES)) != "circle":
         raise ValueError("causal=True compares with the causal PDE on [0, 1] × S^1: geometry must be 'circle'")
     if as_choice(flux, "flux", circle.FLUXES) != FLUX:
         raise ValueError(f"the causal PDE solver has one flux, {FLUX!r}; got flux={flux!r}")
     return compare_causal(model, rho0, t_eval, n, seeds, cells=CELLS if cells is None else cells,
-                          method="rk4" if method is None else method, **options)
+                          scheme="rk4" if scheme is None else scheme, **options)

@@ -154,7 +154,7 @@ def sample(source: ZonalSolution | Callable[[np.ndarray], np.ndarray], n: int, d
     return np.concatenate([np.cos(theta)[:, None], np.sin(theta)[:, None] * w], axis=1)
 
 
-def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: ArrayLike, p: float = 1) -> float:
+def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: ArrayLike, p: float = 2) -> float:
     r"""Exact W_p between the polar-angle measures Σ a_i δ_{θ_a,i} and Σ b_j δ_{θ_b,j} on [0, π] (weights
     normalised), by ``ot.wasserstein_1d``.
 
@@ -188,7 +188,7 @@ def polar_wasserstein(theta_a: ArrayLike, a: ArrayLike, theta_b: ArrayLike, b: A
     Examples
     --------
     >>> from meanfield.compare.zonal import polar_wasserstein
-    >>> round(polar_wasserstein([0.0, 1.0], [1, 1], [0.5], [1]), 6)
+    >>> round(polar_wasserstein([0.0, 1.0], [1, 1], [0.5], [1], p=1), 6)
     0.5
     """
     theta_a, theta_b = as_float_array(theta_a, "theta_a"), as_float_array(theta_b, "theta_b")
@@ -245,7 +245,7 @@ class ZonalComparison(Saveable):
 
 
 def compare(model: SA | USA, f0: Callable[[np.ndarray], np.ndarray], t_eval: ArrayLike, d: int, n: int,
-            seeds: int = 1, *, cells: int = 512, method: str = "quantile",
+            seeds: int = 1, *, cells: int = 512, sampling: str = "quantile",
             dt: float | None = None) -> "ZonalComparison":
     r"""The zonal PDE from the profile f0 against the particle system (RK4) from n tokens sampled from
     the PDE's initial grid measure (``sample``; seeds 0..S-1, one batched solve).
@@ -271,8 +271,9 @@ def compare(model: SA | USA, f0: Callable[[np.ndarray], np.ndarray], t_eval: Arr
         Number of draws S.
     cells : int
         Polar cells of the PDE.
-    method : {"quantile", "iid"}
-        Sampling (``sample``).
+    sampling : {"quantile", "iid"}
+        How the tokens are drawn (``sample``'s ``method``); "quantile", the deterministic draw, by
+        default, as ``meanfield.compare`` draws "stratified" tokens: tokens compared with a density.
     dt : float, optional
         Step of the particle solver.
 
@@ -297,12 +298,12 @@ def compare(model: SA | USA, f0: Callable[[np.ndarray], np.ndarray], t_eval: Arr
     t_eval = as_time_grid(t_eval)
     d, n, seeds = as_count(d, "d", minimum=2), as_count(n, "n"), as_count(seeds, "seeds")
     pde = zonal_solver.solve(model, f0, t_eval, d, cells=cells)
-    x0 = np.stack([sample(pde, n, k=0, method=method, seed=s) for s in range(seeds)])
+    x0 = np.stack([sample(pde, n, k=0, method=sampling, seed=s) for s in range(seeds)])
     parts = particles.solve(model, as_points(x0, "x0", ndim=(3,)), t_eval, dt=dt, energy=False)
     theta = polar_angles(parts.x)                                   # (m, S, n)
-    w1 = np.array([[polar_wasserstein(theta[k, s], np.ones(n), *pde.measure(k)) for s in range(seeds)]
+    w1 = np.array([[polar_wasserstein(theta[k, s], np.ones(n), *pde.measure(k), p=1) for s in range(seeds)]
                    for k in range(t_eval.size)])
     return ZonalComparison(t=t_eval, w1=w1, mean_particles=np.cos(theta).mean(axis=-1),
                            mean_pde=np.array([pde.mean(k) for k in range(t_eval.size)]), pde=pde,
-                           particles=parts, info=dict(d=d, n=n, seeds=seeds, cells=cells, method=method,
+                           particles=parts, info=dict(d=d, n=n, seeds=seeds, cells=cells, sampling=sampling,
                                                       dt=parts.info["dt"]))

@@ -65,7 +65,7 @@ def grid_shape(grid):
     return as_count(slices, "slices"), as_count(cells, "cells")
 
 
-def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified", seed=0, progress=False):
+def causal_study(model, rho0, t_eval, ns, grids, *, bins=4, sampling="stratified", seed=0, progress=None):
     """D(particles_n, density_h) for every n in ``ns`` and every grid in ``grids`` (N, or (S, N)),
     at the times t_eval (module docstring).  One draw of tokens per n.
 

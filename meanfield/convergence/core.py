@@ -136,7 +136,7 @@ class ConvergenceStudy:
     reference_error_w1: np.ndarray = None
     reference_error_w2: np.ndarray = None
 
-    def at_floor(self, p=1):
+    def at_floor(self, p=2):
         """(m, a) boolean: the pairs (t, n) whose W_p(μ^n_t, ρ^h_t) is at the cluster-mass floor
         of n tokens, for every grid h (m, a, b): clusters have formed at t and the distance is below
         ``FLOOR_FACTOR`` · ``quantum_level(n, p)``. No order is computed from such a pair.
@@ -159,7 +159,7 @@ class ConvergenceStudy:
         floor = FLOOR_FACTOR * quantum_level(self.n / self.bins, p)
         return np.asarray(self.clustered, dtype=bool)[:, None, None] & (w < floor[None, :, None])
 
-    def orders(self, p=1):
+    def orders(self, p=2):
         """Least-squares orders at each output time (m,) (NaN where undefined): "h" and "n" of
         W_p(particles, density) on the most tokens / the finest grid, "grid" of W_p(ρ_h, ρ_{h/2})
         against h and "particles" of W_p(μ^n, μ^{n'}) (next n' > n) against n. Pairs at their
@@ -179,7 +179,7 @@ class ConvergenceStudy:
     def _reference(self, p):
         return (self.reference_w1, self.reference_error_w1) if p == 1 else (self.reference_w2, self.reference_error_w2)
 
-    def reference_at_floor(self, p=1):
+    def reference_at_floor(self, p=2):
         """(m, b) boolean: the grids whose W_p to the refined reference is below ``FLOOR_FACTOR`` times
         the reference's own error (W_p between its n_ref/2 and n_ref atoms): no order from them."""
         w, err = self._reference(p)
@@ -342,7 +342,7 @@ def observed_order(h, err):
 
 
 def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="stratified", seed=0, flux="upwind",
-          transport="auto", progress=False, reference=None):
+          transport="auto", progress=None, reference=None):
     r"""W_p(particles_n, density_h) for every n in ``ns`` and every grid in ``grids``, at the times t_eval.
 
     .. math::
@@ -373,8 +373,8 @@ def study(model, rho0, t_eval, ns, grids, *, geometry="circle", sampling="strati
         Flux of the finite-volume solver.
     transport : str
         The ``wasserstein`` method.
-    progress : bool
-        Progress bars.
+    progress : bool or None
+        Progress reports (None: after a few seconds, as the solvers).
     reference : int, optional
         n_ref > 0 (the circle only; ``meanfield convergence`` passes ``reference_size(None, ...)`` =
         max(ns)/2 by default): the refined references of n_ref/2 and n_ref quantile atoms (module

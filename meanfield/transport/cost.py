@@ -8,7 +8,7 @@ from ..geometry import great_circle
 __all__ = ["geodesic_cost"]
 
 
-def geodesic_cost(x: np.ndarray, y: np.ndarray, p: float = 1.0) -> np.ndarray:
+def geodesic_cost(x: np.ndarray, y: np.ndarray, p: float = 2.0) -> np.ndarray:
     r"""The matrix of great-circle distances raised to the power p.
 
     .. math::

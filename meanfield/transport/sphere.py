@@ -207,7 +207,7 @@ def series_method(method: str, d: int, largest: int) -> str:
 
     Examples
     --------
-    >>> from meanfield.transport import series_method
+    >>> from meanfield.transport.sphere import series_method
     >>> series_method("auto", 3, 5000 * 2562), series_method("auto", 3, 5000 * 10242)
     ('emd', 'sliced')
     >>> series_method("auto", 2, 10**9), series_method("emd", 3, 10**9)
