@@ -403,7 +403,7 @@ class ImplicitEuler(LinearlyImplicit):
 
     def step(self, f, t, y, h, k1=None):
         matrix, nfev = self.linear_part(f, y)
-        return StepResult(m_matrix_solve(matrix, h, y), nfev)
+        return StepResult(m_matrix_solve(matrix, h, y.ravel()).reshape(y.shape), nfev)
 
 
 class MPRK22(LinearlyImplicit):
@@ -442,12 +442,14 @@ class MPRK22(LinearlyImplicit):
 
     def step(self, f, t, y, h, k1=None):
         a_n, nfev = self.linear_part(f, y)
-        euler = m_matrix_solve(a_n, h, y)
+        flat = y.ravel()                            # states of several dimensions (causal: slices x cells)
+        euler = m_matrix_solve(a_n, h, flat)
         bound = 1.0 + h * a_n.diagonal()
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(euler > 0, np.minimum(y / euler, bound), 1.0)
+            ratio = np.where(euler > 0, np.minimum(flat / euler, bound), 1.0)
+        euler = euler.reshape(y.shape)
         combined = 0.5 * (a_n @ scipy.sparse.diags_array(ratio) + f.linear_part(euler))
-        y_new = m_matrix_solve(combined, h, y)
+        y_new = m_matrix_solve(combined, h, flat).reshape(y.shape)
         return StepResult(y_new, nfev + 1, y_new - euler)
 
 

@@ -49,6 +49,8 @@ MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a 
 COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
 CFL = 0.9                        # default fraction of the positivity bound taken by a controlled step
 TIME_STEP = 0.1                  # density solvers: largest controlled step TIME_STEP / speed_bound (or global bound)
+IMPLICIT_RTOL = 1e-3             # density solvers: default tolerances of the error-controlled implicit schemes
+IMPLICIT_ATOL = 1e-8
 
 def positivity_step(dt, bound, context):
     """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound.
@@ -88,6 +90,56 @@ def positivity_step(dt, bound, context):
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {context}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
     return dt
+
+
+def takes_operator(scheme: "str | type | object") -> bool:
+    """Whether a scheme steps the engine's Operator itself: linearly implicit (``implicit_euler``,
+    ``mprk22``) or ``auto``.  A density solve then passes its Operator to ``integrate`` (not a plain
+    right-hand side), takes a fixed ``dt`` of any size, and leaves the budget to ``integrate``.
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import takes_operator
+    >>> takes_operator("ssprk3"), takes_operator("mprk22"), takes_operator("auto")
+    (False, True, True)
+    """
+    scheme = as_scheme(scheme)
+    return bool(scheme.implicit or isinstance(scheme, Auto))
+
+
+def with_tolerances(meta: dict, scheme: "str | type | object", rtol: float, atol: float) -> dict:
+    """A checkpoint's run identity ``meta`` with ``rtol`` and ``atol`` added when the scheme uses them
+    (``takes_operator``), so that a run resumes only with the tolerances it was started with.
+
+    Parameters
+    ----------
+    meta : dict
+        The run's identity (changed in place).
+    scheme : str, Scheme subclass or Scheme
+    rtol, atol : float
+
+    Returns
+    -------
+    dict
+        ``meta``.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import with_tolerances
+    >>> with_tolerances({}, "ssprk3", 1e-3, 1e-8), with_tolerances({}, "mprk22", 1e-3, 1e-8)
+    ({}, {'rtol': 0.001, 'atol': 1e-08})
+    """
+    if takes_operator(scheme):
+        meta.update(rtol=float(rtol), atol=float(atol))
+    return meta
 
 
 def fixed_step(f, t, y, h, scheme):
