@@ -51,7 +51,8 @@ from .energy_report import mesh_adjacency, warn_pinned
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
 from .results import DensitySolution
 from .meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
-from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
+from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
+    with_tolerances
 
 __all__ = ["solve", "initial_mesh", "check_levels"]
 
@@ -244,7 +245,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
           interval: float = DEFAULTS["interval"], max_cells: int = DEFAULTS["max_cells"], cfl: float = STEP_CFL,
           summation: str = "auto", diffusion: float = 0.0, energy: bool = True, progress: bool | None = None,
           checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> DensitySolution:
+          budget: float | None = BUDGET, rtol: float = IMPLICIT_RTOL, atol: float = IMPLICIT_ATOL) -> DensitySolution:
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -282,6 +283,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes on each mesh (as ``sphere.solve``).
     budget : seconds (default one hour; None: no limit): the run stops with a RuntimeError at the
         first check of the criterion past it, after saving its ``checkpoint`` (resume from it).
+    rtol, atol : tolerances of the error-controlled schemes ("mprk22", "auto"; ``circle.solve``).  With
+        an implicit scheme the mesh is checked every ``every`` implicit steps (at least ``interval``) and
+        the implicit step restarts on each new mesh; "auto" goes on with the member it ended a stretch with.
 
     Returns
     -------
@@ -317,7 +321,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     meta = dict(solver="adaptive", model=model.to_dict(), flux=flux, summation=summation, t_eval=t_eval.tolist(),
                 every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
@@ -338,15 +342,19 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
+    stretch, implicit_step = scheme, None
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
-        else:
+        elif implicit_step is None:
             rate = stage(rho)[1]
             horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
+        else:                           # implicit steps: remesh every `every` of them (or `interval`, if longer)
+            horizon = min(t + max(every * implicit_step, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
-        states, info = integrate(stage, rho, stops, scheme=scheme, dt=sphere.step_cap(model, stage.mesh, flux),
-                                 positivity=True, cfl=cfl, progress=reporter)
+        states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere.step_cap(model, stage.mesh, flux),
+                                 positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol)
+        stretch, implicit_step = next_stretch(stretch, info)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
         counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))

@@ -142,6 +142,37 @@ def with_tolerances(meta: dict, scheme: "str | type | object", rtol: float, atol
     return meta
 
 
+def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, float | None]:
+    """The scheme of an adaptive engine's next stretch (between remeshes) after one that returned
+    ``info``, and the implicit scheme's step there (None while explicit): "auto" goes on with the
+    member it ended with; the implicit step itself restarts on the new mesh.
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+    info : dict
+        ``integrate``'s info of the last stretch.
+
+    Returns
+    -------
+    (scheme, float or None)
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import next_stretch
+    >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
+    (Auto(start='implicit'), 2.5)
+    >>> next_stretch("ssprk3", {})
+    (SSPRK3(), None)
+    """
+    scheme = as_scheme(scheme)
+    if isinstance(scheme, Auto):
+        switches = info.get("switches") or []
+        implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
+        return Auto(start="implicit" if implicit else "explicit"), (info.get("h") if implicit else None)
+    return scheme, info.get("h")
+
+
 def fixed_step(f, t, y, h, scheme):
     """One step of size h from (t, y) of an explicit scheme for y' = f(t, y) (``schemes.as_scheme``).
 
@@ -496,6 +527,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         info.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
     if isinstance(controller, AutoSwitch):
         info["switches"] = controller.named_switches()
+    if isinstance(controller, ImplicitControl) or (isinstance(controller, AutoSwitch) and state["mode"] == 1):
+        info["h"] = float(state["h"])             # the implicit scheme's next step
     if observed:
         info["state"] = y       # the state at t_eval[-1], which Y no longer holds
     return out, info

@@ -72,7 +72,7 @@ from .circle import CFL, isotropic_model
 from .kernels.circle import FLUX_CODES, flux_pass
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
-from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
+from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step, takes_operator, with_tolerances
 
 __all__ = ["solve", "ZonalOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
            "resolve_summation",
@@ -685,7 +685,8 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
           max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", energy: bool = True,
           progress: bool | None = None, checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> ZonalSolution:
+          budget: float | None = BUDGET, rtol: float = stepping.IMPLICIT_RTOL,
+          atol: float = stepping.IMPLICIT_ATOL) -> ZonalSolution:
     r"""Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     A density that depends on the polar angle θ = arccos <x, e> only stays so, and its cell masses
@@ -737,6 +738,11 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         bit for bit.
     budget : float or None
         The work budget in seconds (None: no limit).
+    rtol, atol : float
+        Tolerances of the error-controlled schemes ("mprk22", "auto"): the L1 norm of MPRK22's error
+        estimate relative to atol + rtol |y| (default 1e-3, 1e-8).  The linearly implicit schemes
+        ("implicit_euler", "mprk22", "auto") take a ``dt`` of any size and integrate the first-order
+        upwind system whatever ``flux`` (docs/implicit.md).
 
     Returns
     -------
@@ -767,22 +773,27 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
     op = ZonalOperator(model, d, cells, flux, summation)
+    implicit = takes_operator(scheme)
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
         rhs, cap = op, max_dt
+    elif implicit:
+        max_dt, rhs, cap = max_step(model, cells, flux), op, as_positive(dt, "dt")
     else:
         max_dt = max_step(model, cells, flux)
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
         rhs, cap = (lambda m: op(m)[0]), dt
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
-    rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what, cap=cap)
+    if not implicit:
+        rhs = ssprk3_within_budget(rhs, budget, t_eval, dt, m0, what, cap=cap)
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(m0.size))
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=dt is None, cfl=cfl, context=what)
+                             progress=progress, positivity=dt is None, cfl=cfl, context=what, rtol=rtol, atol=atol,
+                             budget=budget if implicit else None)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)
