@@ -44,6 +44,7 @@ GROWTH = 5.0          # largest step factor between accepted implicit steps
 SWITCH = 0.05         # auto: implicit once the explicit step is below this fraction of the implicit one ...
 BACK = 0.1            # ... and explicit again once it is above this fraction
 PATIENCE = 3          # ... for this many consecutive steps
+COOLDOWN = 10         # ... (this many times more steps to return to the implicit scheme after going back)
 
 
 class Controller(abc.ABC):
@@ -386,7 +387,7 @@ class ImplicitControl(Controller):
         """0.01 |y| / |A y| in the error norm (Hairer–Nørsett–Wanner's first guess), at most ``left``."""
         matrix, _ = self.scheme.linear_part(run.operator, y)
         scale = np.sum(self.atol + self.rtol * np.abs(y))
-        speed = float(np.sum(np.abs(matrix @ y))) / scale
+        speed = float(np.sum(np.abs(matrix @ y.ravel()))) / scale
         return left if speed <= 0 else min(left, 0.01 * float(np.sum(np.abs(y))) / scale / speed)
 
 
@@ -405,8 +406,9 @@ def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: floa
       replaces 20 or more of them;
     - from "implicit", a step counts towards going back when r > ``back`` (1/10: the fast phase of a
       merge, where the error allows less than ten explicit steps);
-    - ``patience`` (3) consecutive counting steps switch; the gap between the thresholds keeps the
-      choice from flickering.
+    - ``patience`` (3) consecutive counting steps switch (``AutoSwitch`` asks 30 to return to the
+      implicit scheme after it went back); the gap between the thresholds keeps the choice from
+      flickering.
 
     Parameters
     ----------
@@ -470,7 +472,10 @@ class AutoSwitch(Controller):
     MPRK22's error estimate is the implicit Euler step's local error ≈ (h²/2) y'', y'' ≈ (F(y + h F(y))
     - F(y)) / h, so h_implicit = 0.9 (2 Σ(atol + rtol |y|) / Σ|y''|)^{1/2}; while implicit it is the
     controller's next step, and h_explicit = min(dt, cfl / max_i A(y)_ii).  Steps of the explicit
-    scheme shorter than half its bound (ending on an output time) do not count.  The mode and streak
+    scheme shorter than half its bound (ending on an output time) do not count.  After a switch back to
+    the explicit scheme, the return to the implicit one needs ``COOLDOWN`` (10) times ``PATIENCE``
+    counting steps: the estimate from y'' misses the lagged field's part of the implicit error, and
+    without it the choice flickered every few steps through a merge.  The mode and streak
     are in ``run.state`` and the switches (t, 0 explicit / 1 implicit) in checkpoints, so a resumed
     run repeats the uninterrupted one's choices; ``switches`` lists (t, scheme name) in order.
 
@@ -519,7 +524,9 @@ class AutoSwitch(Controller):
                 counts = (min(self.cap, bound), state["h"], False)
             if counts is None:
                 continue
-            mode, state["streak"] = choose_scheme(self.NAMES[state["mode"]], state["streak"], *counts)
+            patience = PATIENCE * (COOLDOWN if state["mode"] == 0 and self.switches else 1)
+            mode, state["streak"] = choose_scheme(self.NAMES[state["mode"]], state["streak"], *counts,
+                                                  patience=patience)
             if mode != self.NAMES[state["mode"]]:
                 state["mode"] = self.NAMES.index(mode)
                 if mode == "implicit":
