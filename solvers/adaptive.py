@@ -342,7 +342,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
-    stretch, implicit_step = scheme, None
+    stretch, implicit_step, switches = scheme, None, []       # switches of "auto" (since a resume)
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])
@@ -355,6 +355,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere.step_cap(model, stage.mesh, flux),
                                  positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol)
         stretch, implicit_step = next_stretch(stretch, info)
+        switches += info.get("switches", [])
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
         counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -392,7 +393,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                           bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
-                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
+                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes,
+                          **({"switches": switches} if scheme_name(scheme) == "auto" else {})), jumps)
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):

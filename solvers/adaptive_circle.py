@@ -609,6 +609,7 @@ class _Run:
         self.counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
         self.meshes = [dict(t=self.t, cells=mesh.size, finest=int(mesh.levels.max()))]
         self.jumps, self.remesh_seconds = [], seconds
+        self.switches = []                  # of scheme="auto", since the start or a resume
         self.start = digest(rho)
         self.stage = DyadicOperator(self.model, mesh, self.flux)
 
@@ -660,6 +661,7 @@ class _Run:
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
                                      cfl=STEP_CFL, progress=reporter, rtol=self.rtol, atol=self.atol)
             scheme, implicit_step = next_stretch(scheme, info)
+            self.switches += info.get("switches", [])
             for key in ("nfev", "nsteps", "nrejected"):
                 counters[key] += info[key]
             counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -703,6 +705,8 @@ class _Run:
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)
+        if scheme_name(self.scheme) == "auto":
+            info["switches"] = self.switches
         sign = getattr(self.model, "sign", 1.0)
         en = None
         if self.energy:
