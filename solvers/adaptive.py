@@ -285,7 +285,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         first check of the criterion past it, after saving its ``checkpoint`` (resume from it).
     rtol, atol : tolerances of the error-controlled schemes ("mprk22", "auto"; ``circle.solve``).  With
         an implicit scheme the mesh is checked every ``every`` implicit steps (at least ``interval``) and
-        the implicit step restarts on each new mesh; "auto" goes on with the member it ended a stretch with.
+        the implicit controller restarts on each new mesh from the last step; "auto" goes on with the member
+        it ended a stretch with.
 
     Returns
     -------
@@ -353,7 +354,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             horizon = min(t + max(every * implicit_step, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
         states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere.step_cap(model, stage.mesh, flux),
-                                 positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol)
+                                 positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol,
+                                 first_step=implicit_step)
         stretch, implicit_step = next_stretch(stretch, info)
         switches += info.get("switches", [])
         for key in ("nfev", "nsteps", "nrejected"):

@@ -525,7 +525,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     rtol, atol : float
         Tolerances of the error-controlled schemes ("mprk22", "auto"; ``circle.solve``).  With an
         implicit scheme the mesh is checked every ``every`` implicit steps (at least ``interval``) and the
-        implicit step restarts on each new mesh; "auto" goes on with the member it ended a stretch with.
+        implicit controller restarts on each new mesh from the last step; "auto" goes on with the member it
+        ended a stretch with.
 
     Returns
     -------
@@ -659,7 +660,8 @@ class _Run:
             stops = np.concatenate([[self.t], t_eval[(t_eval > self.t) & (t_eval < horizon)], [horizon]])
             states, info = integrate(self.stage, self.rho, stops, scheme=scheme,
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
-                                     cfl=STEP_CFL, progress=reporter, rtol=self.rtol, atol=self.atol)
+                                     cfl=STEP_CFL, progress=reporter, rtol=self.rtol, atol=self.atol,
+                                     first_step=implicit_step)
             scheme, implicit_step = next_stretch(scheme, info)
             self.switches += info.get("switches", [])
             for key in ("nfev", "nsteps", "nrejected"):

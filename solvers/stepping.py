@@ -371,7 +371,7 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None, positivity=False, cfl=CFL, context=None, budget=None):
+              observe=None, positivity=False, cfl=CFL, context=None, budget=None, first_step=None):
     r"""Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).
 
@@ -441,6 +441,9 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     budget : float, optional
         Seconds of wall-clock time: past them, the run saves its checkpoint after the step under way and
         raises RuntimeError (``resume=True`` then continues it bit for bit); None (default): no limit.
+    first_step : float, optional
+        The first step of an error-controlled scheme (as ``solve_ivp``'s); None: Hairer–Nørsett–Wanner's
+        guess.  The adaptive engines pass the last step of the previous mesh.
 
     Returns
     -------
@@ -478,6 +481,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     run = _Run(f if time_dependent else (lambda t, y: f(y)), project or (lambda y: y), checkpoint, t_eval,
                as_budget(budget), context or "this integration")
     run.operator = f
+    if first_step is not None:
+        run.state["h"] = as_positive(first_step, "first_step")
     if scheme.implicit:
         run.f = f              # a linearly implicit scheme steps with the Operator itself
     observed = observe is not None
