@@ -343,7 +343,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
-    stretch, implicit_step, switches = scheme, None, []       # switches of "auto" (since a resume)
+    stretch, implicit_step, switches = sphere.auto_scheme(scheme), None, []   # switches of "auto" (since a resume)
     while k < t_eval.size:
         if finest == base:              # nothing to refine: one controlled integration, as sphere.solve
             horizon = float(t_eval[-1])

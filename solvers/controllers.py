@@ -526,7 +526,7 @@ class AutoSwitch(Controller):
                 continue
             patience = PATIENCE * (COOLDOWN if state["mode"] == 0 and self.switches else 1)
             mode, state["streak"] = choose_scheme(self.NAMES[state["mode"]], state["streak"], *counts,
-                                                  patience=patience)
+                                                  switch=self.scheme.switch, back=self.scheme.back, patience=patience)
             if mode != self.NAMES[state["mode"]]:
                 state["mode"] = self.NAMES.index(mode)
                 if mode == "implicit":

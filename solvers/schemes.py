@@ -465,6 +465,10 @@ class Auto(Scheme):
     Parameters
     ----------
     start : {"explicit", "implicit"}
+    switch, back : float
+        The thresholds of ``controllers.choose_scheme`` on h_explicit / h_implicit (defaults 1/20 and
+        1/10: an MPRK22 step costs about 15 SSP-RK3 steps where the field is cheap beside the sparse
+        solves, as on S¹; the S² engines, whose field evaluations dominate, pass 1/2 and 1).
 
     Examples
     --------
@@ -476,17 +480,22 @@ class Auto(Scheme):
 
     name, order, stages = "auto", 2, 3
 
-    def __init__(self, start: str = "explicit"):
+    def __init__(self, start: str = "explicit", switch: float = 0.05, back: float = 0.1):
         if start not in ("explicit", "implicit"):
             raise ValueError(f"start must be 'explicit' or 'implicit'; got {start!r}")
+        if not 0 < switch <= back:
+            raise ValueError(f"need 0 < switch <= back; got {switch!r}, {back!r}")
         self.explicit, self.implicit_scheme, self.start = SSPRK3(), MPRK22(), start
+        self.switch, self.back = switch, back
 
     def step(self, f, t, y, h, k1=None):
         raise TypeError("scheme='auto' switches between SSP-RK3 and MPRK22 step by step: run it through "
                         "stepping.integrate, not step by step")
 
     def __repr__(self):
-        return "Auto()" if self.start == "explicit" else f"Auto(start={self.start!r})"
+        settings = [f"start={self.start!r}"] if self.start != "explicit" else []
+        settings += [f"switch={self.switch!r}, back={self.back!r}"] if (self.switch, self.back) != (0.05, 0.1) else []
+        return f"Auto({', '.join(settings)})"
 
 
 SCHEMES: dict[str, type[Scheme]] = {cls.name: cls for cls in (ForwardEuler, SSPRK3, RK4, DormandPrince, ImplicitEuler,

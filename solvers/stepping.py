@@ -169,7 +169,8 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     if isinstance(scheme, Auto):
         switches = info.get("switches") or []
         implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
-        return Auto(start="implicit" if implicit else "explicit"), (info.get("h") if implicit else None)
+        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back),
+                info.get("h") if implicit else None)
     return scheme, info.get("h")
 
 
