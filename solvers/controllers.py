@@ -20,7 +20,7 @@ loop (``stepping.integrate``), which owns output times, checkpoints and progress
   cells of a cluster, cut the steps 2×), the growth capped at ``GROWTH`` per step, no positivity check
   (the scheme keeps y >= 0 for every h) and, in the fast phase, steps of at most ``dt``: from the start
   until the first step at which the explicit bound cfl / rate(y) or the error-controlled step falls
-  below ``dt`` (from a
+  below ``dt``, or a density exceeds twice the mean (``clustered``) (from a
   near-uniform state the error estimate alone would step over the linear growth of the unstable modes
   and shift the clustering times; ``run.state["fast"]``);
 - ``AutoSwitch`` (``scheme="auto"``): SSP-RK3 under ``PositivityControl`` or MPRK22 under
@@ -36,7 +36,7 @@ import numpy as np
 from .schemes import Auto, Scheme, ShuOsher
 
 __all__ = ["Controller", "FixedSteps", "PositivityControl", "ErrorControl", "ImplicitControl", "AutoSwitch",
-           "choose_scheme"]
+           "choose_scheme", "clustered"]
 
 SAFETY = 0.9          # fraction of the step the error estimate allows that ImplicitControl takes
 SHRINK = 0.2          # smallest step factor after a rejection
@@ -301,9 +301,9 @@ class ImplicitControl(Controller):
     the step size is carried in ``run.state["h"]`` (and so in checkpoints).
 
     Each step from y_n: h = min(h_proposed, dt) in the fast phase, which lasts until the first step
-    with cfl / rate(y_n) < dt or h_proposed < dt, rate(y_n) = max_i A(y_n)_ii the forward-Euler positivity rate of the
-    upwind system (its linear part, which the scheme evaluates anyway), else h = h_proposed; the
-    error norm e = Σ|error_i| / Σ(atol + rtol max(|y_i|, |y_new,i|));
+    with cfl / rate(y_n) < dt, h_proposed < dt or ``clustered(y_n)``, rate(y_n) = max_i A(y_n)_ii the
+    forward-Euler positivity rate of the upwind system (its linear part, which the scheme evaluates
+    anyway), else h = h_proposed; the error norm e = Σ|error_i| / Σ(atol + rtol max(|y_i|, |y_new,i|));
     accepted when e <= 1, and the next step h · min(GROWTH, 0.9 e^{-1/(q+1)}) (at least 0.2 h after a
     rejection), q the estimate's order.
 
@@ -354,7 +354,7 @@ class ImplicitControl(Controller):
         bound = self.explicit_bound(run, y)
         if not np.isfinite(state["h"]):
             state["h"] = self._first_step(run, y, t1 - t)
-        if self.cap is None or min(bound, state["h"]) < self.cap:
+        if self.cap is None or min(bound, state["h"]) < self.cap or clustered(y):
             state["fast"] = 0
         limit = self.cap if state["fast"] else np.inf
         while True:
@@ -391,6 +391,29 @@ class ImplicitControl(Controller):
         return left if speed <= 0 else min(left, 0.01 * float(np.sum(np.abs(y))) / scale / speed)
 
 
+def clustered(y: np.ndarray) -> bool:
+    """Whether the fast phase from a near-uniform state is over by the state itself: some density above
+    twice the mean of the densities (a cluster has formed).
+
+    Parameters
+    ----------
+    y : ndarray
+        Cell densities.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.controllers import clustered
+    >>> clustered(np.ones(8) + 1e-8), clustered(np.r_[np.zeros(7), 1.0])
+    (False, True)
+    """
+    return bool(y.max() > 2.0 * y.mean())
+
+
 def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: float, capped: bool = False, *,
                   switch: float = SWITCH, back: float = BACK, patience: int = PATIENCE) -> tuple[str, int]:
     r"""The rule of ``scheme="auto"``: explicit while the cells set the pace, implicit once the dynamics slows.
@@ -400,7 +423,8 @@ def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: floa
     to the tolerance):
 
     - from "explicit", a step counts towards the switch when the fast phase is over (``capped`` False:
-      the explicit bound or h_implicit has been below the cap dt at least once), and
+      the explicit bound or h_implicit has been below the cap dt at least once, or a cluster has
+      formed), and
       r < ``switch`` (1/20).  One MPRK22 step (two field evaluations, two assemblies and two sparse
       solves) costs about as much as 15 SSP-RK3 steps on S¹ with 2048 cells, so it pays once it
       replaces 20 or more of them;
@@ -551,7 +575,7 @@ class AutoSwitch(Controller):
         scale = float(np.sum(self.atol + self.rtol * np.abs(y_old)))
         with np.errstate(over="ignore"):
             h_implicit = SAFETY * np.sqrt(2.0 * scale / curvature) if curvature > 0 else np.inf
-        if min(bound, h_implicit) < self.cap:
+        if min(bound, h_implicit) < self.cap or clustered(y):
             run.state["fast"] = 0
         return y, t, (min(self.cap, bound), h_implicit, bool(run.state["fast"]))
 
