@@ -1,20 +1,25 @@
-"""Explicit against linearly implicit time stepping through the two-cluster plateau of SA β = 3 on S¹.
+"""Explicit against scheme="auto" (SSP-RK3, then MPRK22) through the metastable plateaus of SA β = 3.
 
-From the near-uniform start of ``validation/metastability.py`` (phases of seed 0) on 2048 cells, the
-upwind finite-volume system is run
+Two cases from near-uniform starts (``validation/metastability.py``: perturbation ε = 1e-8 along 31
+modes, seed 0, on S¹; on S² the density 1 + ε Σ of 31 random linear functions, seed 0):
 
-- explicitly: ``circle.solve(..., flux="upwind")`` (SSP-RK3, each step 0.9 of the positivity bound);
-- implicitly: ``implicit.integrate_implicit`` with MPRK22 at rtol 1e-3 and 1e-4 (atol 1e-8), and at
-  rtol 1e-3 with the explicit solver's step cap (``circle.step_cap``, 0.1) as max_step, the linear part
-  -A(ρ)ρ of the same upwind system built from ``circle.velocity`` (the field frozen at ρ).
+- ``s1``: ``circle.solve(flux="upwind")`` on 2048 cells, the explicit solver (SSP-RK3, each step 0.9 of
+  the positivity bound) to ``--explicit-T`` and ``scheme="auto"`` to ``--T`` (outputs every 2 time
+  units to 1e3, then 20 per decade).  Both integrate the first-order upwind system.
+- ``s2``: the default adaptive S² solver (``sphere.solve``, mesh=None, flux "upwind2": the explicit
+  solver integrates it, the implicit member its first-order part) with the default scheme and with
+  ``scheme="auto"``, to ``--explicit-T`` and ``--T``.
 
-For each run (in stretches ending on each T, each stretch starting from the last state): CPU seconds
-(time.process_time, this process) to T = 1e2 and 1e3 (implicit also to 1e4), steps per unit time in
-the fast phase, on the plateau and after the merge, and the merge time: the first output (every 2
-time units to 1e3) where the cells with ρ > 2/(2π) form one connected run after two.
-Writes benchmarks/results/implicit.json.
+The ``--T``/``--explicit-T`` runs are recorded one by one (0 skips one; a later call adds to or
+replaces runs of the same name).  For each run: CPU seconds (time.process_time, this process, one
+run), steps, the switches of auto,
+the smallest density and mass error, and the merge times: the outputs where the number of clusters
+(connected regions of density above twice the uniform one holding >= 2 % of the mass,
+``validation.metastability``) drops.  Writes benchmarks/results/implicit.json (the case's entry).
+The S² run with ``--T 1e4`` is the issue's target (<= 30 s of CPU on 2 cores).
 
-    PYTHONPATH=. python benchmarks/bench_implicit.py [--quick]     # --quick: 512 cells
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s1 --T 1e6 --explicit-T 1e3
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e3 --explicit-T 1e3
 """
 import argparse
 import json
@@ -24,103 +29,105 @@ import time
 import numpy as np
 
 import meanfield as mf
-from meanfield.solvers import circle
-from meanfield.solvers.implicit import donor_cell_matrix, integrate_implicit
-from validation.metastability import near_uniform_density, perturbation_phases
+from meanfield.clusters import cluster_count
+from meanfield.solvers import circle, sphere
+from validation.metastability import EPS, MIN_MASS, near_uniform_density, perturbation_phases
 
 BETA = 3.0
-PHASES = 31            # perturbation modes of the validation's near-uniform start (n = 64 tokens)
-WINDOWS = ((0, 50), (50, 400), (400, 1000), (1000, 1e4))
+PHASES = 31
+RESULTS = pathlib.Path(__file__).parent / "results" / "implicit.json"
 
 
-class RingUpwind:
-    """-A(ρ) ρ of the cell-centred upwind flux on S¹ with the SA field frozen at ρ (until the circle
-    Operator provides ``linear_part``)."""
-
-    def __init__(self, model, cells):
-        self.model, self.cells = model, cells
-        j = np.arange(cells)
-        self.donors, self.receivers = np.concatenate([j, j]), np.concatenate([(j + 1) % cells, (j - 1) % cells])
-
-    def linear_part(self, rho):
-        u = circle.velocity(self.model, rho)
-        return donor_cell_matrix(np.full(self.cells, 2 * np.pi / self.cells), self.donors, self.receivers,
-                                 np.concatenate([np.maximum(u, 0), np.maximum(-u, 0)]))
+def output_times(T):
+    """Every 2 time units to min(T, 1e3), then 20 per decade to T."""
+    dense = np.arange(0.0, min(T, 1e3) + 1e-9, 2.0)
+    if T <= 1e3:
+        return dense
+    return np.concatenate([dense, np.geomspace(1e3, T, int(20 * np.log10(T / 1e3)) + 1)[1:]])
 
 
-def cluster_runs(rho):
-    """Connected runs of cells (cyclically) with ρ > 2/(2π)."""
-    dense = rho > 2 / (2 * np.pi)
-    if dense.all():
-        return 1
-    return int(np.sum(dense & ~np.roll(dense, 1)))
+def clusters(points, rho, areas, uniform):
+    """Clusters: connected groups (single linkage at 1.5 cell widths) of cells with ρ > 2 × uniform."""
+    keep = (rho > 2 * uniform) & (areas > 0)
+    if not np.any(keep):
+        return 0
+    mass = rho[keep] * areas[keep]
+    width = 1.5 * np.sqrt(areas[keep].max()) if points.shape[1] == 3 else 1.5 * areas[keep].max()
+    return cluster_count(points[keep], width, weights=mass / mass.sum(), min_mass=MIN_MASS)
 
 
-def merge_time(t, rhos):
-    """The first output time with one cluster after an output with two (NaN if none)."""
-    counts = np.array([cluster_runs(r) for r in rhos])
-    two = np.flatnonzero(counts == 2)
-    if two.size == 0:
-        return float("nan")
-    one = np.flatnonzero((counts == 1) & (np.arange(counts.size) > two[0]))
-    return float(t[one[0]]) if one.size else float("nan")
+def merges(t, counts):
+    """(t, clusters after) at each output where the cluster count drops, after its first maximum."""
+    counts = np.asarray(counts)
+    if counts.size == 0 or counts.max() == 0:
+        return []
+    start = int(np.argmax(counts))
+    return [(float(t[k]), int(counts[k])) for k in range(start + 1, counts.size) if 0 < counts[k] < counts[k - 1]]
 
 
-def steps_per_unit_time(times):
-    return {f"{a:g}-{b:g}": float(np.sum((times > a) & (times <= b)) / (b - a)) for a, b in WINDOWS}
+def record(sol, t, seconds, uniform):
+    points = sol.points if sol.points.ndim == 3 else np.broadcast_to(sol.points, (t.size,) + sol.points.shape)
+    areas = sol.areas if np.ndim(sol.areas) == 2 else np.broadcast_to(sol.areas, (t.size,) + np.shape(sol.areas))
+    counts = [clusters(points[k], sol.rho[k], areas[k], uniform) for k in range(t.size)]
+    out = dict(T=float(t[-1]), cpu_s=round(seconds, 2), nsteps=int(sol.info["nsteps"]),
+               merges=merges(t, counts), clusters_at_end=int(counts[-1]), min=float(np.min(sol.rho)),
+               mass_error=float(np.abs(sol.mass - sol.mass[0]).max()))
+    if "switches" in sol.info:
+        out["switches"] = [(round(s, 3), name) for s, name in sol.info["switches"]]
+    return out
+
+
+def run(solve, t, uniform, name, case):
+    """One run, recorded at once into the case's entry of the results file (runs of other calls kept)."""
+    start = time.process_time()
+    sol = solve(t)
+    result = record(sol, t, time.process_time() - start, uniform)
+    print(name, json.dumps(result), flush=True)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    entry = results.setdefault(case, {"note": "CPU seconds of one process on a loaded shared 2-core machine"})
+    entry.setdefault("runs", {})[name] = result
+    RESULTS.write_text(json.dumps(results, indent=1))
+    return result
+
+
+def s1(T, explicit_T):
+    cells = 2048
+    rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(PHASES, 0))
+    model = mf.SA(BETA)
+    for name, scheme, end in (("explicit (SSP-RK3, positivity steps)", "ssprk3", explicit_T), ("auto", "auto", T)):
+        if end > 0:
+            run(lambda t, scheme=scheme: circle.solve(model, rho0, t, cells=cells, flux="upwind", scheme=scheme,
+                                                      progress=False, energy=False, budget=None),
+                output_times(end), 1 / (2 * np.pi), name, "s1")
+    return dict(cells=cells, beta=BETA, flux="upwind")
+
+
+def s2(T, explicit_T):
+    rng = np.random.default_rng(0)
+    directions = rng.normal(size=(PHASES, 3))
+
+    def rho0(x):
+        return 1 + EPS * np.sin(x @ directions.T * 3.0 + rng_phases).sum(axis=1)
+    rng_phases = rng.uniform(0, 2 * np.pi, PHASES)
+    model = mf.SA(BETA)
+    for name, scheme, end in (("explicit (SSP-RK3, adaptive default)", "ssprk3", explicit_T), ("auto", "auto", T)):
+        if end > 0:
+            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, progress=False, energy=False,
+                                                      budget=None),
+                output_times(end), 1 / (4 * np.pi), name, "s2")
+    return dict(mesh="adaptive (default)", beta=BETA, flux="upwind2")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--case", choices=("s1", "s2"), required=True)
+    parser.add_argument("--T", type=float, default=1e6)
+    parser.add_argument("--explicit-T", type=float, default=1e3, help="0: skip the explicit run")
     args = parser.parse_args()
-    cells = 512 if args.quick else 2048
-    model = mf.SA(BETA)
-    rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(PHASES, 0))
-    t_eval = np.concatenate([np.arange(0.0, 1000.0, 2.0), np.arange(1000.0, 1e4 + 1, 100.0)])
-    results = dict(cells=cells, beta=BETA, runs={})
-
-    def explicit(rho, t):
-        sol = circle.solve(model, rho, t, cells=cells, flux="upwind", progress=False)
-        return sol.rho, int(sol.info["nsteps"]), None
-
-    def implicit(rtol, max_step=np.inf):
-        def run(rho, t):
-            sol = integrate_implicit(RingUpwind(model, cells), rho, t, rtol=rtol, atol=1e-8, max_step=max_step)
-            return sol.y, sol.nsteps, sol
-        return run
-
-    runs = {"explicit (SSP-RK3, positivity steps)": (explicit, (1e2, 1e3))}
-    runs |= {f"mprk22 rtol={rtol:g}": (implicit(rtol), (1e2, 1e3, 1e4)) for rtol in (1e-3, 1e-4)}
-    cap = circle.step_cap(model, cells, "upwind")     # 0.1 for SA: resolves the linear growth from uniform
-    runs[f"mprk22 rtol=0.001 max_step={cap:g}"] = (implicit(1e-3, cap), (1e2, 1e3, 1e4))
-    for name, (solver, ends) in runs.items():
-        rho, states, seconds, nsteps, record = rho0, [rho0[None]], 0.0, 0, {}
-        step_times, step_sizes = [], []
-        for a, b in zip((0.0,) + ends[:-1], ends):      # one run in stretches ending on each T
-            start = time.process_time()
-            y, count, sol = solver(rho, t_eval[(t_eval >= a) & (t_eval <= b)])
-            seconds += time.process_time() - start
-            nsteps += count
-            states.append(y[1:])
-            rho = y[-1]
-            if sol is not None:
-                step_times.append(sol.step_times)
-                step_sizes.append(sol.step_sizes)
-            record[f"T={b:g}"] = dict(cpu_s=round(seconds, 2), nsteps=nsteps)
-        rhos = np.concatenate(states)
-        mass = rhos.sum(axis=1) * 2 * np.pi / cells
-        record |= dict(merge=merge_time(t_eval[:rhos.shape[0]], rhos), min=float(rhos.min()),
-                       mass_error=float(np.abs(mass - mass[0]).max()))
-        if step_times:
-            times, sizes = np.concatenate(step_times), np.concatenate(step_sizes)
-            record["steps_per_unit_time"] = steps_per_unit_time(times)
-            record["median_step"] = {f"{a:g}-{b:g}": float(np.median(sizes[(times > a) & (times <= b)]))
-                                     for a, b in WINDOWS if np.any((times > a) & (times <= b))}
-        results["runs"][name] = record
-        print(name, record, flush=True)
-    out = pathlib.Path(__file__).parent / "results" / ("implicit_quick.json" if args.quick else "implicit.json")
-    out.write_text(json.dumps(results, indent=1))
+    settings = (s1 if args.case == "s1" else s2)(args.T, args.explicit_T)
+    results = json.loads(RESULTS.read_text())
+    results[args.case].update(settings)
+    RESULTS.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

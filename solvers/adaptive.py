@@ -54,7 +54,8 @@ from .energy_report import mesh_adjacency, warn_pinned
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
 from .results import DensitySolution
 from .meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
-from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
+from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
+    takes_operator, with_tolerances
 
 __all__ = ["solve", "initial_mesh", "check_levels"]
 
@@ -248,7 +249,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
           interval: float = DEFAULTS["interval"], max_cells: int = DEFAULTS["max_cells"], cfl: float = STEP_CFL,
           summation: str = "auto", diffusion: float = 0.0, energy: bool = True, progress: bool | None = None,
           checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> DensitySolution:
+          budget: float | None = BUDGET, rtol: float = IMPLICIT_RTOL, atol: float = IMPLICIT_ATOL) -> DensitySolution:
     """Solve the continuity equation on S^2 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells (its mesh may change over time).
 
@@ -291,6 +292,10 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     diffusion : D >= 0 adds D Δ_S ρ by two-point fluxes on each mesh (as ``sphere.solve``).
     budget : seconds (default one hour; None: no limit): the run stops with a RuntimeError at the
         first check of the criterion past it, after saving its ``checkpoint`` (resume from it).
+    rtol, atol : tolerances of the error-controlled schemes ("mprk22", "auto"; ``circle.solve``).  With
+        an implicit scheme the mesh is checked every ``every`` implicit steps (at least ``interval``) and
+        the implicit controller restarts on each new mesh from the last step; "auto" goes on with the member
+        it ended a stretch with.
 
     Returns
     -------
@@ -329,7 +334,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                 every=every, interval=interval, threshold=threshold, cfl=cfl, diffusion=diffusion, **settings)
     if dt is not None:
         meta["dt"] = dt
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, meta=meta)
     start = time.perf_counter()
     amesh, rho, threshold = initial_mesh(rho0, base, finest, threshold, buffer, settings["max_cells"], bulk)
@@ -350,21 +355,28 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
+    stretch, implicit_step, switches = sphere.auto_scheme(scheme), None, []   # switches of "auto" (since a resume)
     while k < t_eval.size:
-        h = None if dt is None else min(dt, stage.step_bound())
+        h = None if dt is None else dt if takes_operator(scheme) else min(dt, stage.step_bound())
         if finest == base:              # nothing to refine: one integration, as sphere.solve
             horizon = float(t_eval[-1])
         elif h is not None:
             horizon = min(t + min(every * h, interval), float(t_eval[-1]))
-        else:
+        elif implicit_step is None:
             rate = stage(rho)[1]
             horizon = min(t + min(every * cfl / rate if rate > 0 else np.inf, interval), float(t_eval[-1]))
+        else:                           # implicit steps: remesh every `every` of them (or `interval`, if longer)
+            horizon = min(t + max(every * implicit_step, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
         if h is None:
-            states, info = integrate(stage, rho, stops, scheme=scheme, dt=sphere.step_cap(model, stage.mesh, flux),
-                                     positivity=True, cfl=cfl, progress=reporter)
-        else:
-            states, info = integrate(lambda r, op=stage: op(r)[0], rho, stops, scheme=scheme, dt=h, progress=reporter)
+            states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere.step_cap(model, stage.mesh, flux),
+                                     positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol,
+                                     first_step=implicit_step)
+            stretch, implicit_step = next_stretch(stretch, info)
+            switches += info.get("switches", [])
+        else:                           # fixed steps of at most dt (an explicit scheme's: within the bound)
+            f = stage if takes_operator(scheme) else (lambda r, op=stage: op(r)[0])
+            states, info = integrate(f, rho, stops, scheme=scheme, dt=h, progress=reporter)
             info.update(hmin=h, hmax=h)
         for key in ("nfev", "nsteps", "nrejected"):
             counters[key] += info[key]
@@ -406,7 +418,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
                           finest=finest, bulk=bulk, threshold=threshold,
                           buffer=buffer, every=every, interval=interval, max_cells=settings["max_cells"],
                           cfl=cfl, diffusion=diffusion,
-                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes), jumps)
+                          remeshes=len(meshes) - 1, remesh_seconds=remesh_seconds, meshes=meshes,
+                          **({"switches": switches} if scheme_name(scheme) == "auto" else {})), jumps)
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):

@@ -81,7 +81,8 @@ from .kernels.dyadic import flux_pass, log_space
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
 from .restored import restored_run
-from .stepping import CFL as STEP_CFL, Checkpoint, digest, integrate
+from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
+    with_tolerances
 
 __all__ = ["solve", "DyadicOperator", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
 
@@ -481,7 +482,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
           max_cells: int = DEFAULTS["max_cells"], summation: str = "auto", diffusion: float = 0.0,
           energy: bool = True, progress: bool | None = None,
           checkpoint: str | PathLike | None = None, checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> DensitySolution:
+          budget: float | None = BUDGET, rtol: float = IMPLICIT_RTOL, atol: float = IMPLICIT_ATOL) -> DensitySolution:
     r"""Solve the continuity equation on S^1 on adaptive cells; return a DensitySolution whose
     ``cells`` field gives each output's number of cells.
 
@@ -543,6 +544,11 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     budget : float or None
         Seconds after which the run stops with a RuntimeError at the next check of the criterion, after
         saving its ``checkpoint`` (resume from it; None: no limit).
+    rtol, atol : float
+        Tolerances of the error-controlled schemes ("mprk22", "auto"; ``circle.solve``).  With an
+        implicit scheme the mesh is checked every ``every`` implicit steps (at least ``interval``) and the
+        implicit controller restarts on each new mesh from the last step; "auto" goes on with the member it
+        ended a stretch with.
 
     Returns
     -------
@@ -593,16 +599,16 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if depth == 0:
         return circle.solve(model, rho0, t_eval, cells=cells, flux=flux, scheme=scheme, energy=energy,
                             progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                            resume=resume, budget=budget)
+                            resume=resume, budget=budget, rtol=rtol, atol=atol)
     start = time.perf_counter()
     mesh, rho, threshold = initial_mesh(model, rho0, cells, depth, flux, settings, settings["threshold"])
-    run = _Run(model, flux, scheme, t_eval, cells, depth, settings, energy)
+    run = _Run(model, flux, scheme, t_eval, cells, depth, settings, energy, rtol, atol)
     run.begin(mesh, rho, threshold, time.perf_counter() - start)
     ckpt = None
     if checkpoint is not None:
         meta = dict(solver="adaptive_circle", model=model.to_dict(), flux=flux, cells=cells, finest=finest,
                     energy=energy, **settings)
-        meta = with_scheme(meta, scheme)
+        meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
         ckpt = Checkpoint(checkpoint, every=checkpoint_every, meta=meta)
         if resume:
             run.restore(ckpt)
@@ -615,7 +621,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
 class _Run:
     """The state of an adaptive run between criterion checks (what a checkpoint holds)."""
 
-    def __init__(self, model, flux, scheme, t_eval, cells, depth, settings, energy):
+    def __init__(self, model, flux, scheme, t_eval, cells, depth, settings, energy, rtol, atol):
+        self.rtol, self.atol = rtol, atol
         self.model, self.flux, self.t_eval, self.cells, self.depth = model, flux, t_eval, cells, depth
         self.scheme = scheme
         self.settings, self.energy = settings, energy
@@ -627,6 +634,7 @@ class _Run:
         self.counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
         self.meshes = [dict(t=self.t, cells=mesh.size, finest=int(mesh.levels.max()))]
         self.jumps, self.remesh_seconds = [], seconds
+        self.switches = []                  # of scheme="auto", since the start or a resume
         self.start = digest(rho)
         self.stage = DyadicOperator(self.model, mesh, self.flux)
 
@@ -665,14 +673,21 @@ class _Run:
         saved_steps = counters["nsteps"]
         reporter = Progress(float(last - t_eval[0]), "solve", progress)      # one report for every stretch
         reporter.update(self.t - float(t_eval[0]))
+        scheme, implicit_step = self.scheme, None
         while self.k < t_eval.size:
-            rate = self.stage(self.rho)[1]
-            step = self.settings["every"] * STEP_CFL / rate if rate > 0 else np.inf
-            horizon = min(self.t + min(step, self.settings["interval"]), last)
+            if implicit_step is None:
+                rate = self.stage(self.rho)[1]
+                step = min(self.settings["every"] * STEP_CFL / rate if rate > 0 else np.inf, self.settings["interval"])
+            else:                   # implicit steps: remesh every `every` of them (or `interval`, if longer)
+                step = max(self.settings["every"] * implicit_step, self.settings["interval"])
+            horizon = min(self.t + step, last)
             stops = np.concatenate([[self.t], t_eval[(t_eval > self.t) & (t_eval < horizon)], [horizon]])
-            states, info = integrate(self.stage, self.rho, stops, scheme=self.scheme,
+            states, info = integrate(self.stage, self.rho, stops, scheme=scheme,
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
-                                     cfl=STEP_CFL, progress=reporter)
+                                     cfl=STEP_CFL, progress=reporter, rtol=self.rtol, atol=self.atol,
+                                     first_step=implicit_step)
+            scheme, implicit_step = next_stretch(scheme, info)
+            self.switches += info.get("switches", [])
             for key in ("nfev", "nsteps", "nrejected"):
                 counters[key] += info[key]
             counters.update(hmin=min(counters["hmin"], info["hmin"]), hmax=max(counters["hmax"], info["hmax"]))
@@ -716,6 +731,8 @@ class _Run:
                     remeshes=len(self.meshes) - 1, remesh_seconds=self.remesh_seconds, meshes=self.meshes,
                     log_space_cells=self.stage.log_space_cells,
                     **{k: v for k, v in self.settings.items() if k != "threshold"}, **self.counters)
+        if scheme_name(self.scheme) == "auto":
+            info["switches"] = self.switches
         sign, reason = energy_direction(self.model, 2)
         general = self.stage.general
         if general is not None:

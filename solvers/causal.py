@@ -85,7 +85,8 @@ from .diffusion import no_diffusion
 from .full_model import CellField
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import CausalDensitySolution
-from .stepping import Checkpoint, integrate, positivity_step
+from .stepping import IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, integrate, positivity_step, takes_operator, \
+    with_tolerances
 
 __all__ = ["solve", "CausalOperator", "velocity", "time_derivative", "max_step", "slice_positions", "prefix_average"]
 
@@ -441,7 +442,8 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
           summation: str = "auto", diffusion: float = 0.0, progress: bool | None = None,
           checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> CausalDensitySolution:
+          budget: float | None = BUDGET, rtol: float = IMPLICIT_RTOL,
+          atol: float = IMPLICIT_ATOL) -> CausalDensitySolution:
     """Solve the causal mean-field PDE on [0, 1] × S^1 (module docstring) by finite volumes and
     SSP-RK3; return a CausalDensitySolution.
 
@@ -479,6 +481,11 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
         Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
         measured cost of a step exceeds it is refused before it starts; any run past it saves its
         checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
+    rtol, atol : float
+        Tolerances of the error-controlled schemes ("mprk22", "auto"): the L1 norm of MPRK22's error
+        estimate relative to atol + rtol |y| (default 1e-3, 1e-8).  The linearly implicit schemes
+        ("implicit_euler", "mprk22", "auto") take a ``dt`` of any size and integrate the first-order
+        upwind system whatever ``flux`` (docs/implicit.md).
 
     Returns
     -------
@@ -502,17 +509,21 @@ def solve(model: SA | USA, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, sli
     rho = _initial_density(rho0, slices, cells)
     slices, cells = rho.shape
     bound = max_step(model, cells)
-    dt = positivity_step(dt, bound, f"{model!r} with {cells} cells in θ")
+    implicit = takes_operator(scheme)
+    controlled = implicit and dt is None                 # implicit: error-controlled, else any fixed dt
+    dt = as_positive(dt, "dt") if implicit and dt is not None else \
+        positivity_step(dt, bound, f"{model!r} with {cells} cells in θ")
     op = CausalOperator(model, cells, flux)
     meta = dict(solver="causal", model=model.to_dict(), dt=dt, slices=slices, cells=cells)
     if flux != "upwind2":
         meta["flux"] = flux
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(cells))
     what = f"this solve of {model!r} on {slices} x {cells} cells to t = {t_eval[-1]:g}"
-    rhos, info = integrate(lambda r: op(r)[0], rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt,
-                           resume=resume, progress=progress, context=what, budget=budget)
+    rhs = op if implicit else (lambda r: op(r)[0])
+    rhos, info = integrate(rhs, rho, t_eval, scheme=scheme, dt=as_positive(dt, "dt"), checkpoint=ckpt, resume=resume,
+                           progress=progress, positivity=controlled, rtol=rtol, atol=atol, budget=budget, context=what)
     info.update(method=scheme_name(scheme), dt=dt, max_dt=bound, slices=slices, cells=cells, flux=flux)
     if op.general is not None:
         info.update(summation=op.general.info["summation"], degree=op.general.info["degree"],

@@ -91,7 +91,7 @@ from .kernels import circle as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
 from .energy_report import detector_times, energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
 from . import stepping
-from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
+from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step, takes_operator, with_tolerances
 
 __all__ = ["solve", "CircleOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
            "cell_angles", "resolve_summation", "check_cells", "initial_density", "density_model"]
@@ -884,7 +884,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
           max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", diffusion: float = 0.0,
           energy: bool = True, progress: bool | None = None, checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> DensitySolution:
+          budget: float | None = BUDGET, rtol: float = stepping.IMPLICIT_RTOL,
+          atol: float = stepping.IMPLICIT_ATOL) -> DensitySolution:
     """Solve the continuity equation on S^1 by finite volumes + SSP-RK3; return a DensitySolution.
 
     Parameters
@@ -907,7 +908,10 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         See the module docstring.
     scheme : str, Scheme class or instance
         The time scheme (``stepping.integrate``), default "ssprk3"; with ``dt=None`` its steps are
-        positivity-controlled.
+        positivity-controlled.  "mprk22" (error-controlled to ``rtol``/``atol``), "implicit_euler"
+        (fixed ``dt``) and "auto" (SSP-RK3, then MPRK22 once the dynamics slows) are linearly implicit:
+        positive and conservative for every step, ``dt`` of any size; they integrate the first-order
+        upwind system (``CircleOperator.linear_part``) whatever ``flux`` (docs/implicit.md).
     dt : float, optional
         None (default): steps from the actual speeds, h_k = min(max_dt, cfl / rate(ρ_k)) with rate the
         forward-Euler positivity rate max_i out_i/(h ρ_i) of the current state (+ 2D/h²), every SSP stage
@@ -932,13 +936,17 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
         measured cost of a step exceeds it is refused before it starts; any run past it saves its
         checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
+    rtol, atol : float
+        Tolerances of the error-controlled schemes ("mprk22", "auto"): the L1 norm of MPRK22's error
+        estimate relative to atol + rtol |ρ| (default 1e-3, 1e-8).
 
     Returns
     -------
     DensitySolution
         .points the cell centres (N, 2), .areas = h = 2π/N, .rho (m, N), .mass (m,) = Σ_i ρ_i h, .energy (m,)
         the discrete E_β; .info holds flux, summation, degree, dt (fixed step or None), max_dt, cells,
-        nsteps, nfev, nrejected (and hmin, hmax of the controlled steps) and log_space_cells.
+        nsteps, nfev, nrejected (and hmin, hmax of the controlled steps; switches: (t, scheme) of
+        "auto") and log_space_cells.
 
     Examples
     --------
@@ -956,21 +964,25 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     stage = CircleOperator(model, cells, flux, summation, as_diffusion(diffusion))
     diffusion, bound = stage.diffusion, stage.step_bound()
     h = 2 * np.pi / cells
+    implicit = takes_operator(scheme)
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
         rhs, cap, controlled = stage, max_dt, True
+    elif implicit:
+        rhs, cap, controlled, max_dt = stage, as_positive(dt, "dt"), False, bound
     else:
         dt = positivity_step(dt, bound, f"{model!r} with {cells} cells and the {flux} flux")
         rhs, cap, controlled, max_dt = (lambda r: stage(r)[0]), dt, False, bound
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
     meta = dict(solver="circle", model=model.to_dict(), flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 diffusion=diffusion, summation=stage.summation)
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(cells))
     times, outputs = detector_times(t_eval, flux)        # denser for the fluxes that pin: the detector's states
     states, info = integrate(rhs, rho, times, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=controlled, cfl=cfl, context=what, budget=budget)
+                             progress=progress, positivity=controlled, cfl=cfl, context=what, rtol=rtol, atol=atol,
+                             budget=budget)
     rhos = states[outputs]
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=stage.log_space_cells,

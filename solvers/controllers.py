@@ -14,7 +14,17 @@ loop (``stepping.integrate``), which owns output times, checkpoints and progress
   admissible.  Any other scheme (s_0 = 1) has a step whose result holds a negative entry rejected
   and retried with half the step.  The step depends only on (t, y), so a resumed run repeats it;
 - ``ErrorControl``: an embedded pair's error estimate sets the step (the usual controller, factor
-  0.9 · err^(-1/(q+1)) within [0.2, 5] for an estimate of order q).
+  0.9 · err^(-1/(q+1)) within [0.2, 5] for an estimate of order q);
+- ``ImplicitControl``: the same for a linearly implicit scheme (``schemes.MPRK22``), with the L1 norm
+  of the error relative to atol + rtol |y| (mass-weighted errors: the RMS norm, dominated by the few
+  cells of a cluster, cut the steps 2×), the growth capped at ``GROWTH`` per step, no positivity check
+  (the scheme keeps y >= 0 for every h) and, in the fast phase, steps of at most ``dt``: from the start
+  until the first step at which the explicit bound cfl / rate(y) or the error-controlled step falls
+  below ``dt``, or a density exceeds twice the mean (``clustered``) (from a
+  near-uniform state the error estimate alone would step over the linear growth of the unstable modes
+  and shift the clustering times; ``run.state["fast"]``);
+- ``AutoSwitch`` (``scheme="auto"``): SSP-RK3 under ``PositivityControl`` or MPRK22 under
+  ``ImplicitControl``, switching by ``choose_scheme``.
 
 A controller advances ``run.state`` (the integration counters, saved in checkpoints) and reports
 each accepted step through ``run.accepted(y, h, done, count)``.
@@ -23,9 +33,18 @@ import abc
 
 import numpy as np
 
-from .schemes import Scheme, ShuOsher
+from .schemes import Auto, Scheme, ShuOsher
 
-__all__ = ["Controller", "FixedSteps", "PositivityControl", "ErrorControl"]
+__all__ = ["Controller", "FixedSteps", "PositivityControl", "ErrorControl", "ImplicitControl", "AutoSwitch",
+           "choose_scheme", "clustered"]
+
+SAFETY = 0.9          # fraction of the step the error estimate allows that ImplicitControl takes
+SHRINK = 0.2          # smallest step factor after a rejection
+GROWTH = 5.0          # largest step factor between accepted implicit steps
+SWITCH = 0.05         # auto: implicit once the explicit step is below this fraction of the implicit one ...
+BACK = 0.1            # ... and explicit again once it is above this fraction
+PATIENCE = 3          # ... for this many consecutive steps
+COOLDOWN = 10         # ... (this many times more steps to return to the implicit scheme after going back)
 
 
 class Controller(abc.ABC):
@@ -57,6 +76,14 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     def interval(self, run, y: np.ndarray, t0: float, t1: float) -> np.ndarray:
         """y at t1 (class docstring)."""
+
+    def saved(self) -> dict:
+        """Arrays the controller keeps beyond ``run.state``, written into checkpoints (none here)."""
+        return {}
+
+    def restore(self, saved: dict) -> None:
+        """Take back what ``saved`` wrote, from a checkpoint's contents (nothing here)."""
+        return None
 
 
 class FixedSteps(Controller):
@@ -146,24 +173,30 @@ class PositivityControl(Controller):
         self.first = scheme.substeps[0] if isinstance(scheme, ShuOsher) else 1.0
 
     def interval(self, run, y, t0, t1):
-        state, f = run.state, run.f
-        t = state["t"]
+        t = run.state["t"]
         while t < t1:
-            k1, rate = f(t, y)
-            state["nfev"] += 1
-            h, last = self._step(self.dt, rate * self.first, t1 - t, t)
-            while True:
-                y_new, nfev, rate = self._attempt(f, t, y, h, k1)
-                state["nfev"] += nfev
-                if rate is None:
-                    break
-                state["nrejected"] += 1                 # a later stage (or the result) needs a smaller step
-                h, last = self._step(h, rate, t1 - t, t)
-            y = run.project(y_new)
-            t = t1 if last else t + h
-            state.update(t=float(t), j=state["j"] + 1, hmin=min(state["hmin"], h), hmax=max(state["hmax"], h))
-            run.accepted(y, h, t >= t1)
+            y, t, _, _ = self.advance(run, y, t, t1)
         return y
+
+    def advance(self, run, y: np.ndarray, t: float, t1: float, f=None) -> tuple[np.ndarray, float, float, float]:
+        """One accepted step from (t, y) towards t1 (f: ``run.f`` unless given): (y, t, rate(y_n), h)."""
+        state, f = run.state, f or run.f
+        k1, rate = f(t, y)
+        state["nfev"] += 1
+        first = rate
+        h, last = self._step(self.dt, rate * self.first, t1 - t, t)
+        while True:
+            y_new, nfev, rate = self._attempt(f, t, y, h, k1)
+            state["nfev"] += nfev
+            if rate is None:
+                break
+            state["nrejected"] += 1                 # a later stage (or the result) needs a smaller step
+            h, last = self._step(h, rate, t1 - t, t)
+        y = run.project(y_new)
+        t = t1 if last else t + h
+        state.update(t=float(t), j=state["j"] + 1, hmin=min(state["hmin"], h), hmax=max(state["hmax"], h))
+        run.accepted(y, h, t >= t1)
+        return y, t, first, h
 
     def _attempt(self, f, t, y, h, k1):
         """(y_new, nfev, None), or (None, nfev, rate) with the rate that the retried step must respect."""
@@ -266,3 +299,299 @@ class ErrorControl(Controller):
             h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** self.exponent
         h = min(100 * h0, h1)
         return float(h) if np.isfinite(h) and h > 0 else 1e-6
+
+
+class ImplicitControl(Controller):
+    """Steps of a linearly implicit scheme chosen from its embedded error estimate (module docstring);
+    the step size is carried in ``run.state["h"]`` (and so in checkpoints).
+
+    Each step from y_n: h = min(h_proposed, dt) in the fast phase, which lasts until the first step
+    with cfl / rate(y_n) < dt, h_proposed < dt or ``clustered(y_n)``, rate(y_n) = max_i A(y_n)_ii the
+    forward-Euler positivity rate of the upwind system (its linear part, which the scheme evaluates
+    anyway), else h = h_proposed; the error norm e = Σ|error_i| / Σ(atol + rtol max(|y_i|, |y_new,i|));
+    accepted when e <= 1, and the next step h · min(GROWTH, 0.9 e^{-1/(q+1)}) (at least 0.2 h after a
+    rejection), q the estimate's order.
+
+    Parameters
+    ----------
+    scheme : Scheme
+        A linearly implicit embedded pair (``implicit = True``, ``adaptive = True``).
+    rtol, atol : float
+        The tolerances.
+    cap : float or None
+        ``dt``: the largest step in the fast phase (None: no cap).
+    cfl : float
+        The fraction of 1/rate that the explicit bound takes.
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers.circle import CircleOperator
+    >>> from meanfield.solvers.stepping import integrate
+    >>> op = CircleOperator(mf.SA(3.0), 64, "upwind")
+    >>> rho = np.full(64, 1 / (2 * np.pi)); rho[:8] *= 3; rho /= rho.sum() * 2 * np.pi / 64
+    >>> Y, info = integrate(op, rho, np.array([0.0, 1e4]), scheme="mprk22", dt=0.1, positivity=True, rtol=1e-3)
+    >>> bool(Y.min() >= 0), bool(abs(Y[-1].sum() * 2 * np.pi / 64 - 1) < 1e-12), info["hmax"] > 1e3
+    (True, True, True)
+    """
+
+    def __init__(self, scheme: Scheme, rtol: float, atol: float, cap: float | None = None, cfl: float = 0.9):
+        super().__init__(scheme)
+        self.rtol, self.atol, self.cap, self.cfl = rtol, atol, cap, cfl
+        self.exponent = 1.0 / (scheme.error_order + 1)
+
+    def interval(self, run, y, t0, t1):
+        t = run.state["t"]
+        while t < t1:
+            y, t, _ = self.advance(run, y, t, t1)
+        return y
+
+    def explicit_bound(self, run, y: np.ndarray) -> float:
+        """cfl / rate(y), rate = max_i A(y)_ii: the explicit (forward-Euler) step bound of the upwind system."""
+        matrix, nfev = self.scheme.linear_part(run.operator, y)
+        run.state["nfev"] += nfev
+        rate = float(matrix.diagonal().max(initial=0.0))
+        return self.cfl / rate if rate > 0 else np.inf
+
+    def advance(self, run, y: np.ndarray, t: float, t1: float) -> tuple[np.ndarray, float, float]:
+        """One accepted step from (t, y) towards t1: (y, t, the explicit bound at y_n)."""
+        state, op = run.state, run.operator
+        bound = self.explicit_bound(run, y)
+        if not np.isfinite(state["h"]):
+            state["h"] = self._first_step(run, y, t1 - t)
+        if self.cap is None or min(bound, state["h"]) < self.cap or clustered(y):
+            state["fast"] = 0
+        limit = self.cap if state["fast"] else np.inf
+        while True:
+            h = min(state["h"], limit)
+            last = h >= t1 - t
+            step = t1 - t if last else h
+            y_new, nfev, err = self.scheme.step(op, t, y, step)
+            state["nfev"] += nfev
+            norm = self._norm(err, y, y_new)
+            factor = SAFETY * norm ** -self.exponent if norm > 0 else GROWTH
+            if norm <= 1.0 and np.all(np.isfinite(y_new)):
+                break
+            state["nrejected"] += 1
+            state["h"] = step * max(SHRINK, min(1.0, factor)) if np.isfinite(norm) else SHRINK * step
+            if state["h"] < 1e-14 * max(1.0, abs(t)):
+                raise ValueError(f"implicit step size underflow at t = {t:g} with {self.scheme.name} at rtol = "
+                                 f"{self.rtol:g}, atol = {self.atol:g}; loosen rtol/atol")
+        y = run.project(y_new)
+        t = t1 if last else t + step
+        grown = step * min(GROWTH, factor)
+        state.update(t=float(t), j=state["j"] + 1, h=max(h, grown) if last else grown,
+                     hmin=min(state["hmin"], step), hmax=max(state["hmax"], step))
+        run.accepted(y, step, t >= t1)
+        return y, t, bound
+
+    def _norm(self, err, y, y_new):
+        return float(np.sum(np.abs(err)) / np.sum(self.atol + self.rtol * np.maximum(np.abs(y), np.abs(y_new))))
+
+    def _first_step(self, run, y, left):
+        """0.01 |y| / |A y| in the error norm (Hairer–Nørsett–Wanner's first guess), at most ``left``."""
+        matrix, _ = self.scheme.linear_part(run.operator, y)
+        scale = np.sum(self.atol + self.rtol * np.abs(y))
+        speed = float(np.sum(np.abs(matrix @ y.ravel()))) / scale
+        return left if speed <= 0 else min(left, 0.01 * float(np.sum(np.abs(y))) / scale / speed)
+
+
+def clustered(y: np.ndarray) -> bool:
+    """Whether the fast phase from a near-uniform state is over by the state itself: some density above
+    twice the mean of the densities (a cluster has formed).
+
+    Parameters
+    ----------
+    y : ndarray
+        Cell densities.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.controllers import clustered
+    >>> clustered(np.ones(8) + 1e-8), clustered(np.r_[np.zeros(7), 1.0])
+    (False, True)
+    """
+    return bool(y.max() > 2.0 * y.mean())
+
+
+def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: float, capped: bool = False, *,
+                  switch: float = SWITCH, back: float = BACK, patience: int = PATIENCE) -> tuple[str, int]:
+    r"""The rule of ``scheme="auto"``: explicit while the cells set the pace, implicit once the dynamics slows.
+
+    After each step, with r = h_explicit / h_implicit (h_explicit: the step the explicit scheme's
+    positivity bound allows, min(dt, cfl / rate); h_implicit: the step MPRK22's error estimate allows
+    to the tolerance):
+
+    - from "explicit", a step counts towards the switch when the fast phase is over (``capped`` False:
+      the explicit bound or h_implicit has been below the cap dt at least once, or a cluster has
+      formed), and
+      r < ``switch`` (1/20).  One MPRK22 step (two field evaluations, two assemblies and two sparse
+      solves) costs about as much as 15 SSP-RK3 steps on S¹ with 2048 cells, so it pays once it
+      replaces 20 or more of them;
+    - from "implicit", a step counts towards going back when r > ``back`` (1/10: the fast phase of a
+      merge, where the error allows less than ten explicit steps);
+    - ``patience`` (3) consecutive counting steps switch (``AutoSwitch`` asks 30 to return to the
+      implicit scheme after it went back); the gap between the thresholds keeps the choice from
+      flickering.
+
+    Parameters
+    ----------
+    current : {"explicit", "implicit"}
+        The scheme in use.
+    streak : int
+        Consecutive counting steps before this one.
+    h_explicit, h_implicit : float
+        Positive steps (inf allowed for h_implicit).
+    capped : bool
+        Whether the run is still in the fast phase (the explicit bound and h_implicit have stayed above
+        the cap dt).
+    switch, back : float
+        The thresholds on r, 0 < switch <= back.
+    patience : int
+        Consecutive steps needed, >= 1.
+
+    Returns
+    -------
+    (str, int)
+        The scheme for the next step and the new streak (0 after a switch).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``current``, thresholds out of order or non-positive steps.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.controllers import choose_scheme
+    >>> state = ("explicit", 0)
+    >>> for _ in range(3):                                 # the plateau: r = 1/33
+    ...     state = choose_scheme(*state, 0.003, 0.1)
+    >>> state
+    ('implicit', 0)
+    >>> choose_scheme("explicit", 2, 0.1, 10.0, capped=True)     # still the fast phase
+    ('explicit', 0)
+    >>> choose_scheme("implicit", 2, 0.003, 0.01)                # a fast merge: back to explicit
+    ('explicit', 0)
+    """
+    if current not in ("explicit", "implicit"):
+        raise ValueError(f"current must be 'explicit' or 'implicit'; got {current!r}")
+    if not 0 < switch <= back or isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        raise ValueError(f"need 0 < switch <= back and an integer patience >= 1 (got {switch!r}, {back!r}, "
+                         f"{patience!r})")
+    if not (h_explicit > 0 and h_implicit > 0):
+        raise ValueError(f"steps must be positive (got {h_explicit!r}, {h_implicit!r})")
+    ratio = h_explicit / h_implicit
+    counts = (not capped and ratio < switch) if current == "explicit" else ratio > back
+    streak = streak + 1 if counts else 0
+    if streak >= patience:
+        return ("implicit" if current == "explicit" else "explicit"), 0
+    return current, streak
+
+
+class AutoSwitch(Controller):
+    r"""``scheme="auto"``: SSP-RK3 under ``PositivityControl`` while the cells' bound is what the dynamics
+    needs, MPRK22 under ``ImplicitControl`` once it has slowed, switching by ``choose_scheme``.
+
+    h_implicit is, while explicit, estimated free of charge from the SSP-RK3 step's first two stages:
+    MPRK22's error estimate is the implicit Euler step's local error ≈ (h²/2) y'', y'' ≈ (F(y + h F(y))
+    - F(y)) / h, so h_implicit = 0.9 (2 Σ(atol + rtol |y|) / Σ|y''|)^{1/2}; while implicit it is the
+    controller's next step, and h_explicit = min(dt, cfl / max_i A(y)_ii).  Steps of the explicit
+    scheme shorter than half its bound (ending on an output time) do not count.  After a switch back to
+    the explicit scheme, the return to the implicit one needs ``COOLDOWN`` (10) times ``PATIENCE``
+    counting steps: the estimate from y'' misses the lagged field's part of the implicit error, and
+    without it the choice flickered every few steps through a merge.  The mode and streak
+    are in ``run.state`` and the switches (t, 0 explicit / 1 implicit) in checkpoints, so a resumed
+    run repeats the uninterrupted one's choices; ``switches`` lists (t, scheme name) in order.
+
+    Parameters
+    ----------
+    auto : schemes.Auto
+    rtol, atol : float
+        MPRK22's tolerances.
+    cap : float
+        dt: the explicit scheme's largest step (and the implicit one's in the fast phase).
+    cfl : float
+    context : str, optional
+
+    Examples
+    --------
+    >>> import numpy as np, meanfield as mf
+    >>> from meanfield.solvers import circle
+    >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(256) - 1.0)            # one cluster forms, then rests
+    >>> sol = circle.solve(mf.SA(3.0), rho, [0.0, 200.0], cells=256, scheme="auto", progress=False)
+    >>> [name for _, name in sol.info["switches"]]
+    ['mprk22']
+    """
+
+    NAMES = ("explicit", "implicit")
+
+    def __init__(self, auto: Auto, rtol: float, atol: float, cap: float, cfl: float, context: str | None = None):
+        super().__init__(auto)
+        self.rtol, self.atol, self.cap, self.cfl = rtol, atol, cap, cfl
+        self.explicit = PositivityControl(auto.explicit, cap, cfl, context)
+        self.implicit = ImplicitControl(auto.implicit_scheme, rtol, atol, cap, cfl)
+        self.later = [k for k in range(1, auto.explicit.stages) if auto.explicit.substeps[k] > 0]
+        self.switches = []
+        self.start = self.NAMES.index(auto.start)
+
+    def interval(self, run, y, t0, t1):
+        state = run.state
+        t = state["t"]
+        if state["mode"] < 0:
+            state["mode"] = self.start
+            state["fast"] = int(self.start == 0)
+        while t < t1:
+            if state["mode"] == 0:
+                y, t, counts = self._explicit_step(run, y, t, t1)
+            else:
+                y, t, bound = self.implicit.advance(run, y, t, t1)
+                counts = (min(self.cap, bound), state["h"], False)
+            if counts is None:
+                continue
+            patience = PATIENCE * (COOLDOWN if state["mode"] == 0 and self.switches else 1)
+            mode, state["streak"] = choose_scheme(self.NAMES[state["mode"]], state["streak"], *counts,
+                                                  switch=self.scheme.switch, back=self.scheme.back, patience=patience)
+            if mode != self.NAMES[state["mode"]]:
+                state["mode"] = self.NAMES.index(mode)
+                if mode == "implicit":
+                    state["h"] = counts[1]
+                self.switches.append((float(t), state["mode"]))
+        return y
+
+    def _explicit_step(self, run, y, t, t1):
+        """One SSP-RK3 step; (y, t, (h_explicit, h_implicit, capped)) or (y, t, None) for a short step."""
+        calls = []
+
+        def recorded(s, x):
+            out = run.f(s, x)
+            calls.append(out[0])
+            return out
+        y_old = y
+        y, t, rate, h = self.explicit.advance(run, y, t, t1, recorded)
+        bound = self.cfl / rate if rate > 0 else np.inf
+        if not self.later or h < 0.5 * min(self.cap, bound):
+            return y, t, None
+        curvature = float(np.sum(np.abs(calls[-len(self.later)] - calls[0]))) / h
+        scale = float(np.sum(self.atol + self.rtol * np.abs(y_old)))
+        with np.errstate(over="ignore"):
+            h_implicit = SAFETY * np.sqrt(2.0 * scale / curvature) if curvature > 0 else np.inf
+        if min(bound, h_implicit) < self.cap or clustered(y):
+            run.state["fast"] = 0
+        return y, t, (min(self.cap, bound), h_implicit, bool(run.state["fast"]))
+
+    def named_switches(self) -> list[tuple[float, str]]:
+        """(t, scheme name) of every switch, in order."""
+        names = (self.scheme.explicit.name, self.scheme.implicit_scheme.name)
+        return [(t, names[int(mode)]) for t, mode in self.switches]
+
+    def saved(self):
+        return {"switches": np.array(self.switches, dtype=float).reshape(-1, 2)}
+
+    def restore(self, saved):
+        if "switches" in saved:
+            self.switches = [(float(t), int(mode)) for t, mode in saved["switches"]]

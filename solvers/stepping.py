@@ -10,7 +10,12 @@ chooses (``controllers.py``):
   positivity bound);
 - error control for an embedded pair (``dopri5``), with ``rtol`` and ``atol``;
 - positivity control (``positivity=True``): the right-hand side returns ``(dy/dt, rate)`` and the
-  steps follow the rate, every stage of a Shu–Osher scheme (``euler``, ``ssprk3``) checked.
+  steps follow the rate, every stage of a Shu–Osher scheme (``euler``, ``ssprk3``) checked;
+- a linearly implicit scheme (``implicit_euler``, ``mprk22``) needs ``f`` to be the engine's
+  ``contract.Operator`` (its ``linear_part``): with ``positivity=True`` an embedded pair gets error
+  control (``controllers.ImplicitControl``; ``dt`` then caps the steps only in the fast phase), else
+  fixed steps of ``dt``, of any size; ``scheme="auto"`` (``positivity=True``) switches between SSP-RK3
+  and MPRK22 (``controllers.AutoSwitch``, ``info["switches"]``).
 
 The loop owns what every run needs: output times, a checkpoint every ``checkpoint_every`` steps
 (atomically: temporary file + rename) from which a resumed run repeats exactly the arithmetic of an
@@ -35,14 +40,16 @@ from meanfield.checks import as_count, as_positive, as_restored_density
 from meanfield.npzfile import NPZ_ERRORS
 from meanfield.progress import Progress
 
-from .controllers import ErrorControl, FixedSteps, PositivityControl
-from .schemes import as_scheme
+from .controllers import AutoSwitch, ErrorControl, FixedSteps, ImplicitControl, PositivityControl
+from .schemes import Auto, as_scheme
 
 MAX_STEPS = 10 ** 7        # a run needing more steps is refused (fixed steps) or stopped (adaptive)
 MIN_RTOL = 100 * np.finfo(float).eps   # the adaptive controller cannot reach a smaller rtol
 COUNTERS = ("k", "j", "nfev", "nsteps", "nrejected")
 CFL = 0.9                        # default fraction of the positivity bound taken by a controlled step
 TIME_STEP = 0.1                  # density solvers: largest controlled step TIME_STEP / speed_bound (or global bound)
+IMPLICIT_RTOL = 1e-3             # density solvers: default tolerances of the error-controlled implicit schemes
+IMPLICIT_ATOL = 1e-8
 
 def positivity_step(dt, bound, context):
     """The step of a positivity-preserving scheme: ``bound`` when dt is None, else dt if dt <= bound.
@@ -82,6 +89,88 @@ def positivity_step(dt, bound, context):
         raise ValueError(f"dt = {dt:g} exceeds the positivity bound {bound:.6g} for {context}; "
                          f"use dt <= {bound:.6g} (or leave dt=None)")
     return dt
+
+
+def takes_operator(scheme: "str | type | object") -> bool:
+    """Whether a scheme steps the engine's Operator itself: linearly implicit (``implicit_euler``,
+    ``mprk22``) or ``auto``.  A density solve then passes its Operator to ``integrate`` (not a plain
+    right-hand side), takes a fixed ``dt`` of any size, and leaves the budget to ``integrate``.
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import takes_operator
+    >>> takes_operator("ssprk3"), takes_operator("mprk22"), takes_operator("auto")
+    (False, True, True)
+    """
+    scheme = as_scheme(scheme)
+    return bool(scheme.implicit or isinstance(scheme, Auto))
+
+
+def with_tolerances(meta: dict, scheme: "str | type | object", rtol: float, atol: float) -> dict:
+    """A checkpoint's run identity ``meta`` with ``rtol`` and ``atol`` added when the scheme uses them
+    (``takes_operator``), so that a run resumes only with the tolerances it was started with.
+
+    Parameters
+    ----------
+    meta : dict
+        The run's identity (changed in place).
+    scheme : str, Scheme subclass or Scheme
+    rtol, atol : float
+
+    Returns
+    -------
+    dict
+        ``meta``.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import with_tolerances
+    >>> with_tolerances({}, "ssprk3", 1e-3, 1e-8), with_tolerances({}, "mprk22", 1e-3, 1e-8)
+    ({}, {'rtol': 0.001, 'atol': 1e-08})
+    """
+    if takes_operator(scheme):
+        meta.update(rtol=float(rtol), atol=float(atol))
+    return meta
+
+
+def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, float | None]:
+    """The scheme of an adaptive engine's next stretch (between remeshes) after one that returned
+    ``info``, and the implicit scheme's step there (None while explicit): "auto" goes on with the
+    member it ended with; the implicit step itself restarts on the new mesh.
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+    info : dict
+        ``integrate``'s info of the last stretch.
+
+    Returns
+    -------
+    (scheme, float or None)
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import next_stretch
+    >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
+    (Auto(start='implicit'), 2.5)
+    >>> next_stretch("ssprk3", {})
+    (SSPRK3(), None)
+    """
+    scheme = as_scheme(scheme)
+    if isinstance(scheme, Auto):
+        switches = info.get("switches") or []
+        implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
+        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back),
+                info.get("h") if implicit else None)
+    return scheme, info.get("h")
 
 
 def fixed_step(f, t, y, h, scheme):
@@ -282,7 +371,7 @@ class Checkpoint:
 
 def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, project=None,
               checkpoint=None, resume=False, progress=None, time_dependent=False, kick=None, advance=None,
-              observe=None, positivity=False, cfl=CFL, context=None, budget=None):
+              observe=None, positivity=False, cfl=CFL, context=None, budget=None, first_step=None):
     r"""Solve y' = f(y) (or f(t, y) if ``time_dependent``) from y(t_eval[0]) = y0; return
     (Y, info) with Y[k] = y(t_eval[k]).
 
@@ -297,6 +386,16 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ``hmin`` and ``hmax``; ``context`` is named in the error of a step that underflows).  Otherwise a
     scheme with an error estimate gets ``controllers.ErrorControl`` and any other ``FixedSteps``.
 
+    A linearly implicit scheme (``implicit = True``: ``"implicit_euler"``, ``"mprk22"``) takes ``f``
+    the engine's Operator (``contract.Operator``, with ``linear_part``); with ``positivity=True`` an
+    embedded pair's steps follow its error estimate to ``rtol``/``atol`` (``controllers.ImplicitControl``:
+    the L1 norm, growth at most 5× per step, no positivity check since every step keeps y >= 0, and
+    ``dt`` caps the steps only while the explicit bound cfl / rate exceeds it), otherwise fixed steps
+    of ``dt``, of any size.  ``scheme="auto"`` (``positivity=True``) starts with SSP-RK3 under
+    positivity control and switches to MPRK22 under error control when the explicit step falls below
+    1/20 of the implicit one for 3 steps, back when it exceeds 1/10 for 3 steps
+    (``controllers.choose_scheme``); ``info["switches"]`` lists (t, scheme name) of each switch.
+
     Parameters
     ----------
     f : callable
@@ -307,12 +406,13 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     t_eval : ndarray
         Increasing output times; the run starts at ``t_eval[0]``.
     scheme : str, Scheme subclass or Scheme
-        A name of ``schemes.SCHEMES`` (``"euler"``, ``"rk4"``, ``"ssprk3"``, ``"dopri5"``), or a scheme
-        (``schemes.as_scheme``).
+        A name of ``schemes.SCHEMES`` (``"euler"``, ``"rk4"``, ``"ssprk3"``, ``"dopri5"``,
+        ``"implicit_euler"``, ``"mprk22"``, ``"auto"``), or a scheme (``schemes.as_scheme``).
     dt : float, optional
         The fixed step (the largest step with ``positivity``); unused by an error-controlled pair.
     rtol, atol : float
-        Tolerances of an error-controlled pair.
+        Tolerances of an error-controlled pair (the RMS norm for ``dopri5``, the L1 norm for the implicit
+        schemes).
     project : callable, optional
         Applied to the state after every step (e.g. back onto the sphere).
     checkpoint : Checkpoint, optional
@@ -344,13 +444,17 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         step count times the measured cost of one step (``FixedSteps.probe``) exceeds it is refused
         before it starts (``meanfield.budget.check_fixed_steps``: runs of at most 1000 steps are not
         timed).  None (default): no limit.
+    first_step : float, optional
+        The first step of an error-controlled scheme (as ``solve_ivp``'s); None: Hairer–Nørsett–Wanner's
+        guess.  The adaptive engines pass the last step of the previous mesh.
 
     Returns
     -------
     Y : ndarray
         ``Y[k] = y(t_eval[k])`` (or ``observe`` of it).
     info : dict
-        Counters ``nfev``, ``nsteps``, ``nrejected`` (and ``hmin``, ``hmax``, ``state``, see above).
+        Counters ``nfev``, ``nsteps``, ``nrejected`` (and ``hmin``, ``hmax``, ``state``, ``switches``,
+        see above).
 
     Raises
     ------
@@ -359,7 +463,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         ``resume`` without ``checkpoint``, a checkpoint of another run, or a fixed-step run that does
         not fit in ``budget``.
     TypeError
-        For a scheme that is neither a name nor a ``Scheme``.
+        For a scheme that is neither a name nor a ``Scheme``, or an implicit scheme with an ``f`` that
+        has no ``linear_part``.
     RuntimeError
         When the run needs more than ``MAX_STEPS`` steps, or passes its ``budget``.
 
@@ -371,11 +476,19 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     >>> round(float(Y[-1, 0]), 5), info["nsteps"]
     (0.36788, 10)
     """
-    controller = _controller(as_scheme(scheme), dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval)
+    scheme = as_scheme(scheme)
+    if scheme.implicit or isinstance(scheme, Auto):
+        _check_operator(f, scheme, time_dependent)
+    controller = _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval)
     if resume and checkpoint is None:
         raise ValueError("resume=True needs checkpoint=PATH (the file to resume from)")
     run = _Run(f if time_dependent else (lambda t, y: f(y)), project or (lambda y: y), checkpoint, t_eval,
                as_budget(budget), context or "this integration")
+    run.operator = f
+    if first_step is not None:
+        run.state["h"] = as_positive(first_step, "first_step")
+    if scheme.implicit:
+        run.f = f              # a linearly implicit scheme steps with the Operator itself
     observed = observe is not None
     observe = observe or (lambda y: y)
     y = np.array(y0, dtype=np.float64)
@@ -402,10 +515,12 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
             if not np.allclose(run.project(y), y, rtol=0, atol=1e-8):
                 raise ValueError(f"checkpoint {checkpoint.path} holds a state off the constraint (e.g. "
                                  f"tokens that are not unit vectors); delete it to start afresh")
-            state.update({key: saved[key].item() for key in state})
+            state.update({key: saved[key].item() for key in state if key in saved})
+            controller.restore(saved)
     if checkpoint is not None:
         run.save = lambda y: checkpoint.save(dict(t_eval=t_eval, y=y, out=out[:state["k"]], start=np.array(start),
-                                                  **{key: np.array(val) for key, val in state.items()}))
+                                                  **{key: np.array(val) for key, val in state.items()},
+                                                  **controller.saved()))
     run.reached = state["t"]
     own = not isinstance(progress, Progress)
     run.bar = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress) if own else progress
@@ -429,9 +544,24 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     info = {key: int(state[key]) for key in ("nfev", "nsteps", "nrejected")}
     if positivity:
         info.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
+    if isinstance(controller, AutoSwitch):
+        info["switches"] = controller.named_switches()
+    if isinstance(controller, ImplicitControl) or (isinstance(controller, AutoSwitch) and state["mode"] == 1):
+        info["h"] = float(state["h"])             # the implicit scheme's next step
     if observed:
         info["state"] = y       # the state at t_eval[-1], which Y no longer holds
     return out, info
+
+
+def _check_operator(f, scheme, time_dependent):
+    """An implicit scheme (or auto) needs the engine's Operator, autonomous."""
+    if not callable(getattr(f, "linear_part", None)):
+        raise TypeError(f"the scheme {scheme.name!r} is linearly implicit: f must be an engine Operator with "
+                        f"linear_part(y) (meanfield.solvers.contract.Operator), not a plain "
+                        f"{type(f).__name__}; use an explicit scheme for a plain right-hand side")
+    if time_dependent:
+        raise ValueError(f"the scheme {scheme.name!r} steps an autonomous Operator: time_dependent=True is not "
+                         f"supported")
 
 
 def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context, t_eval):
@@ -440,7 +570,19 @@ def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context,
     if rtol < MIN_RTOL:
         raise ValueError(f"rtol = {rtol:g} is below 100 machine epsilons ({MIN_RTOL:.1e}), which no step size "
                          f"can reach in double precision; use rtol >= {MIN_RTOL:.1e}")
-    if not scheme.adaptive or positivity:
+    if isinstance(scheme, Auto) or (scheme.implicit and positivity):
+        if not positivity or dt is None or kick is not None or advance is not None:
+            raise ValueError(f"the scheme {scheme.name!r} chooses its own steps: call it with positivity=True and "
+                             f"dt (the step cap of the fast phase), without kick or advance")
+        if not 0 < as_positive(cfl, "cfl") <= 1:
+            raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
+        if isinstance(scheme, Auto):
+            return AutoSwitch(scheme, rtol, atol, as_positive(dt, "dt"), cfl, context)
+        if not scheme.adaptive:
+            raise ValueError(f"the scheme {scheme.name!r} has no error estimate: give a fixed dt (any size), or use "
+                             f"'mprk22' for steps chosen by the error")
+        return ImplicitControl(scheme, rtol, atol, as_positive(dt, "dt"), cfl)
+    if not scheme.adaptive or positivity or scheme.implicit:
         if dt is None:
             raise ValueError(f"the scheme {scheme.name!r} takes fixed or positivity-controlled steps: give dt")
     if positivity:
@@ -449,7 +591,7 @@ def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context,
         if not 0 < as_positive(cfl, "cfl") <= 1:
             raise ValueError(f"cfl must lie in (0, 1]; got {cfl!r}")
         return PositivityControl(scheme, dt, cfl, context)
-    if scheme.adaptive:
+    if scheme.adaptive and not scheme.implicit:
         return ErrorControl(scheme, rtol, atol)
     return FixedSteps(scheme, dt, kick, advance)
 
@@ -463,10 +605,11 @@ class _Run:
         self.budget, self.what, self.start = budget, what, time.perf_counter()
         self.path = None if checkpoint is None else checkpoint.path
         self.state = dict(k=1, j=0, t=float(t_eval[0]), h=np.nan, nfev=0, nsteps=0, nrejected=0, hmin=np.inf,
-                          hmax=0.0)
+                          hmax=0.0, mode=-1, streak=0, fast=1)
         self.every = checkpoint.every if checkpoint is not None else np.inf
         self.counter = 0
         self.bar = self.stop = None
+        self.operator = None
         self.reached = float(t_eval[0])
 
     def save(self, y):

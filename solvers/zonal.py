@@ -74,7 +74,7 @@ from .kernels.circle import FLUX_CODES, flux_pass
 from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
 from .results import ZonalSolution
-from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step
+from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step, takes_operator, with_tolerances
 
 __all__ = ["solve", "ZonalOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
            "resolve_summation",
@@ -698,7 +698,8 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
           energy: bool = True,
           progress: bool | None = None, checkpoint: str | PathLike | None = None,
           checkpoint_every: int = CHECKPOINT_EVERY, resume: bool = False,
-          budget: float | None = BUDGET) -> ZonalSolution:
+          budget: float | None = BUDGET, rtol: float = stepping.IMPLICIT_RTOL,
+          atol: float = stepping.IMPLICIT_ATOL) -> ZonalSolution:
     r"""Solve the mean-field equation for a zonal density on S^{d-1}; return a ZonalSolution.
 
     A density that depends on the polar angle θ = arccos <x, e> only stays so, and its cell masses
@@ -755,6 +756,11 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
         Seconds (default one hour; None: no limit): a fixed-step run whose step count times the
         measured cost of a step exceeds it is refused before it starts; any run past it saves its
         checkpoint and stops with a RuntimeError (``stepping.integrate``; ``resume=True`` continues it).
+    rtol, atol : float
+        Tolerances of the error-controlled schemes ("mprk22", "auto"): the L1 norm of MPRK22's error
+        estimate relative to atol + rtol |y| (default 1e-3, 1e-8).  The linearly implicit schemes
+        ("implicit_euler", "mprk22", "auto") take a ``dt`` of any size and integrate the first-order
+        upwind system whatever ``flux`` (docs/implicit.md).
 
     Returns
     -------
@@ -786,9 +792,12 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     m0 = cell_masses(f0, d, cells)
     cells = m0.size
     op = ZonalOperator(model, d, cells, flux, summation)
+    implicit = takes_operator(scheme)
     if dt is None:
         max_dt = step_cap(model, cells, flux) if max_dt is None else as_positive(max_dt, "max_dt")
         rhs, cap = op, max_dt
+    elif implicit:
+        max_dt, rhs, cap = max_step(model, cells, flux), op, as_positive(dt, "dt")
     else:
         max_dt = max_step(model, cells, flux)
         dt = positivity_step(dt, max_dt, f"{model!r} with {cells} cells")
@@ -796,11 +805,12 @@ def solve(model: SA | USA, f0: Callable | ArrayLike, t_eval: ArrayLike, d: int, 
     what = f"this solve of {model!r} on {cells} cells to t = {t_eval[-1]:g}"
     meta = dict(solver="zonal", model=model.to_dict(), d=d, flux=flux, dt=dt, max_dt=max_dt, cfl=cfl, cells=cells,
                 summation=op.summation)
-    meta = with_scheme(meta, scheme)
+    meta = with_scheme(with_tolerances(meta, scheme, rtol, atol), scheme)
     ckpt = None if checkpoint is None else Checkpoint(checkpoint, every=checkpoint_every, meta=meta,
                                                       sizes=np.ones(m0.size))
     masses, info = integrate(rhs, m0, t_eval, scheme=scheme, dt=cap, checkpoint=ckpt, resume=resume,
-                             progress=progress, positivity=dt is None, cfl=cfl, context=what, budget=budget)
+                             progress=progress, positivity=dt is None, cfl=cfl, context=what, rtol=rtol, atol=atol,
+                             budget=budget)
     info.update(method=scheme_name(scheme), flux=flux, dt=dt, max_dt=max_dt, cells=cells,
                 log_space_cells=op.log_space_cells,
                 summation=op.summation, degree=op.degree)

@@ -21,7 +21,8 @@ class SSPRK2(ShuOsher):
     beta = [[1], [0, Fraction(1, 2)]]
 
 
-FIXED = [name for name, cls in SCHEMES.items() if not cls.adaptive] + [SSPRK2]
+FIXED = [name for name, cls in SCHEMES.items()
+         if not (cls.adaptive or cls.implicit or name == "auto")] + [SSPRK2]
 
 
 def observed_orders(errors, ratio=2.0):
@@ -183,7 +184,8 @@ def test_a_run_past_its_budget_saves_and_resumes_bit_for_bit(tmp_path, scheme, p
 
 def test_as_scheme_names_classes_instances_and_errors():
     assert {name: type(as_scheme(name)).__name__ for name in SCHEMES} == {
-        "euler": "ForwardEuler", "ssprk3": "SSPRK3", "rk4": "RK4", "dopri5": "DormandPrince"}
+        "euler": "ForwardEuler", "ssprk3": "SSPRK3", "rk4": "RK4", "dopri5": "DormandPrince",
+        "implicit_euler": "ImplicitEuler", "mprk22": "MPRK22", "auto": "Auto"}
     scheme = SSPRK2()
     assert as_scheme(scheme) is scheme and isinstance(as_scheme(SSPRK2), SSPRK2)
     with pytest.raises(ValueError, match="unknown scheme 'heun'; choose one of 'euler', 'ssprk3', 'rk4', 'dopri5'"):
