@@ -43,7 +43,7 @@ from meanfield.checks import as_flag, unit_mass
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.progress import Progress
 
-from . import sphere
+from . import sphere_fv
 from .circle import density_model
 from .full_model import energy_direction
 from .kernels import spectral
@@ -226,7 +226,7 @@ def initial_mesh(rho0, base=DEFAULTS["base"], finest=DEFAULTS["finest"], thresho
 
 def _field(heads, rho, mesh, summation):
     """The particle field of the cell densities ``rho`` at the generators, summed over the heads."""
-    return sum(sphere.cell_field(h, rho, mesh, summation)[0] for h in heads)
+    return sum(sphere_fv.cell_field(h, rho, mesh, summation)[0] for h in heads)
 
 
 def _pinned(model, out, summation, t):
@@ -242,7 +242,7 @@ def _pinned(model, out, summation, t):
 
 
 def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *,
-          flux: str = sphere.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
+          flux: str = sphere_fv.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
           base: int = DEFAULTS["base"],
           finest: int = DEFAULTS["finest"], bulk: int | None = DEFAULTS["bulk"],
           threshold: float = DEFAULTS["threshold"], buffer: int = DEFAULTS["buffer"], every: int = DEFAULTS["every"],
@@ -313,7 +313,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     True
     """
     model = density_model(as_model(model, multihead=True), 3, "adaptive sphere", max_beta=spectral.MAX_BETA)
-    sphere.max_step(model, sphere.icosphere(0), flux)           # validates the flux
+    sphere_fv.max_step(model, sphere_fv.icosphere(0), flux)           # validates the flux
     as_choice(summation, "summation", ("auto", "direct", "fast"))
     t_eval = as_time_grid(t_eval)
     energy = as_flag(energy, "energy")
@@ -350,12 +350,12 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
         counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
                                                         ("counters", "meshes", "jumps", "out", "remesh_seconds"))
-    stage = sphere.SphereOperator(model, amesh.mesh, flux, summation, diffusion)
+    stage = sphere_fv.SphereOperator(model, amesh.mesh, flux, summation, diffusion)
     saved_steps = counters["nsteps"]
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
-    stretch, implicit_step, switches = sphere.auto_scheme(scheme), None, []   # switches of "auto" (since a resume)
+    stretch, implicit_step, switches = sphere_fv.auto_scheme(scheme), None, []   # switches of "auto" (since a resume)
     while k < t_eval.size:
         h = None if dt is None else dt if takes_operator(scheme) else min(dt, stage.step_bound())
         if finest == base:              # nothing to refine: one integration, as sphere.solve
@@ -369,7 +369,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             horizon = min(t + max(every * implicit_step, interval), float(t_eval[-1]))
         stops = np.concatenate([[t], t_eval[(t_eval > t) & (t_eval < horizon)], [horizon]])
         if h is None:
-            states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere.step_cap(model, stage.mesh, flux),
+            states, info = integrate(stage, rho, stops, scheme=stretch, dt=sphere_fv.step_cap(model, stage.mesh, flux),
                                      positivity=True, cfl=cfl, progress=reporter, rtol=rtol, atol=atol,
                                      first_step=implicit_step)
             stretch, implicit_step = next_stretch(stretch, info)
@@ -394,7 +394,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)
-            new_stage = sphere.SphereOperator(model, new.mesh, flux, summation, diffusion)
+            new_stage = sphere_fv.SphereOperator(model, new.mesh, flux, summation, diffusion)
             if energy:
                 before, after = stage.energy(rho), new_stage.energy(moved)
                 jumps.append((after - before) / abs(before) if before else 0.0)
@@ -423,7 +423,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
 
 
 def _solution(model, t_eval, out, flux, summation, energy, counters, info, jumps):
-    en = np.array([sphere.cell_energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
+    en = np.array([sphere_fv.cell_energy(model, r, a.mesh, summation) for a, r in out]) if energy else None
     info.update(counters)
     sign, reason = energy_direction(model, 3)
     if not model.is_isotropic:

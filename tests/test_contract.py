@@ -10,7 +10,7 @@ import scipy.sparse
 import scipy.sparse.linalg
 
 import meanfield as mf
-from meanfield.solvers import adaptive, adaptive_circle, causal, circle, euclidean, hardmax, particles, sphere, zonal
+from meanfield.solvers import adaptive, adaptive_circle, causal, circle, euclidean, hardmax, particles, sphere, sphere_fv, zonal
 from meanfield.solvers.contract import Operator, upwind_matrix
 from meanfield.solvers.meshes.dyadic import select, uniform_mesh
 
@@ -143,7 +143,7 @@ def test_scheme_is_passed_through_to_the_integration(monkeypatch):
     """Every solver hands its ``scheme=`` to ``stepping.integrate`` untouched (so a scheme class of the
     scheme protocol reaches the integration loop); the density solvers default to "ssprk3"."""
     seen = []
-    for module in (circle, sphere, adaptive, adaptive_circle, zonal, causal, particles, euclidean):
+    for module in (circle, sphere_fv, adaptive, adaptive_circle, zonal, causal, particles, euclidean):
         _spy(monkeypatch, module, seen)
     t = [0.0, 0.1]
     circle.solve(mf.SA(2.0), lambda x: 1 + 0.5 * x[:, 0], t, cells=32, scheme="euler")

@@ -78,7 +78,7 @@ def test_sphere_stage_field_is_the_particle_field():
     """The first-order stage's normal speeds at both generators of every face come from X[μ_h]."""
     mesh = sphere.icosphere(2)
     for model in (random_model(3, mf.SA, 3.0), random_model(3, mf.USA, 1.0)):
-        op = sphere.SphereOperator(sphere._check_model(model), mesh, "upwind")
+        op = sphere.SphereOperator(sphere.check_model(model), mesh, "upwind")
         rho = sphere.initial_density(rho0, mesh)
         op(rho)
         X = particles.velocity(model, *op.measure(rho), summation="direct")

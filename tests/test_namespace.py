@@ -214,8 +214,6 @@ def test_no_import_cycles():
     """No circle of imports, function-level imports counted (an import in a function that breaks a
     circle at load time still makes two modules depend on each other)."""
     graph = _graph()
-    for name, module in CYCLE_LEFT:
-        graph[name] = [m for m in graph[name] if m != module]
     cycles = _cycles(graph)
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
 
@@ -247,9 +245,6 @@ def test_layers_import_downwards():
 # (Numba, SciPy): ``meanfield --help`` costs no more than numpy.  PyTorch loads only for backend="torch".
 DEFERRED_IN = ("meanfield.cli", "meanfield.sweep")
 DEFERRED = {("meanfield.solvers.particles", "meanfield.solvers.torch_backend")}
-# sphere.solve(mesh=None) runs the adaptive engine, which is built on sphere's operator: kept until the
-# fixed-mesh engine leaves sphere.py (after the engine-contract change); the lead deletes this at merge
-CYCLE_LEFT = {("meanfield.solvers.sphere", "meanfield.solvers.adaptive")}
 
 
 def _function_imports(name):
@@ -265,5 +260,5 @@ def test_function_level_imports_only_defer_heavy_dependencies():
     import the package's modules inside functions."""
     bad = [f"{name}:{line} imports {module}" for name in sorted(MODULES) if not name.startswith(DEFERRED_IN)
            for module, line in sorted(_function_imports(name))
-           if (name, module) not in DEFERRED | CYCLE_LEFT]
+           if (name, module) not in DEFERRED]
     assert not bad, "\n".join(bad)
