@@ -366,8 +366,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True,
-                                    sweep=interval * _field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation))
+        sweep = interval * _field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
+        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True, sweep=sweep)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)

@@ -48,7 +48,8 @@ from meanfield.geometry import normalise
 from . import reconstruction
 from .voronoi import Mesh, assemble_mesh, icosahedron_points, voronoi_faces
 
-__all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "downstream", "select", "transfer"]
+__all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "downstream", "select",
+           "transfer"]
 
 MAX_POLYGON = 128          # vertices of a clipped polygon (an old cell has <= ~12, each clip adds <= 1)
 
