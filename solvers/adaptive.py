@@ -13,6 +13,9 @@ the base level L_0, and the vertices of the finer levels up to L where the mass 
   the level with θ/4 (hysteresis, so that a cell does not flip at every check).  ``buffer`` cells of
   each level surround the finer region (``remesh.select``); if the set exceeds ``max_cells``,
   θ is raised fourfold until it fits.
+- **Leading refinement**: at each check the wanted levels are carried along the field over |u| ·
+  ``interval``, the farthest the mass can move before the next check (``remesh.downstream``): a
+  moving cluster finds refined cells ahead of it.
 - **Remeshing**: the criterion is checked every ``every`` steps and at least every ``interval`` time
   units; when it changes the generator set,
   the mesh is rebuilt and the densities moved by ``remesh.transfer`` (exact polygon
@@ -53,7 +56,7 @@ from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import mesh_adjacency, warn_pinned
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
 from .results import DensitySolution
-from .meshes.remesh import adaptive_mesh, level_size, select, transfer, wanted_levels
+from .meshes.remesh import adaptive_mesh, downstream, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
     takes_operator, with_tolerances
 
@@ -65,14 +68,17 @@ BULK_LEVELS = 2         # default bulk level: base + BULK_LEVELS (at most finest
 DEFAULTS = dict(base=3, finest=9, bulk=None, threshold=2.0, buffer=2, every=8, interval=0.25, max_cells=20000)
 
 
-def _wanted(rho, areas, settings, threshold):
+def _wanted(rho, mesh, settings, threshold, sweep=None):
     """The level each cell wants: mass equidistribution with ``threshold`` (``remesh.wanted_levels``),
-    and at least ``bulk`` wherever the density is at least ``BULK_DENSITY`` times its mean."""
+    at least ``bulk`` wherever the density is at least ``BULK_DENSITY`` times its mean, and, given
+    ``sweep`` = u τ (the field at the generators times the time to the next check), carried
+    downstream over |u| τ (``remesh.downstream``)."""
+    areas = mesh.areas
     want = wanted_levels(rho, areas, settings["base"], settings["finest"], threshold)
     if settings["bulk"] > settings["base"]:
         dense = rho * (4 * np.pi) >= BULK_DENSITY * float(rho @ areas)
         want[dense] = np.maximum(want[dense], settings["bulk"])
-    return want
+    return want if sweep is None else downstream(mesh, want, sweep, 1.0)
 
 
 def _bulk(bulk, base, finest):
@@ -129,17 +135,18 @@ def check_levels(base, finest, bulk=None):
     return base, finest, bulk
 
 
-def _refined(amesh, rho, settings, threshold, lazy=False):
-    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set).
+def _refined(amesh, rho, settings, threshold, lazy=False, sweep=None):
+    """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set), led
+    along ``sweep`` (u τ at the generators, ``_wanted``) when it is given.
 
     With ``lazy``, the set is kept as it is while no cell wants a finer level than it has and
     coarsening would remove fewer than ``COARSEN`` of the cells: a remesh costs as much as tens of
     steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones."""
-    base, buffer, areas = settings["base"], settings["buffer"], amesh.mesh.areas
+    base, buffer = settings["base"], settings["buffer"]
     before = None
     while True:
-        want = _wanted(rho, areas, settings, threshold)
-        keep = _wanted(rho, areas, settings, threshold / 4)
+        want = _wanted(rho, amesh.mesh, settings, threshold, sweep)
+        keep = _wanted(rho, amesh.mesh, settings, threshold / 4, sweep)
         if lazy and np.all(want <= amesh.levels) and np.count_nonzero(keep < amesh.levels - 1) < COARSEN * amesh.size:
             return amesh.index, threshold
         index = np.union1d(select(amesh, want, base, buffer),
@@ -390,7 +397,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True)
+        sweep = interval * _field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
+        index, threshold = _refined(amesh, rho, settings, threshold, lazy=True, sweep=sweep)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)
             moved = transfer(amesh, new, rho)

@@ -39,6 +39,9 @@ L times, L = log2(``finest_cells``/``cells``).
 - **Hysteresis and grading.**  Refinement is immediate; a cell stays refined while it wants its level with θ/4 and
   ``watershed``/4 (hysteresis); ``buffer`` cells of every level surround the finer ones (``dyadic.select``);
   θ is raised fourfold while the mesh would exceed ``max_cells``.
+- **Leading refinement.**  Each cell's wanted level is carried downstream over |u_i| · ``interval``, the
+  farthest its mass can move before the next check (``dyadic.downstream``): a moving cluster's refined
+  cells lead it, instead of its front running onto coarser cells between two checks.
 - **Initial data**: a callable ρ_0 is averaged over each cell (Gauss–Legendre); values at the centres
   would be off by w_i² ρ''/24, differently on coarse and fine cells, which moves O(h_0²) mass between
   the clusters' basins.
@@ -75,7 +78,7 @@ from .full_model import CellField, energy_direction
 from .kernels import circle as kernels
 from .diffusion import no_diffusion
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, Operator, scheme_name, upwind_matrix, with_scheme
-from .meshes.dyadic import select, transfer, uniform_mesh, DyadicMesh
+from .meshes.dyadic import downstream, select, transfer, uniform_mesh, DyadicMesh
 from .results import DensitySolution
 from .kernels.dyadic import flux_pass, log_space
 from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
@@ -321,9 +324,10 @@ def time_derivative(model, rho, mesh, flux=circle.DEFAULT_FLUX):
     return DyadicOperator(model, mesh, flux)(rho)[0]
 
 
-def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
+def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level, lead=0.0):
     r"""The level each cell wants (module docstring): the mass criterion, raised to
-    ``watershed_level`` everywhere while a watershed carries density ≥ ``watershed`` ρ̄.
+    ``watershed_level`` everywhere while a watershed carries density ≥ ``watershed`` ρ̄, and carried
+    downstream over the distance |u_i| ``lead`` (leading refinement).
 
     .. math::
 
@@ -331,7 +335,9 @@ def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
         \qquad \bar\rho = \frac{1}{2\pi} \sum_j \rho_j w_j,
 
     and ℓ_i ← max(ℓ_i, ``watershed_level``) for every i when some face has u_i ≤ 0 < u_{i+1} and
-    max(ρ_i, ρ_{i+1}) ≥ ``watershed`` ρ̄.
+    max(ρ_i, ρ_{i+1}) ≥ ``watershed`` ρ̄.  Then every cell within u_i ``lead`` downstream of cell i
+    gets at least ℓ_i (``dyadic.downstream``): the cells a cluster reaches before the next check are
+    refined before it arrives.
 
     Parameters
     ----------
@@ -347,6 +353,8 @@ def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
         The density, in units of ρ̄, above which a watershed asks for ``watershed_level`` (0: off).
     watershed_level : int
         The level of the smooth phase.
+    lead : float
+        τ ≥ 0, the time ahead the refinement leads the flow (the longest time between two checks; 0: off).
 
     Returns
     -------
@@ -362,6 +370,8 @@ def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
     [2, 0, 0, 0, 0, 0, 0, 0]
     >>> wanted_levels(rho, -np.sin(mesh.angles), mesh, 2.0, 0.01, 1).tolist()    # one at θ = π
     [2, 1, 1, 1, 1, 1, 1, 1]
+    >>> wanted_levels(rho, np.full(8, 0.5), mesh, 2.0, 0.01, 1, lead=2.0).tolist()  # moving forward
+    [2, 2, 2, 0, 0, 0, 0, 0]
     """
     mean = float(rho @ mesh.widths) / (2 * np.pi)
     with np.errstate(divide="ignore"):
@@ -371,7 +381,7 @@ def wanted_levels(rho, velocity, mesh, threshold, watershed, watershed_level):
         split = (velocity <= 0) & (np.roll(velocity, -1) > 0)
         if np.any(split & (np.maximum(rho, np.roll(rho, -1)) >= watershed * mean)):
             levels = np.maximum(levels, watershed_level)
-    return levels
+    return downstream(mesh, levels, velocity * lead) if lead > 0 else levels
 
 
 def _refined(mesh, stage, rho, settings, threshold):
@@ -379,8 +389,9 @@ def _refined(mesh, stage, rho, settings, threshold):
     velocity = stage.velocity(rho)
     ws, level = settings["watershed"], settings["watershed_level"]
     while True:
-        want = wanted_levels(rho, velocity, mesh, threshold, ws, level)
-        keep = np.minimum(wanted_levels(rho, velocity, mesh, threshold / 4, ws / 4, level), mesh.levels)
+        want = wanted_levels(rho, velocity, mesh, threshold, ws, level, settings["interval"])
+        keep = np.minimum(wanted_levels(rho, velocity, mesh, threshold / 4, ws / 4, level, settings["interval"]),
+                          mesh.levels)
         new = select(mesh, np.maximum(want, keep), settings["buffer"])
         if new.size <= settings["max_cells"] or np.all(want == 0):
             return new, threshold
@@ -431,7 +442,8 @@ def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
     flux : str
         The flux (the criterion's velocity is computed with it).
     settings : dict
-        ``watershed``, ``watershed_level``, ``buffer`` and ``max_cells`` (``solve``'s settings).
+        ``watershed``, ``watershed_level``, ``buffer``, ``interval`` (the lead time of ``wanted_levels``) and
+        ``max_cells`` (``solve``'s settings).
     threshold : float
         θ, raised fourfold while the mesh would exceed ``max_cells``.
 
@@ -451,7 +463,7 @@ def initial_mesh(model, rho0, cells, depth, flux, settings, threshold):
     Examples
     --------
     >>> import meanfield as mf
-    >>> settings = dict(watershed=0.0, watershed_level=0, buffer=2, max_cells=8192)
+    >>> settings = dict(watershed=0.0, watershed_level=0, buffer=2, interval=0.25, max_cells=8192)
     >>> bump = lambda x: np.exp(8 * x[:, 0])                   # concentrated around θ = 0
     >>> mesh, rho, theta = initial_mesh(mf.SA(4.0), bump, 16, 3, "upwind2", settings, 2.0)
     >>> mesh.size, int(mesh.levels[0]), int(mesh.levels[16]), round(float(rho @ mesh.widths), 12), theta

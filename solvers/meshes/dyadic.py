@@ -32,7 +32,7 @@ import numpy as np
 
 from meanfield.checks import as_count
 
-__all__ = ["DyadicMesh", "uniform_mesh", "select", "transfer", "minmod_slopes"]
+__all__ = ["DyadicMesh", "uniform_mesh", "select", "downstream", "transfer", "minmod_slopes"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,6 +210,54 @@ def select(mesh, wanted, buffer):
             continue
         edges = np.sort(np.concatenate([edges, edges[split] + size // 2]))
     return DyadicMesh(mesh.base, depth, edges, np.diff(np.append(edges, n)))
+
+
+def downstream(mesh, levels, reach):
+    r"""Each cell's level carried downstream: every cell meeting the arc that cell i sweeps when
+    moved by ``reach[i]`` radians (forward for reach > 0, backward for reach < 0) gets at least ℓ_i.
+
+    .. math::
+
+        \ell'_j = \max\{\ell_i : C_j \cap (C_i + [\min(0, r_i), \max(0, r_i)]) \neq \emptyset\},
+
+    the arcs rounded out to whole finest units (an arc longer than the circle covers it).
+
+    Parameters
+    ----------
+    mesh : DyadicMesh
+        The cells.
+    levels : array_like of int, shape (mesh.size,)
+        ℓ_i, the level each cell wants.
+    reach : array_like of float, shape (mesh.size,)
+        r_i, the signed distance (radians) cell i's level is carried.
+
+    Returns
+    -------
+    ndarray of int64, shape (mesh.size,)
+        ℓ' ≥ ℓ.
+
+    Examples
+    --------
+    >>> mesh = uniform_mesh(8, 1)                   # base cells of width π/4
+    >>> downstream(mesh, [2, 0, 0, 0, 0, 0, 0, 1], [1.0, 0, 0, 0, 0, 0, 0, -0.1]).tolist()
+    [2, 2, 2, 0, 0, 0, 1, 1]
+    >>> downstream(mesh, [0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0.1]).tolist()     # across θ = 0
+    [1, 0, 0, 0, 0, 0, 0, 1]
+    """
+    levels, reach = np.asarray(levels, dtype=np.int64), np.asarray(reach, dtype=float)
+    n = mesh.units
+    steps = np.minimum(np.ceil(np.abs(reach) * (n / (2 * np.pi))), n).astype(np.int64)
+    start = mesh.edges - np.where(reach < 0, steps, 0)
+    stop = mesh.edges + mesh.sizes + np.where(reach > 0, steps, 0)
+    target = np.zeros(n, dtype=np.int64)
+    for level in np.unique(levels[levels > 0]):
+        mine = levels == level
+        count = np.zeros(3 * n + 1, dtype=np.int64)          # arcs in [-n, 2n] units: three turns, folded
+        np.add.at(count, start[mine] + n, 1)
+        np.add.at(count, stop[mine] + n, -1)
+        covered = np.cumsum(count[:-1]).reshape(3, n).sum(axis=0) > 0
+        target = np.maximum(target, level * covered)
+    return np.maximum(levels, np.maximum.reduceat(target, mesh.edges))
 
 
 def minmod_slopes(rho, mesh):

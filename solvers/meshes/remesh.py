@@ -48,7 +48,8 @@ from meanfield.geometry import normalise
 from . import reconstruction
 from .voronoi import Mesh, assemble_mesh, icosahedron_points, voronoi_faces
 
-__all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "select", "transfer"]
+__all__ = ["AdaptiveMesh", "level_size", "hierarchy", "adaptive_mesh", "wanted_levels", "downstream", "select",
+           "transfer"]
 
 MAX_POLYGON = 128          # vertices of a clipped polygon (an old cell has <= ~12, each clip adds <= 1)
 
@@ -234,6 +235,77 @@ def wanted_levels(rho, areas, base, finest, threshold):
     with np.errstate(divide="ignore"):
         ratio = np.log(np.maximum(rho, 1e-300) / (threshold * mean)) / np.log(4.0)
     return np.clip(base + np.ceil(ratio), base, finest).astype(np.int64)
+
+
+def downstream(mesh, levels, velocity, lead):
+    r"""Each cell's level carried along the field: cell i's level ℓ_i is passed from cell to
+    neighbouring cell in the direction of its velocity u_i, over the distance |u_i| ``lead``.
+
+    A carried level moves from cell a to a neighbour b when the arc a → b points along the carried
+    direction, (x_b - x_a) · d > ½ |x_b - x_a| (within 60° of it), and some distance is left; b keeps
+    the highest level offered (ties: the most distance left), with the distance left reduced by the
+    arc d(a, b) and the direction projected on b's tangent plane.  A cell whose carried distance
+    runs out still receives the level (the swept region is rounded out to whole cells), so every
+    cell within |u_i| ``lead`` downstream of cell i, along the field, gets at least ℓ_i.
+
+    Parameters
+    ----------
+    mesh : Mesh
+        The cells (``points``, and the neighbour lists ``cell_ptr``/``cell_neighbours``).
+    levels : array_like of int, shape (N,)
+        ℓ_i, the level each cell wants.
+    velocity : array_like, shape (N, 3)
+        u_i, the field at the generators (tangent vectors).
+    lead : float
+        τ ≥ 0, the time ahead: the distance carried is |u_i| τ.
+
+    Returns
+    -------
+    ndarray of int64, shape (N,)
+        ℓ' ≥ ℓ.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.meshes.voronoi import icosphere
+    >>> mesh = icosphere(2)
+    >>> levels = np.zeros(mesh.size, dtype=np.int64)
+    >>> pole = int(np.argmax(mesh.points[:, 2])); levels[pole] = 5
+    >>> east = np.cross([0.0, 0.0, 1.0], mesh.points)                  # rotation about the z axis
+    >>> out = downstream(mesh, levels, 0.5 * east, 0.0)
+    >>> int((out == 5).sum())                                          # no lead: unchanged
+    1
+    >>> levels[:] = 0; start = int(np.argmin(np.abs(mesh.points[:, 2]))); levels[start] = 5
+    >>> out = downstream(mesh, levels, 0.5 * east, 0.8)               # 0.4 rad along the equator
+    >>> ahead = mesh.points[out == 5] @ east[start] - mesh.points[start] @ east[start]
+    >>> int((out == 5).sum()) > 2, bool(np.all(ahead >= -1e-12))
+    (True, True)
+    """
+    levels = np.array(levels, dtype=np.int64)
+    velocity = np.asarray(velocity, dtype=float)
+    points = mesh.points
+    speed = np.linalg.norm(velocity, axis=1)
+    left = speed * lead
+    if not np.any((left > 0) & (levels > 0)):
+        return levels
+    direction = velocity / np.where(speed > 0, speed, 1.0)[:, None]
+    a = np.repeat(np.arange(points.shape[0]), np.diff(mesh.cell_ptr))
+    b = np.asarray(mesh.cell_neighbours)
+    step = points[b] - points[a]
+    chord = np.linalg.norm(step, axis=1)
+    arc = 2 * np.arcsin(np.minimum(chord / 2, 1.0))
+    while True:
+        go = (left[a] > 0) & (levels[a] > 0) & (np.einsum("ij,ij->i", step, direction[a]) > 0.5 * chord)
+        offer = np.flatnonzero(go & ((levels[a] > levels[b]) | ((levels[a] == levels[b])
+                                                                 & (left[a] - arc > left[b]))))
+        if offer.size == 0:
+            return levels
+        order = offer[np.lexsort((left[a[offer]], levels[a[offer]], b[offer]))]   # best offer last per cell
+        last = np.r_[b[order][1:] != b[order][:-1], True]
+        src, dst = a[order[last]], b[order[last]]
+        carried = direction[src] - np.einsum("ij,ij->i", direction[src], points[dst])[:, None] * points[dst]
+        levels[dst], left[dst] = levels[src], left[src] - arc[order[last]]
+        direction[dst] = carried / np.maximum(np.linalg.norm(carried, axis=1), 1e-300)[:, None]
 
 
 def select(amesh, levels, base, buffer):
