@@ -341,6 +341,6 @@ def test_compare_never_switches_method_inside_its_series(monkeypatch):
     monkeypatch.setattr(compare_module, "merge_atoms", shrinking)
     monkeypatch.setattr(transport, "EXACT_LIMIT", 40 * 162 - 1)      # 20 x 162 would be exact
     c = compare(mf.SA(1.0), mf.perturbed_uniform(3, seed=0), [0.0, 0.5, 1.0], n=40, seeds=1, geometry="sphere",
-                mesh="uniform", level=2, grid_reference=False, progress=False)
+                grid="uniform", level=2, grid_reference=False, progress=False)
     assert len(calls) == 3
     assert c.info["transport_methods"] == ["sliced"] and c.info["transport_exact"] is False

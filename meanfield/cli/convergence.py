@@ -121,7 +121,6 @@ def _check(opts):
     as_beta(opts["beta"], "beta")
     if opts["sigma"] < 0:
         raise ValueError(f"sigma must be >= 0; got {opts['sigma']}")
-    _model(opts)                                          # a bad model file is refused here
     as_positive(opts["T"], "T")
     if not 1 <= as_count(opts["times"], "times") <= MAX_TIMES:
         raise ValueError(f"times must be between 1 and {MAX_TIMES}; got {opts['times']}")
@@ -134,6 +133,7 @@ def _check(opts):
         values = [as_count(v, name, minimum=0 if name == "grids" and sphere else 1) for v in opts[name]]
         if len(values) < 2 or len(set(values)) < len(values):
             raise ValueError(f"{name} needs two or more different values; got {' '.join(map(str, values))}")
+    _model(opts)                     # a bad model file is refused here, after the checks that load no engine
     if opts["reference"] is not None:
         if opts["causal"]:
             raise ValueError("--reference: the causal study has no refined reference (weighted atoms would change "
