@@ -28,8 +28,9 @@ import numpy as np
 
 import meanfield as mf
 from meanfield import compare, sweep
+from meanfield.cli.report import write_report
 from meanfield.solvers import adaptive, adaptive_circle, causal, circle, hardmax, particles, sphere, zonal
-from meanfield.solvers.mesh import icosphere
+from meanfield.solvers.meshes.voronoi import icosphere
 
 ALARM = 60
 MEMORY = 16 * 2 ** 30
@@ -191,7 +192,7 @@ def checkpoint_cases(folder, rng):
 
 def folder_cases(folder):
     first = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=1), [0.0, 0.5], n=16, seeds=1, cells=32)
-    report = compare.write_report(first, os.path.join(folder, "report"))
+    report = write_report(first, os.path.join(folder, "report"))
     base = os.path.dirname(report[0])
     removed = []
 
@@ -202,7 +203,7 @@ def folder_cases(folder):
         os.makedirs(os.path.dirname(target), exist_ok=True)
         open(target, "w").write("mine")
         try:
-            return compare.write_report(first, out)
+            return write_report(first, out)
         finally:
             if not os.path.exists(target):
                 removed.append(target)
@@ -220,7 +221,7 @@ def folder_cases(folder):
             open(path, "w").write(text[:i] + str(int(text[i]) % 9 + 1) + text[i + 1:])
         elif fault == "swap":
             other = compare.compare(mf.SA(2.0), mf.perturbed_uniform(2, seed=2), [0.0, 0.5], n=16, seeds=1, cells=32)
-            compare.write_report(other, out + "-other")
+            write_report(other, out + "-other")
             shutil.copy(os.path.join(out + "-other", "density.npz"), os.path.join(out, "density.npz"))
         elif fault == "truncate":
             path = os.path.join(out, "report.json")
