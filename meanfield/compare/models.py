@@ -226,6 +226,8 @@ def energy_note(model: SA | USA, d: int) -> str:
     --------
     >>> import numpy as np, meanfield as mf
     >>> from meanfield.compare.models import energy_note
+    >>> energy_note(mf.SA(2.0), 2)
+    'E_beta, non-decreasing (the flow is its gradient ascent)'
     >>> energy_note(mf.SA(2.0, Q=1.5), 2)
     "E_beta' with beta' = 3 (Q^T K = 1.5 I, V = I: the isotropic kernel at beta' = c beta), non-decreasing"
     >>> energy_note(mf.SA(2.0, V=np.diag([1.0, 2.0])), 2)
@@ -236,8 +238,11 @@ def energy_note(model: SA | USA, d: int) -> str:
     if reduced is not None:
         A = model.interaction(d)[0]
         sign = reduced.sign
+        trend = "non-decreasing" if sign > 0 else "non-increasing"
+        if A[0, 0] == 1:                 # the model itself is isotropic: Q^T K = I
+            return f"E_beta, {trend} (the flow is its gradient {'ascent' if sign > 0 else 'descent'})"
         return (f"E_beta' with beta' = {reduced.beta:g} (Q^T K = {A[0, 0]:g} I, V = {'-' if sign < 0 else ''}I: the "
-                f"isotropic kernel at beta' = c beta), {'non-decreasing' if sign > 0 else 'non-increasing'}")
+                f"isotropic kernel at beta' = c beta), {trend}")
     sign, reason = energy_direction(model, d)
     if sign == 0:
         return f"none (NaN): {reason}"
