@@ -274,3 +274,19 @@ def test_progress_counts_tasks():
         report.update(1)
     assert out.getvalue().startswith("sweep: 5/10 tasks (50%)")
     assert stepping.Progress is reporting.Progress
+
+
+def test_meanfield_figures_reports_outside_a_terminal(capsys, monkeypatch, tmp_path):
+    """``meanfield figures`` reports its experiments as log lines when its output is captured."""
+    from types import SimpleNamespace
+    from meanfield.cli import figures
+    monkeypatch.setattr(reporting, "DELAY", 0.0)
+    monkeypatch.setattr(reporting, "INTERVAL", 0.0)
+    ran = []
+    experiment = SimpleNamespace(main=lambda argv: ran.append(argv), __doc__="A stand-in experiment.")
+    monkeypatch.setattr(figures, "scripts", lambda: {"first": None, "second": None})
+    monkeypatch.setattr(figures, "load_script", lambda name: experiment)
+    assert figures.main(["--out", str(tmp_path)]) == 0 and len(ran) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("figures: 1/2 figures (50%)") for line in lines), lines
+    assert lines[-1].startswith("figures: 2/2 figures (100%), done in"), lines
