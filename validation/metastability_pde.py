@@ -1,7 +1,7 @@
 """Metastability from the density PDE on S^1: lifetimes of two clusters and the energy staircase, against particles.
 
-Lifetimes.  ρ_0 = two wrapped Gaussian bumps of width w = 0.05 and equal mass at ±φ/2, φ = π/2
-(gap g = 1 - cos φ = 1), on 256 cells; SA at β = 6 … 10.  Both bumps collapse to near-Diracs by
+Lifetimes.  ρ_0 = two wrapped Gaussian bumps of width w = 0.05 and equal mass at ±φ/2, φ = 2π/3
+(gap g = 1 - cos φ = 3/2), on 256 cells; SA at β = 4 … 6 (L ≈ 57 … 790).  Both bumps collapse to near-Diracs by
 t_c = 10; the two clusters then close like two Diracs (``dirac_merge_time`` of
 ``metastable_lifetimes``: two Diracs on any sphere move in the great circle through them, so its
 reduction is the S^1 one, tested here against two- and three-token runs on S^1).  Merge criterion
@@ -24,7 +24,7 @@ than a cell drifts only through the split of its mass between two cells, which r
 self-attraction rate (≈ 1 for SA); a frozen-field step of size dt therefore moves it by about
 one relaxation time's worth of drift, not dt's, and MPRK22's error estimate (a difference of two
 such steps) does not see it.  Those runs merge late by a factor that grows with L; they are
-recorded and drawn, not checked (docs/implicit.md, "Slow drift of one-cell clusters").
+recorded and drawn, not checked (docs/experiments.md).
 
 Energy staircase.  ρ_0 = (1 + A Σ_{l=1}^{8} cos(lθ + φ_l)/8)/(2π), A = 0.1, random phases, SA
 β = 8: a few clusters form by t ≈ 15 and merge one pair at a time.  The normalised energy of
@@ -56,8 +56,9 @@ from meanfield.validation.metastable_lifetimes import crossing, dirac_merge_time
 
 CELLS = 256          # PDE cells (h = 0.0245)
 WIDTH = 0.05         # standard deviation of each initial bump (radians)
-PHI = np.pi / 2      # initial angle between the two clusters (gap 1 - cos φ = 1)
+PHI = 2 * np.pi / 3  # initial angle between the two clusters (gap 1 - cos φ = 3/2)
 T_COLLAPSE = 10.0    # the bumps have collapsed to near-Diracs by then
+T_AUTO = 9.9e5       # "auto" refuses spans over 1e7 of its fast-phase cap max_dt = 0.1 (stepping.MAX_STEPS)
 TOKENS = 64          # particles quantised from ρ_0 (lifetimes)
 FLUX = "upwind"      # first order: one-cell clusters travel at their particle speed
 TOL = 0.05           # token clusters: single linkage at this geodesic scale
@@ -109,7 +110,7 @@ def measured_lifetime(t, angle):
 
 
 def pde_lifetime(beta, scheme="ssprk3", T=None):
-    """(L, φ_c, steps) of the PDE from ``two_bumps`` (inf if no merge by T)."""
+    """(L, φ_c, steps, final angle) of the PDE from ``two_bumps`` (L = inf if no merge by T)."""
     rho0 = two_bumps(CELLS)
     t = lifetime_times(dirac_merge_time(beta, PHI, PHI / 2)) if T is None else \
         np.concatenate([np.linspace(0.0, T_COLLAPSE, 41), np.geomspace(T_COLLAPSE, T, 1500)[1:]])
@@ -117,8 +118,8 @@ def pde_lifetime(beta, scheme="ssprk3", T=None):
         warnings.simplefilter("ignore")
         sol = circle.solve(mf.SA(beta), rho0, t, cells=CELLS, flux=FLUX, scheme=scheme, energy=False,
                            progress=False, budget=None)
-    L, phi_c = measured_lifetime(t, pair_angle(circle.cell_angles(CELLS), sol.rho))
-    return L, phi_c, int(sol.info["nsteps"])
+    angle = pair_angle(circle.cell_angles(CELLS), sol.rho)
+    return (*measured_lifetime(t, angle), int(sol.info["nsteps"]), float(angle[-1]))
 
 
 def particle_lifetime(beta):
@@ -133,7 +134,7 @@ def lifetime_runs(betas):
     """Per β: the PDE's and the particles' lifetimes and the two-Dirac prediction from each's φ_c."""
     rows = []
     for beta in betas:
-        L_pde, phi_pde, steps = pde_lifetime(beta)
+        L_pde, phi_pde, steps, _ = pde_lifetime(beta)
         L_par, phi_par = particle_lifetime(beta)
         rows.append(dict(beta=beta, pde=L_pde, particles=L_par, pde_steps=steps, phi_c_pde=phi_pde,
                          phi_c_particles=phi_par, dirac=T_COLLAPSE + dirac_merge_time(beta, phi_pde, PHI / 2),
@@ -144,14 +145,35 @@ def lifetime_runs(betas):
 
 
 def auto_runs(betas):
-    """Per β: the PDE with scheme="auto" (default tolerances) run to 3 × the two-Dirac time (at most 2e6)."""
+    """Per β: the PDE with scheme="auto" (default tolerances) run to 3 × the two-Dirac time, at most to T_AUTO."""
     rows = []
     for beta in betas:
         dirac = T_COLLAPSE + dirac_merge_time(beta, PHI, PHI / 2)
-        L, phi_c, steps = pde_lifetime(beta, scheme="auto", T=min(3 * dirac, 2e6))
-        rows.append(dict(beta=beta, auto=L, dirac=T_COLLAPSE + dirac_merge_time(beta, phi_c, PHI / 2), steps=steps))
+        L, phi_c, steps, end = pde_lifetime(beta, scheme="auto", T=min(3 * dirac, T_AUTO))
+        rows.append(dict(beta=beta, auto=L, dirac=T_COLLAPSE + dirac_merge_time(beta, phi_c, PHI / 2), steps=steps,
+                         T=min(3 * dirac, T_AUTO), angle_at_T=end))
         print(f"beta={beta:g}: auto L {L:.5g} ({steps} steps), two-Dirac {rows[-1]['dirac']:.5g}")
     return rows
+
+
+def frozen_field_drift(beta, steps, span=60.0):
+    """How far fixed implicit Euler steps (the frozen-field step of the implicit schemes) of each size in ``steps``
+    carry the two clusters of ``two_bumps`` after their collapse, as a fraction of the SSP-RK3 solution's drift over
+    ``span``: {dt: fraction}.  A one-cell cluster's drift is the slow shift of its mass between two cells, relaxing at
+    rate λ ≈ 1, so a frozen-field step moves it by about dt/(1 + λ dt) of dt's drift."""
+    rho = two_bumps(CELLS)
+    theta = circle.cell_angles(CELLS)
+    kw = dict(cells=CELLS, flux=FLUX, energy=False, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = circle.solve(mf.SA(beta), rho, [0.0, 3 * T_COLLAPSE], **kw).rho[-1]
+        ref = circle.solve(mf.SA(beta), start, [0.0, span], **kw).rho
+        drift = pair_angle(theta, ref[-1]) - pair_angle(theta, ref[0])
+        out = {}
+        for dt in steps:
+            y = circle.solve(mf.SA(beta), start, [0.0, span], scheme="implicit_euler", dt=dt, **kw).rho
+            out[dt] = float((pair_angle(theta, y[-1]) - pair_angle(theta, y[0])) / drift)
+    return out
 
 
 def law_fit(betas, lifetimes):
@@ -183,7 +205,8 @@ def density_clusters(rho):
     labels = cluster_labels(mf.circle_points(theta), 1.5 * h)
     m = rho[cells] * h
     masses = np.bincount(labels, weights=m)
-    centres = np.angle(np.bincount(labels, weights=m * np.cos(theta)) + 1j * np.bincount(labels, weights=m * np.sin(theta)))
+    z = np.bincount(labels, weights=m * np.cos(theta)) + 1j * np.bincount(labels, weights=m * np.sin(theta))
+    centres = np.angle(z)
     return centres, masses
 
 
@@ -236,9 +259,10 @@ def staircase_runs(beta, amplitude, modes, seed, tokens, T, outputs):
             warnings.simplefilter("ignore")
             sol = circle.solve(mf.SA(beta), rho0, t, cells=CELLS, flux=FLUX, scheme=scheme, progress=False,
                                budget=None)
-        plats, merges = staircase(t, normalised_energy(sol.energy, beta), lambda k: density_clusters(sol.rho[k]), beta)
-        runs[f"pde {scheme}"] = dict(energy=normalised_energy(sol.energy, beta), plateaus=plats, merges=merges,
-                                     counts=[len(density_clusters(r)[0]) for r in sol.rho], steps=sol.info["nsteps"])
+        rho, energy = sol.rho, normalised_energy(sol.energy, beta)
+        plats, merges = staircase(t, energy, lambda k, rho=rho: density_clusters(rho[k]), beta)
+        runs[f"pde {scheme}"] = dict(energy=energy, plateaus=plats, merges=merges,
+                                     counts=[len(density_clusters(r)[0]) for r in rho], steps=sol.info["nsteps"])
     sol = particles.solve_angles(mf.SA(beta), quantile_angles(rho0, tokens), t, method="adaptive", rtol=1e-8,
                                  atol=1e-10, progress=False)
     energy = normalised_energy(sol.energy, beta)
@@ -272,8 +296,8 @@ def check_staircase(exp, runs):
 
 def main(argv=None):
     exp = Experiment("metastability_pde", __doc__.splitlines()[0], argv)
-    betas = exp.size([4.0, 5.0, 6.0, 7.0], [6.0, 7.0, 8.0, 9.0, 10.0])
-    auto_betas = exp.size([6.0, 8.0, 10.0], [6.0, 8.0, 10.0, 12.0, 14.0, 16.5])
+    betas = exp.size([3.0, 3.5, 4.0, 4.5], [4.0, 4.5, 5.0, 5.5, 6.0])
+    auto_betas = exp.size([4.0, 6.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
     rows = lifetime_runs(betas)
     worst = max(max(abs(r["pde"] / r["particles"] - 1), abs(r["pde"] / r["dirac"] - 1)) for r in rows)
     exp.check("every PDE lifetime within 2 % of the particles' and of the two-Dirac prediction", worst <= 0.02,
@@ -284,12 +308,16 @@ def main(argv=None):
               f"({len(betas)} beta)", len(betas) >= 4 and intervals_overlap(fits["pde"], fits["particles"]),
               pde=fits["pde"][1:], particles=fits["particles"][1:], dirac=fits["dirac"][1:])
     auto = auto_runs(auto_betas)
+    drift = frozen_field_drift(12.0, [1.0, 10.0, 30.0])
+    print("frozen-field implicit Euler: drift over 60 time units as a fraction of SSP-RK3's, by dt:", drift)
     S = STAIRCASE
     t, runs = staircase_runs(S["beta"], S["amplitude"], S["modes"], S["seed"], exp.size(128, S["tokens"]),
                              exp.size(60.0, 2500.0), exp.size(80, 240))
     check_staircase(exp, runs)
     results = dict(cells=CELLS, width=WIDTH, phi=PHI, tokens=TOKENS, flux=FLUX, t_collapse=T_COLLAPSE, lifetimes=rows,
                    fits={k: dict(intercept=v[0], rate_c=v[1], ci95=v[2]) for k, v in fits.items()}, auto=auto,
+                   frozen_field_drift=dict(beta=12.0, span=60.0, fraction=drift,
+                                           one_over_one_plus_dt={k: 1 / (1 + k) for k in drift}),
                    staircase=dict(S, tokens=exp.size(128, S["tokens"]), t=t, runs=runs))
     exp.finish(figure(results), results)
 
@@ -302,19 +330,21 @@ def figure(results):
     b = np.array([r["beta"] for r in rows])
     ax = axes[0]
     grid = np.linspace(b.min() - 0.5, max(r["beta"] for r in auto) + 0.5, 100)
-    ax.semilogy(grid, [T_COLLAPSE + dirac_merge_time(x, PHI, PHI / 2) for x in grid], "k-", lw=1.5,
-                label="two-Dirac reduction")
-    for key, mk, c, what in (("pde", "o", "C0", "PDE, SSP-RK3"), ("particles", "s", "C1", f"{results['tokens']} particles")):
-        f = fits[key]
-        ax.semilogy(b, [r[key] for r in rows], mk, ms=11 if key == "pde" else 7, color=c, mfc="none" if key == "pde" else c,
-                    mew=2, label=f"{what}: c = {f['rate_c']:.4f} ± {f['ci95']:.4f}")
+    ax.semilogy(grid, [dirac_merge_time(x, PHI, PHI / 2) for x in grid], "k-", lw=1,
+                label="two Diracs from φ = 2π/3 at t = 0")
+    ax.semilogy(b, [r["dirac"] for r in rows], "kx", ms=12, mew=2, label="two-Dirac prediction from φ(t_c), t_c = 10")
+    kinds = (("pde", "o", "C0", "PDE, SSP-RK3"), ("particles", "s", "C1", f"{results['tokens']} tokens"))
+    for key, mk, c, what in kinds:
+        f, pde = fits[key], key == "pde"
+        ax.semilogy(b, [r[key] for r in rows], mk, ms=11 if pde else 7, color=c, mfc="none" if pde else c, mew=2,
+                    label=f"{what}: c = {f['rate_c']:.4f} ± {f['ci95']:.4f}")
     ab = np.array([r["beta"] for r in auto])
     La = np.array([float(r["auto"]) for r in auto])
     ax.semilogy(ab[np.isfinite(La)], La[np.isfinite(La)], "^", ms=10, color="C3",
                 label='PDE, scheme="auto" (rtol 1e-3)')
     ax.set(xlabel="β", ylabel="lifetime L (time until the clusters' angle halves)",
-           title=f"SA on S¹, two clusters at φ = π/2, {results['cells']} cells: lifetime vs β\n"
-                 f"(fit log(βL) = a + cβ, 95 % intervals; gap 1 − cos φ = 1)")
+           title=f"SA on S¹, two clusters at φ = 2π/3, {results['cells']} cells: lifetime vs β\n"
+                 f"(fit log(βL) = a + cβ, 95 % intervals; gap 1 − cos φ = 3/2)")
     ax.legend(fontsize=11)
     ax = axes[1]
     ax.plot(b, [r["pde"] / r["dirac"] for r in rows], "o-", ms=9, label="PDE (SSP-RK3) / two-Dirac")
@@ -323,8 +353,10 @@ def figure(results):
     ax.plot(ab, [float(r["auto"]) / r["dirac"] for r in auto], "^-", ms=9, color="C3",
             label='PDE "auto" / two-Dirac (inf: no merge by 3× the prediction)')
     ax.axhline(1.0, color="k", lw=0.8)
-    ax.set(xlabel="β", ylabel="ratio of merge times", yscale="log",
-           title="merge times against each other")
+    ax.set(xlabel="β", ylabel="ratio of merge times", yscale="log", title="merge times against each other")
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%.3g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=11)
     ax = axes[2]
     st = results["staircase"]
@@ -336,7 +368,7 @@ def figure(results):
         ax.annotate(f"jump {m['jump']:.3f}\n2 m_a m_b = {m['predicted']:.3f}", (m["time"], 0.0), xytext=(0, 8),
                     textcoords="offset points", xycoords=("data", "axes fraction"), ha="center", fontsize=10)
         ax.axvline(m["time"], color="0.7", lw=0.8, zorder=0)
-    ax.set(xlabel="t", ylabel="Ê = 2β e^{−β} E_β  (Σ m_a² on point clusters)",
+    ax.set(xlabel="t", ylabel=r"$\hat E = 2\beta e^{-\beta} E_\beta$   ($\sum_a m_a^2$ on point clusters)",
            title=f"energy staircase, SA β = {st['beta']:g}, near-uniform ρ₀ (A = {st['amplitude']:g})")
     ax.legend(fontsize=11, loc="upper left")
     for a_ in axes:
