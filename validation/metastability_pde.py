@@ -304,7 +304,7 @@ def lifetimes_agree(rows, rtol=0.01):
 def main(argv=None):
     exp = Experiment("metastability_pde", __doc__.splitlines()[0], argv)
     betas = exp.size([3.0, 3.5, 4.0, 4.5], [4.0, 4.5, 5.0, 5.5, 6.0])
-    auto_betas = exp.size([4.0, 6.0], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+    auto_betas = exp.size([3.5, 4.5], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
     rows = lifetime_runs(betas)
     worst, ok = lifetimes_agree(rows)
     exp.check("every PDE lifetime within 1 % of the particles' and of the two-Dirac prediction", ok,
@@ -319,7 +319,7 @@ def main(argv=None):
     print("frozen-field implicit Euler: drift over 60 time units as a fraction of SSP-RK3's, by dt:", drift)
     S = STAIRCASE
     t, runs = staircase_runs(S["beta"], S["amplitude"], S["modes"], S["seed"], exp.size(128, S["tokens"]),
-                             exp.size(60.0, 2500.0), exp.size(80, 240))
+                             exp.size(40.0, 2500.0), exp.size(60, 240))
     check_staircase(exp, runs)
     results = dict(cells=CELLS, width=WIDTH, phi=PHI, tokens=TOKENS, flux=FLUX, t_collapse=T_COLLAPSE, lifetimes=rows,
                    fits={k: dict(intercept=v[0], rate_c=v[1], ci95=v[2]) for k, v in fits.items()}, auto=auto,
