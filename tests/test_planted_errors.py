@@ -1,5 +1,6 @@
 """Every strengthened validation check fails on a deliberately broken input (the error planted), and
-passes on the correct one: high_dimension, cone_collapse, metastability, metastable_lifetimes, landscape."""
+passes on the correct one: high_dimension, cone_collapse, metastability, metastable_lifetimes, landscape,
+metastability_pde."""
 import numpy as np
 
 import meanfield as mf
@@ -44,6 +45,17 @@ def test_lifetimes_check_sees_a_one_percent_error_in_beta():
     planted = ml.two_cap_runs([0.6], [7.0], model=lambda beta: mf.SA(1.01 * beta))
     assert ml.lifetimes_match(right)[1] and not ml.lifetimes_match(planted)[1]
     assert abs(planted[0]["relative_error"]) > 0.03
+
+
+def test_pde_lifetime_checks_see_a_one_percent_error_in_beta():
+    mp = figures.load_script("metastability_pde")
+    betas = [3.0, 3.5, 4.0, 4.5]
+    right = mp.lifetime_runs(betas)
+    planted = mp.lifetime_runs(betas, pde_model=lambda beta: mf.SA(1.01 * beta))
+    assert mp.lifetimes_agree(right)[1] and not mp.lifetimes_agree(planted)[1]
+    fit = {k: mp.law_fit(betas, [r[k] for r in right]) for k in ("pde", "particles")}
+    assert mp.intervals_overlap(fit["pde"], fit["particles"])
+    assert not mp.intervals_overlap(mp.law_fit(betas, [r["pde"] for r in planted]), fit["particles"])
 
 
 def test_cluster_newton_finds_what_newton_on_all_angles_misses_at_large_beta():

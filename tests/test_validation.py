@@ -13,7 +13,7 @@ EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability
                "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
                "mean_field_limit", "causal", "hardmax", "long_context", "phase_diagram_paper", "finite_dimension",
                "phase_diagram_random",
-               "metastable_lifetimes", "repulsive_generic", "full_model"]
+               "metastable_lifetimes", "repulsive_generic", "full_model", "metastability_pde"]
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +172,42 @@ def test_phase_diagram_boundary_and_grids():
     assert pd.uniform_pair_probability(3, 0.999) == pytest.approx(0.0005, rel=1e-12)
     edges = pd._cell_edges([0.0, 1.0, 3.0])
     assert np.allclose(edges, [-0.5, 0.5, 2.0, 4.0])
+
+
+def test_metastability_pde_constructions():
+    mp = figures.load_script("metastability_pde")
+    from meanfield.solvers import circle
+    rho = mp.two_bumps(256)
+    assert np.sum(rho) * 2 * np.pi / 256 == pytest.approx(1.0, abs=1e-14)
+    assert np.allclose(rho, rho[::-1], atol=1e-15 * rho.max())           # mirror-symmetric about θ = 0
+    theta = mp.quantile_angles(np.ones(16), 8)                           # uniform: the midpoints of 8 arcs
+    assert np.allclose(theta, 2 * np.pi * (np.arange(8) + 0.5) / 8, atol=1e-14)
+    assert mp.pair_angle(np.array([0.7, -0.7 + 2 * np.pi]), np.array([0.5, 0.5])) == pytest.approx(1.4, abs=1e-14)
+    # Ê of the cell measure = Σ m_a² + the cross terms X of its point clusters (one cell each)
+    cells, beta = 64, 5.0
+    rho = np.zeros(cells)
+    rho[[3, 20, 40]] = np.array([0.5, 0.3, 0.2]) * cells / (2 * np.pi)
+    angles, masses = circle.cell_angles(cells)[[3, 20, 40]], np.array([0.5, 0.3, 0.2])
+    e_hat = mp.normalised_energy(circle.energy(rho, beta), beta)
+    assert e_hat == pytest.approx(np.sum(masses ** 2) + mp.cross_energy(angles, masses, beta), rel=1e-12)
+    found = mp.density_clusters(rho)
+    assert np.allclose(np.sort(found[1]), [0.2, 0.3, 0.5], atol=1e-14)
+    c = mp.law_fit([1.0, 2.0, 3.0, 4.0], np.exp([1.5, 2.5, 3.5, 4.5]) / np.array([1.0, 2.0, 3.0, 4.0]))
+    assert c[1] == pytest.approx(1.0, abs=1e-12) and c[2] <= 1e-10
+    assert mp.intervals_overlap((0, 1.0, 0.1), (0, 1.15, 0.06))
+    assert not mp.intervals_overlap((0, 1.0, 0.1), (0, 1.2, 0.06))
+
+
+@pytest.mark.parametrize("tokens, m_a", [([0.0, 1.3], 0.5), ([0.0, 0.0, 1.3], 2 / 3)])
+def test_two_dirac_reduction_against_tokens_on_the_circle(tokens, m_a):
+    """The S¹ two-Dirac quadrature against two (equal masses) or three tokens, two of them coincident
+    (masses 2/3, 1/3: they stay together exactly), integrated by the particle solver."""
+    from meanfield.solvers import particles
+    mp, ml = figures.load_script("metastability_pde"), figures.load_script("metastable_lifetimes")
+    beta, phi = 4.0, 1.3
+    predicted = ml.dirac_merge_time(beta, phi, phi / 2, m_a, 1 - m_a)
+    t = np.linspace(0.0, 1.5 * predicted, 3001)
+    sol = particles.solve_angles(mf.SA(beta), np.array(tokens), t, method="adaptive", rtol=1e-11, atol=1e-13,
+                                 progress=False)
+    gap = sol.theta[:, -1] - sol.theta[:, 0]
+    assert mp.crossing(t, gap, phi / 2) == pytest.approx(predicted, rel=1e-5)
