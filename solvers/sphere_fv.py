@@ -84,7 +84,7 @@ from meanfield.checks import unit_mass
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
 
-from . import particles
+from . import particles, threads
 from .kernels import harmonics, spectral
 from .meshes import reconstruction
 from .circle import density_model
@@ -422,10 +422,7 @@ def _kernel_sums(mesh, beta, masses, W=None, out=None):
     W = np.multiply(_moments(mesh), masses[:, None], out=W)
     if field_method(mesh, beta) == "transform":
         return spectral.kernel_sum(beta, mesh.points, mesh.points, W)
-    T = _basis(mesh, spectral.degree(beta, 3))
-    coef = T.T @ W
-    coef *= spectral.table_weights(beta)[:, None]
-    return np.matmul(T, coef, out=out)
+    return threads.table_product(_basis(mesh, spectral.degree(beta, 3)), W, spectral.table_weights(beta), out)
 
 
 @lru_cache(maxsize=32)
