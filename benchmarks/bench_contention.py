@@ -32,7 +32,7 @@ CASES = {                          # name: (solver, level or cells, T)
     "sphere4": ("sphere", 4, 10.0),
     "sphere5": ("sphere", 5, 2.0),
     "adaptive": ("adaptive", None, 3.0),
-    "circle": ("circle", None, 10.0),
+    "circle": ("circle", 4096, 10.0),
 }
 BUSY = [sys.executable, "-c", "while True: pass"]
 
@@ -47,12 +47,14 @@ def run_case(name):
     model = mf.SA(3.0)
     if solver == "circle":
         def go(t):
-            return circle.solve(model, perturbed_uniform(2, degree=2), [0.0, t], cells=size, energy=False)
+            return circle.solve(model, perturbed_uniform(2, degree=2), [0.0, t], cells=size, energy=False,
+                                progress=False)
     else:
         mesh = None if size is None else sphere.icosphere(size)
 
         def go(t):
-            return sphere.solve(model, perturbed_uniform(3, degree=2), [0.0, t], mesh=mesh, energy=False)
+            return sphere.solve(model, perturbed_uniform(3, degree=2), [0.0, t], mesh=mesh, energy=False,
+                                progress=False)
     go(0.05)
     start = time.perf_counter()
     go(T)

@@ -1,0 +1,112 @@
+"""The table products of the S^2 finite volumes: blocks, thread counts, the user's BLAS setting (issue 40)."""
+import numpy as np
+import pytest
+
+import meanfield as mf
+from meanfield.measures import perturbed_uniform
+from meanfield.solvers import sphere, sphere_fv, threads
+from meanfield.solvers.kernels import spectral
+
+OPENBLAS = threads.blas_library()
+needs_openblas = pytest.mark.skipif(OPENBLAS is None, reason="NumPy's BLAS is not an OpenBLAS found at run time")
+
+
+@pytest.fixture
+def blas_restored():
+    """Restore OpenBLAS's thread count after a test that changes it."""
+    before = threads.blas_threads()
+    yield
+    if OPENBLAS is not None:
+        OPENBLAS.set(before)
+
+
+def _table(level=3, beta=3.0, seed=0):
+    mesh = sphere.icosphere(level)
+    T = sphere_fv._basis(mesh, spectral.degree(beta, 3))
+    W = np.random.default_rng(seed).random((mesh.size, 10)) - 0.3
+    return T, W, spectral.table_weights(beta)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 64, 65, 484, 2562, 10243, 10 ** 6])
+def test_row_blocks_are_aligned_and_bounded(n):
+    edges = threads.row_blocks(n)
+    assert edges[0] == 0 and edges[-1] == n and np.all(np.diff(edges) > 0)
+    assert np.all(edges[:-1] % threads.ALIGN == 0)
+    assert edges.size - 1 <= threads.MAX_BLOCKS
+
+
+def test_table_product_is_the_product():
+    """Against the products in exact rational order: float64 with a long-double reference."""
+    T, W, w = _table()
+    reference = T.astype(np.longdouble) @ (w[:, None] * (T.T.astype(np.longdouble) @ W))
+    got = threads.table_product(T, W, w)
+    assert np.abs(got - reference).max() <= 1e-13 * np.abs(reference).max()
+
+
+@needs_openblas
+@pytest.mark.parametrize("level", [3, 4])
+def test_same_bits_on_any_thread_count(level, blas_restored):
+    """The blocks depend on the size alone: 1, 2 and 3 threads give the same bits, and those of the
+    whole product on single-threaded BLAS."""
+    T, W, w = _table(level)
+    results = []
+    for n in (1, 2, 3):
+        OPENBLAS.set(n)
+        results.append(threads.table_product(T, W, w))
+        assert threads.blas_threads() == n              # the user's setting is restored
+    OPENBLAS.set(1)
+    whole = np.matmul(T, w[:, None] * (T.T @ W))
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+    np.testing.assert_allclose(results[0], whole, rtol=0, atol=1e-14 * np.abs(whole).max())
+
+
+@needs_openblas
+def test_threads_follow_the_blas_setting(monkeypatch, blas_restored):
+    """The products use as many threads as BLAS is set to, one below PARALLEL_WORK, and BLAS runs on
+    one thread inside them."""
+    seen = []
+    run = threads._run
+
+    def spy(task, count, workers):
+        seen.append((workers, threads.blas_threads()))
+        return run(task, count, workers)
+
+    monkeypatch.setattr(threads, "_run", spy)
+    T, W, w = _table(3)
+    for n in (2, 3):
+        OPENBLAS.set(n)
+        threads.table_product(T, W, w)
+        assert seen[-1] == (n, 1)
+    OPENBLAS.set(1)
+    count = len(seen)
+    threads.table_product(T, W, w)
+    OPENBLAS.set(2)
+    threads.table_product(T[:40, :30].copy(), W[:40], w[:30])        # 40·30·10 < PARALLEL_WORK
+    assert len(seen) == count
+
+
+@needs_openblas
+def test_solve_independent_of_blas_threads(blas_restored):
+    """A solve on the harmonic table gives the same bits on 1 and 2 BLAS threads (checkpoints written
+    on one thread count resume on another)."""
+    args = (mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.5])
+    runs = []
+    for n in (1, 2):
+        OPENBLAS.set(n)
+        runs.append(sphere.solve(*args, mesh=sphere.icosphere(3), energy=False, progress=False))
+    np.testing.assert_array_equal(runs[0].rho, runs[1].rho)
+
+
+def test_single_threaded_blas_restores_on_error(blas_restored):
+    before = threads.blas_threads()
+    with pytest.raises(RuntimeError), threads.single_threaded_blas():
+        assert threads.blas_threads() == 1
+        raise RuntimeError("inside")
+    assert threads.blas_threads() == before
+
+
+def test_a_failing_block_raises():
+    T, W, w = _table(3)
+    with pytest.raises(ValueError):
+        threads.table_product(T, W[:-1], w)
