@@ -34,7 +34,7 @@ __all__ = ["blas_library", "blas_threads", "single_threaded_blas", "row_blocks",
 
 PARALLEL_WORK = 1 << 21    # products of fewer multiply-adds run on one thread
 ALIGN = 16                 # block edges are multiples of this many rows
-MAX_BLOCKS = 16            # blocks per product (fewer for short matrices: at least 4 ALIGN rows each)
+MAX_BLOCKS = 8             # blocks per product (fewer for short matrices: at least 4 ALIGN rows each)
 _PREFIXES = ("scipy_openblas_", "openblas_")
 _SUFFIXES = ("64_", "")
 
@@ -164,7 +164,7 @@ def row_blocks(n: int) -> np.ndarray:
     --------
     >>> from meanfield.solvers.threads import row_blocks
     >>> row_blocks(484).tolist()
-    [0, 32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448, 480, 484]
+    [0, 64, 128, 192, 256, 320, 384, 448, 484]
     >>> row_blocks(10).tolist()
     [0, 10]
     """
@@ -247,12 +247,12 @@ def table_product(T: np.ndarray, W: np.ndarray, weights: np.ndarray, out: np.nda
 
         def analysis(k):
             np.matmul(T[:, cols[k]:cols[k + 1]].T, W, out=coef[cols[k]:cols[k + 1]])
-            coef[cols[k]:cols[k + 1]] *= weights[cols[k]:cols[k + 1], None]
 
         def synthesis(k):
             np.matmul(T[rows[k]:rows[k + 1]], coef, out=out[rows[k]:rows[k + 1]])
 
         _run(analysis, cols.size - 1, workers)
+        coef *= weights[:, None]
         _run(synthesis, rows.size - 1, workers)
     return out
 
