@@ -125,6 +125,10 @@ def single_threaded_blas():
     OpenBLAS's thread count is the process's: BLAS calls of other Python threads during the block
     also run on one thread.
 
+    Returns
+    -------
+    context manager
+
     Examples
     --------
     >>> import numpy as np
