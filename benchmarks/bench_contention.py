@@ -11,7 +11,7 @@ the JSON keeps every time, the medians and the ratios:
 - ``busy_2/busy_1``: the contended solve on 2 threads over the same on 1 thread (the target: <= 1);
 - ``busy_2/quiet_2``: how much one busy process slows the 2-thread solve.
 
-    python benchmarks/bench_contention.py                    # about 4 minutes on a quiet 2-core machine
+    python benchmarks/bench_contention.py                    # 48 solves of a few seconds each
     python benchmarks/bench_contention.py --rounds 5 --cases sphere4 adaptive
 
 Extra configurations for diagnosis: ``--configs 1 2 n2b1`` (``nKbJ``: k Numba threads, j BLAS threads).
@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=OUT)
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))     # kill the busy process on the way out
     times = {f"{case}/{'busy' if busy else 'quiet'}_{config}": [] for case in args.cases for config in args.configs
              for busy in (False, True)}
     started = time.time()
