@@ -110,3 +110,27 @@ def test_a_failing_block_raises():
     T, W, w = _table(3)
     with pytest.raises(ValueError):
         threads.table_product(T, W[:-1], w)
+
+
+def _plain_kernel_sums(mesh, beta, masses, W=None, out=None):
+    """The kernel sums as NumPy's two whole products (the engine before the row blocks)."""
+    W = np.multiply(sphere_fv._moments(mesh), masses[:, None], out=W)
+    T = sphere_fv._basis(mesh, spectral.degree(beta, 3))
+    coef = T.T @ W
+    coef *= spectral.table_weights(beta)[:, None]
+    return np.matmul(T, coef, out=out)
+
+
+@pytest.mark.parametrize("level", [3, 4])
+def test_solve_equals_the_whole_products(level, monkeypatch):
+    """A solve through the blocked products equals one through NumPy's whole products to 1e-12 (on
+    OpenBLAS with one thread: to the bit)."""
+    args = (mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 1.0])
+    mesh = sphere.icosphere(level)
+    blocked = sphere.solve(*args, mesh=mesh, energy=False, progress=False)
+    monkeypatch.setattr(sphere_fv, "_kernel_sums", _plain_kernel_sums)
+    plain = sphere.solve(*args, mesh=mesh, energy=False, progress=False)
+    assert blocked.info["nfev"] == plain.info["nfev"]
+    np.testing.assert_allclose(blocked.rho, plain.rho, rtol=0, atol=1e-12 * np.abs(plain.rho).max())
+    if threads.blas_threads() == 1 and OPENBLAS is not None:
+        np.testing.assert_array_equal(blocked.rho, plain.rho)
