@@ -101,8 +101,12 @@ def blas_library() -> _OpenBLAS | None:
     return None
 
 
+_ASKED = []      # the BLAS threads asked for when the enclosing ``single_threaded_blas`` blocks began
+
+
 def blas_threads() -> int:
-    """The threads NumPy's OpenBLAS is set to use (1 where it is not found).
+    """The threads NumPy's OpenBLAS was asked to use: its setting, or, inside ``single_threaded_blas``,
+    its setting when the outermost such block began (1 where it is not found).
 
     Returns
     -------
@@ -114,6 +118,8 @@ def blas_threads() -> int:
     >>> threads.blas_threads() >= 1
     True
     """
+    if _ASKED:
+        return _ASKED[-1]
     lib = blas_library()
     return 1 if lib is None else max(1, lib.get())
 
@@ -122,8 +128,10 @@ def blas_threads() -> int:
 def single_threaded_blas():
     """Run the block with NumPy's OpenBLAS on one thread, then restore its thread count.
 
-    OpenBLAS's thread count is the process's: BLAS calls of other Python threads during the block
-    also run on one thread.
+    Inside, ``blas_threads`` still reports the threads asked for, which ``table_product`` uses.  A
+    solve runs in such a block (``sphere.solve``): OpenBLAS's own threads, which spin for a while
+    after each multi-threaded call, then stay asleep.  OpenBLAS's thread count is the process's:
+    BLAS calls of other Python threads during the block also run on one thread.
 
     Returns
     -------
@@ -135,18 +143,21 @@ def single_threaded_blas():
     >>> from meanfield.solvers import threads
     >>> before = threads.blas_threads()
     >>> with threads.single_threaded_blas():
-    ...     threads.blas_threads()
-    1
+    ...     lib = threads.blas_library()
+    ...     (lib is None or lib.get() == 1, threads.blas_threads() == before)
+    (True, True)
     >>> threads.blas_threads() == before
     True
     """
     lib = blas_library()
     before = None if lib is None else lib.get()
+    _ASKED.append(blas_threads())
     if before is not None and before != 1:
         lib.set(1)
     try:
         yield
     finally:
+        _ASKED.pop()
         if before is not None and before != 1:
             lib.set(before)
 

@@ -69,7 +69,7 @@ def test_threads_follow_the_blas_setting(monkeypatch, blas_restored):
     run = threads._run
 
     def spy(task, count, workers):
-        seen.append((workers, threads.blas_threads()))
+        seen.append((workers, OPENBLAS.get()))
         return run(task, count, workers)
 
     monkeypatch.setattr(threads, "_run", spy)
@@ -101,9 +101,30 @@ def test_solve_independent_of_blas_threads(blas_restored):
 def test_single_threaded_blas_restores_on_error(blas_restored):
     before = threads.blas_threads()
     with pytest.raises(RuntimeError), threads.single_threaded_blas():
-        assert threads.blas_threads() == 1
+        assert OPENBLAS is None or OPENBLAS.get() == 1
+        assert threads.blas_threads() == before          # still the threads asked for
         raise RuntimeError("inside")
-    assert threads.blas_threads() == before
+    assert threads.blas_threads() == before and not threads._ASKED
+
+
+@needs_openblas
+def test_solves_hold_blas_on_one_thread_and_keep_the_threads_asked_for(monkeypatch, blas_restored):
+    """sphere.solve runs with OpenBLAS on one thread; its products still use the threads asked for."""
+    seen = []
+    product = threads.table_product
+
+    def spy(T, W, weights, out=None):
+        seen.append((OPENBLAS.get(), threads.blas_threads()))
+        return product(T, W, weights, out)
+
+    monkeypatch.setattr(threads, "table_product", spy)
+    OPENBLAS.set(2)
+    for mesh in (sphere.icosphere(3), None):
+        sphere.solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.05], mesh=mesh, energy=False,
+                     progress=False)
+        assert seen and set(seen) == {(1, 2)}
+        assert OPENBLAS.get() == 2
+        seen.clear()
 
 
 def test_a_failing_block_raises():
