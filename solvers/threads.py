@@ -189,6 +189,8 @@ def row_blocks(n: int) -> np.ndarray:
 
 
 _TEAM = {}
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_TEAM.clear)       # a forked child has none of the parent's threads
 
 
 def _helpers(n):

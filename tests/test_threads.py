@@ -1,4 +1,6 @@
 """The table products of the S^2 finite volumes: blocks, thread counts, the user's BLAS setting (issue 40)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,14 @@ def test_solve_equals_the_whole_products(level, monkeypatch):
     np.testing.assert_allclose(blocked.rho, plain.rho, rtol=0, atol=1e-12 * np.abs(plain.rho).max())
     if threads.blas_threads() == 1 and OPENBLAS is not None:
         np.testing.assert_array_equal(blocked.rho, plain.rho)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_computes_the_products():
+    """The helper threads do not survive a fork: the child makes its own."""
+    T, W, w = _table(3)
+    parent = threads.table_product(T, W, w)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if np.array_equal(threads.table_product(T, W, w), parent) else 1)
+    assert os.waitpid(pid, 0)[1] == 0
