@@ -20,6 +20,8 @@ MKL, Apple's Accelerate), the products are the plain NumPy ones.
 """
 from __future__ import annotations
 
+from . import _numba_env  # noqa: F401  (before numba)
+
 import ctypes
 import itertools
 import os
@@ -27,7 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
 
+import numba
 import numpy as np
+
+from .kernels.harmonics import sphere_basis
 
 __all__ = ["blas_library", "blas_threads", "single_threaded_blas", "row_blocks", "table_product", "report",
            "PARALLEL_WORK", "ALIGN", "MAX_BLOCKS"]
@@ -288,10 +293,6 @@ def report() -> dict:
     >>> sorted(threads.report())
     ['blas', 'blas_threads', 'numba_threads', 'threading_layer', 'wait_policy']
     """
-    import numba
-
-    from .kernels.harmonics import sphere_basis
-
     sphere_basis(np.eye(3), 1)          # a parallel kernel has run: the threading layer is chosen
     lib = blas_library()
     return {"threading_layer": numba.threading_layer(), "numba_threads": numba.get_num_threads(),
