@@ -11,7 +11,7 @@ the JSON keeps every time, the medians and the ratios:
 - ``busy_2/busy_1``: the contended solve on 2 threads over the same on 1 thread (the target: <= 1);
 - ``busy_2/quiet_2``: how much one busy process slows the 2-thread solve.
 
-    python benchmarks/bench_contention.py                    # 48 solves of a few seconds each
+    python benchmarks/bench_contention.py      # 48 solves (estimated 4 min on a quiet 2-core machine)
     python benchmarks/bench_contention.py --rounds 5 --cases sphere4 adaptive
 
 Extra configurations for diagnosis: ``--configs 1 2 n2b1`` (``nKbJ``: k Numba threads, j BLAS threads).
