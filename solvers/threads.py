@@ -42,6 +42,7 @@ ALIGN = 16                 # block edges are multiples of this many rows
 MAX_BLOCKS = 8             # blocks per product (fewer for short matrices: at least 4 ALIGN rows each)
 _PREFIXES = ("scipy_openblas_", "openblas_")
 _SUFFIXES = ("64_", "")
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))     # its wheels' libraries: numpy.libs, numpy/.dylibs
 
 
 class _OpenBLAS:
@@ -64,10 +65,8 @@ def _loaded_openblas():
             paths = {line.split(None, 5)[-1].strip() for line in f if "openblas" in line.lower()}
     except OSError:
         return []
-    home = os.path.dirname(os.path.dirname(os.path.abspath(np.__file__)))
-    mine = os.path.join(home, "numpy")
     paths = sorted(p for p in paths if os.path.isabs(p))
-    return sorted(paths, key=lambda p: not p.startswith(mine))
+    return sorted(paths, key=lambda p: not p.startswith(_NUMPY))
 
 
 @lru_cache(maxsize=1)
@@ -89,8 +88,7 @@ def blas_library() -> _OpenBLAS | None:
     True
     """
     paths = _loaded_openblas()
-    home = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(np.__file__))), "numpy")
-    if not paths or (len(paths) > 1 and not paths[0].startswith(home)):
+    if not paths or (len(paths) > 1 and not paths[0].startswith(_NUMPY)):
         return None
     try:
         lib = ctypes.CDLL(paths[0])
