@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from meanfield.budget import BUDGET
 from meanfield.models import SA, USA, MultiHead
 
-from . import adaptive
+from . import adaptive, threads
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME
 from .results import DensitySolution
 from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
@@ -133,14 +133,16 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     >>> bool(abs(sol.mass[-1] - 1) < 1e-13 and sol.rho.min() >= 0)
     True
     """
-    if mesh is None:        # the default: adaptive cells
-        if max_dt is not None:
-            raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
-                             "adaptive cells)")
-        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation, energy=energy,
-                              progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                              resume=resume, cfl=cfl, diffusion=diffusion, budget=budget, rtol=rtol, atol=atol)
-    return solve_on_mesh(model, rho0, t_eval, mesh, flux=flux, scheme=scheme, dt=dt, max_dt=max_dt, cfl=cfl,
-                         summation=summation, diffusion=diffusion, energy=energy, progress=progress,
-                         checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, budget=budget,
-                         rtol=rtol, atol=atol)
+    if mesh is None and max_dt is not None:
+        raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
+                         "adaptive cells)")
+    with threads.single_threaded_blas():       # OpenBLAS's spinning threads asleep; the table products keep theirs
+        if mesh is None:        # the default: adaptive cells
+            return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation,
+                                  energy=energy, progress=progress, checkpoint=checkpoint,
+                                  checkpoint_every=checkpoint_every, resume=resume, cfl=cfl, diffusion=diffusion,
+                                  budget=budget, rtol=rtol, atol=atol)
+        return solve_on_mesh(model, rho0, t_eval, mesh, flux=flux, scheme=scheme, dt=dt, max_dt=max_dt, cfl=cfl,
+                             summation=summation, diffusion=diffusion, energy=energy, progress=progress,
+                             checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, budget=budget,
+                             rtol=rtol, atol=atol)

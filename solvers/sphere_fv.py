@@ -45,8 +45,9 @@ it sheds mass only at the cell's own small speed, so repulsive runs stall short 
 state (L1 residue ≈ 0.04, 0.024, 0.017 on icosphere levels 2, 3, 4); use flux="tpfa" there.
 
 The kernel sums behind the field (Φ~, G~, H~ of ``balanced_field``) come from a harmonic table
-per mesh and two BLAS products per stage (``field_method``; the degree L is where the Funk–Hecke
-tail of the kernel drops below 1e-17, so the sums equal the direct ones to round-off), and the rest
+per mesh and two products per stage (``field_method``; the degree L is where the Funk–Hecke
+tail of the kernel drops below 1e-17, so the sums equal the direct ones to round-off; computed in
+row blocks by ``threads.table_product``, which stays fast beside other busy processes), and the rest
 of a stage (field, reconstruction, face speeds, fluxes, divergence and positivity rate) is a few
 Numba passes over work arrays allocated once per solve (``SphereOperator``).
 
@@ -84,7 +85,7 @@ from meanfield.checks import unit_mass
 from meanfield.theory import speed_bound
 from meanfield.models import SA, USA, MultiHead
 
-from . import particles
+from . import particles, threads
 from .kernels import harmonics, spectral
 from .meshes import reconstruction
 from .circle import density_model
@@ -375,7 +376,7 @@ def field_method(mesh, beta):
 
     "table": the real spherical-harmonic basis of degree L (``spectral.degree``: the Funk–Hecke tail
     of e^{β(<x,y>-1)} below 1e-17) is tabulated once per mesh at the generators, T (N, (L+1)^2), and
-    S = T diag(ε_m κ_l) T^T W is two BLAS products per stage; chosen while T fits in
+    S = T diag(ε_m κ_l) T^T W is two products per stage (``threads.table_product``); chosen while T fits in
     ``TABLE_BYTES``.  "transform": the same sums by the Numba transforms of
     ``meanfield.solvers.kernels.harmonics`` (no table; used for larger N (L+1)^2).
 
@@ -422,10 +423,7 @@ def _kernel_sums(mesh, beta, masses, W=None, out=None):
     W = np.multiply(_moments(mesh), masses[:, None], out=W)
     if field_method(mesh, beta) == "transform":
         return spectral.kernel_sum(beta, mesh.points, mesh.points, W)
-    T = _basis(mesh, spectral.degree(beta, 3))
-    coef = T.T @ W
-    coef *= spectral.table_weights(beta)[:, None]
-    return np.matmul(T, coef, out=out)
+    return threads.table_product(_basis(mesh, spectral.degree(beta, 3)), W, spectral.table_weights(beta), out)
 
 
 @lru_cache(maxsize=32)
@@ -522,8 +520,8 @@ class SphereOperator(Operator):
     (dρ/dt, rate), rate = max_i (mass leaving cell i per unit time) / m_i (+ the diffusion's), with
     the work arrays of every stage allocated once (a call allocates only its result).
 
-    Per stage: the kernel sums of each head (``_kernel_sums``: two BLAS products with the harmonic
-    table), then Numba passes for the field (``_balance``), the reconstruction
+    Per stage: the kernel sums of each head (``_kernel_sums``: two products with the harmonic
+    table, ``threads.table_product``), then Numba passes for the field (``_balance``), the reconstruction
     (``reconstruction.face_values``), the face speeds (``_face_speeds``) and the fluxes, divergence
     and rate (``_fluxes``).
 
