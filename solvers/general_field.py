@@ -242,32 +242,53 @@ def _weigh_columns(T, kappa, degrees, eps):
             T[i, b] *= eps[b] * kappa[i, degrees[b]]
 
 
-@njit(parallel=True, cache=True)
-def _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, beta, normalised, slopes, trusted):
-    """slopes[k] += f'(0) of ``GeneralField.stage`` at the pair (cells[k], t[k]) from the per-target
-    B = V H A^T, V G, A G, <V G, x> and factor = Φ (SA) or e^{b} (USA); trusted[k] &= ok[cells[k]]."""
+@njit(cache=True)
+def _pair_slopes(cells, t, x, S, V, A, first, second, factor, ok, beta, normalised, slopes, trusted):
+    """slopes[k] += f'(0) of ``GeneralField.stage`` at the pair (i = cells[k], t = t[k]) from the sums
+    S = (Φ, G, the entries H_ab, a <= b, at (first, second)) and factor = Φ (SA) or e^{b} (USA):
+    t^T V H A^T t = p^T H q, t^T V G = <p, G>, t^T A G = <q, G>, <V G, x> = <r, G> with p = V^T t,
+    q = A^T t, r = V^T x_i; trusted[k] &= ok[i].  Serial: one pass costs less than waking threads."""
     d = t.shape[1]
-    for k in prange(cells.size):
+    p = np.empty(d)
+    q = np.empty(d)
+    for k in range(cells.size):
         i = cells[k]
         if not ok[i]:
             trusted[k] = False
             continue
-        q = 0.0
+        radial = 0.0
         tv = 0.0
         ta = 0.0
         for a in range(d):
-            row = 0.0
-            for b in range(d):
-                row += B[i, a, b] * t[k, b]
-            q += t[k, a] * row
-            tv += t[k, a] * VG[i, a]
-            ta += t[k, a] * AG[i, a]
-        value = beta * q - radial[i]
+            pa = 0.0
+            qa = 0.0
+            ra = 0.0
+            for c in range(d):
+                pa += V[c, a] * t[k, c]
+                qa += A[c, a] * t[k, c]
+                ra += V[c, a] * x[i, c]
+            p[a] = pa
+            q[a] = qa
+            tv += pa * S[i, 1 + a]
+            ta += qa * S[i, 1 + a]
+            radial += ra * S[i, 1 + a]
+        quad = 0.0
+        for c in range(first.size):
+            a = first[c]
+            b = second[c]
+            quad += S[i, 1 + d + c] * (p[a] * q[b] + p[b] * q[a] if a != b else p[a] * q[a])
+        value = beta * quad - radial
         if normalised:
             value = value / factor[i] - beta * tv * ta / (factor[i] * factor[i])
         else:
             value *= factor[i]
         slopes[k] += value
+
+
+def _quadratic(d):
+    """The entries (a, b), a <= b, of the symmetric y y^T: the second-moment columns of ``stage``."""
+    first, second = np.triu_indices(d)
+    return first.astype(np.int64), second.astype(np.int64)
 
 
 class _HeadExpansion:
@@ -420,7 +441,7 @@ class GeneralField:
             f'(0) = \beta\, t^T V H A^T t - \langle V G, x\rangle \ \text{(USA)},
 
         with Φ, G = Σ m_j k y_j, H = Σ m_j k y_j y_j^T at x_i (k = e^{β x^T A y}, ∇_x k = β A y k),
-        from one expansion of 1 + d + d² weight columns per head.
+        from one expansion of 1 + d + d(d + 1)/2 weight columns per head (H is symmetric).
 
         Parameters
         ----------
@@ -479,12 +500,9 @@ class GeneralField:
             v, log_phi[h], (S, ok) = self._head(h, head, m, second=True)
             X += v
             A, V = self.interactions[h]
-            # per target: V G, A G, <V G, x> and B = V H A^T; per pair only the quadratic forms in t
-            VG, AG = S[:, 1:d + 1] @ V.T, S[:, 1:d + 1] @ A.T
-            B = np.matmul(V, S[:, d + 1:].reshape(n, d, d)) @ A.T
-            radial = np.sum(VG * self.targets, axis=1)
             factor = np.ascontiguousarray(S[:, 0]) if head.normalised else np.exp(self.expansions[h].shift)
-            _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, head.beta, head.normalised, slopes, trusted)
+            _pair_slopes(cells, t, self.targets, S, np.ascontiguousarray(V), np.ascontiguousarray(A), *_quadratic(d),
+                         factor, ok, head.beta, head.normalised, slopes, trusted)
         return X, log_phi, np.where(trusted, slopes, 0.0), trusted
 
     def _masses(self, masses):
@@ -543,20 +561,21 @@ class GeneralField:
         return expansion.sums(W), expansion.shift
 
     def _head(self, h, head, m, second=False):
-        """(X, log Φ, (S, trusted)) of head h: the sums S of m (1, y) (and y y^T with ``second``) by the
-        expansion, direct quadrature at the targets where they are not trusted; S is None when the head
-        is summed directly."""
+        """(X, log Φ, (S, trusted)) of head h: the sums S of m (1, y) (and the entries a <= b of y y^T,
+        ``_quadratic``, with ``second``) by the expansion, direct quadrature at the targets where they are
+        not trusted; S is None when the head is summed directly."""
         expansion = self.expansions[h]
         if expansion is None:
             return (*_direct(head, self.targets, self.sources, m), None)
         x, y = self.targets, self.sources
         columns = [m, m[:, None] * y]
         if second:
-            columns.append((m[:, None, None] * y[:, :, None] * y[:, None, :]).reshape(y.shape[0], -1))
+            a, b = _quadratic(y.shape[1])
+            columns.append(m[:, None] * y[:, a] * y[:, b])
         S = expansion.sums(np.column_stack(columns))
         floor = expansion.delta * m.sum()
         trusted = S[:, 0] - floor > (1.0 + np.sqrt(x.shape[1])) * floor / self.rtol
-        G = S[:, 1:x.shape[1] + 1] @ self.interactions[h][1].T
+        G = np.einsum("nc,ac->na", S[:, 1:x.shape[1] + 1], self.interactions[h][1])     # no BLAS threads
         X = G - np.sum(G * x, axis=1, keepdims=True) * x
         if head.normalised:
             X /= np.where(trusted, S[:, 0], 1.0)[:, None]
