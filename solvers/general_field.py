@@ -735,7 +735,7 @@ def uniform_field(model: SA | USA | MultiHead, targets: ArrayLike) -> tuple[np.n
 
 
 def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
-           summation: str = "auto") -> tuple[float, str]:
+           summation: str = "auto", field: GeneralField | None = None) -> tuple[float, str]:
     r"""The interaction energy of Σ_j m_j δ_{y_j} whose gradient flow the model is, or NaN with the reason.
 
     .. math::
@@ -757,6 +757,9 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
         Non-negative masses.
     summation : {"auto", "direct", "expansion"}
         As in ``GeneralField``.
+    field : GeneralField, optional
+        A field of ``model`` with these points as targets and sources, whose tables are reused (an
+        engine's, built once per mesh); ``summation`` is then the field's.
 
     Returns
     -------
@@ -764,6 +767,11 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
         E (NaN when the flow is not a gradient flow of it).
     reason : str
         "non-decreasing ..." / "non-increasing ..." or why E is NaN.
+
+    Raises
+    ------
+    ValueError
+        If ``field`` is not a field of these points (targets and sources).
 
     Examples
     --------
@@ -784,7 +792,10 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
     sign, reason = gradient_sign(model, y.shape[1])
     if sign == 0:
         return float("nan"), reason
-    field = GeneralField(model, y, y, summation)
+    if field is None:
+        field = GeneralField(model, y, y, summation)
+    elif field.sources is not field.targets or field.targets.shape != y.shape or not np.array_equal(field.targets, y):
+        raise ValueError("field must have the points as its targets and sources (GeneralField(model, points))")
     if any(h.beta == 0 for h in heads):
         total = 0.0
         for h, (head, (A, _)) in enumerate(zip(heads, field.interactions)):

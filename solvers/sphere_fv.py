@@ -322,12 +322,13 @@ def cell_field(model, rho, mesh, summation="auto"):
     Parameters
     ----------
     model : SA or USA
-        With Q^T K = I and V = ±I (not checked).
+        Any Q, K, V: isotropic heads by ``particles.attention_field``, the others by the
+        ``general_field.GeneralField`` of the mesh (its tables built once and kept for the last mesh).
     rho : ndarray, shape (N,)
         Cell densities.
     mesh : Mesh
     summation : {"auto", "direct", "fast"}
-        As in ``particles.attention_field``.
+        As in ``particles.attention_field`` ("fast" is the general field's "expansion").
 
     Returns
     -------
@@ -343,9 +344,19 @@ def cell_field(model, rho, mesh, summation="auto"):
     >>> X.shape, log_phi.shape
     ((162, 3), (162,))
     """
+    if not model.is_isotropic:
+        vel, log_phi = _general_field(model, mesh, summation)(rho * mesh.areas)
+        return vel, log_phi[0]
     vel, log_phi = particles.attention_field(model, mesh.points[None], (rho * mesh.areas)[None],
                                              summation=summation)
     return vel[0], log_phi[0]
+
+
+@lru_cache(maxsize=1)
+def _general_field(model, mesh, summation):
+    """The ``general_field.GeneralField`` of a general model on the generators of ``mesh``, kept for the
+    last (model, mesh, summation): the output energies and fields of a solve reuse its tables."""
+    return general_field.GeneralField(model, mesh.points, summation="expansion" if summation == "fast" else summation)
 
 
 def cell_potential(model, rho, mesh, log_phi):
@@ -659,7 +670,9 @@ class SphereOperator(Operator):
         return combined_step(max_step(self.model, self.mesh, self.flux), self.diffusion, mesh_rate(self.mesh))
 
     def energy(self, rho):
-        """E_β of the cell measure (``cell_energy``)."""
+        """E_β of the cell measure (``cell_energy``; E_V of the full model with this operator's tables)."""
+        if self.general is not None:
+            return self.general.energy(rho)[0]
         return cell_energy(self.model, rho, self.mesh, self.summation)
 
     def measure(self, rho):
@@ -874,8 +887,8 @@ def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summati
     True
     """
     if not model.is_isotropic:
-        summation = "expansion" if summation == "fast" else summation
-        return general_field.energy(model, mesh.points, rho * mesh.areas, summation)[0]
+        field = _general_field(model, mesh, summation)
+        return general_field.energy(model, mesh.points, rho * mesh.areas, field=field)[0]
     if hasattr(model, "heads"):
         if any(head.normalised for head in model.heads):
             return np.nan
