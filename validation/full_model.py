@@ -37,9 +37,8 @@ from meanfield.sampling import refined_quantiles, refined_triangles
 from meanfield.solvers import adaptive, causal, circle, general_field, particles, sphere
 from meanfield.transport import wasserstein
 
-#: the bulk level of the adaptive runs; S^2 W_1 (particles vs the finest PDE run) must fall below S2_W1
+#: the bulk level of the adaptive runs
 BULK = 4
-S2_W1 = 5e-3
 
 
 def symmetric_interaction(d, scale, seed):
@@ -54,8 +53,9 @@ def observed_orders(h, err):
     return np.log(err[:-1] / err[1:]) / np.log(h[:-1] / h[1:])
 
 
-def _flow(model, T):
-    return lambda x, w: particles.solve(model, x, [0.0, T], weights=w, energy=False).x[-1]
+def _flow(model, T, rtol=1e-8):
+    return lambda x, w: particles.solve(model, x, [0.0, T], weights=w, energy=False, rtol=rtol,
+                                        atol=rtol / 100).x[-1]
 
 
 def _cell_measure(sol):
@@ -65,7 +65,7 @@ def _cell_measure(sol):
     return y[keep], b[keep] / b[keep].sum()
 
 
-def sphere_vs_particles(exp, finest, reference, particle_level, rounds):
+def sphere_vs_particles(exp, finest, reference, particle_level, rounds, bound):
     A = symmetric_interaction(3, 0.15, 11)
     model, T = mf.SA(3.0, K=A, V=A), 8.0
     rho0 = perturbed_uniform(3, seed=2)
@@ -74,7 +74,8 @@ def sphere_vs_particles(exp, finest, reference, particle_level, rounds):
         return adaptive.solve(model, rho0, [0.0, T / 2, T], base=3, finest=level, bulk=bulk, progress=False)
     sols = [pde(level, BULK) for level in finest]
     fine = pde(*reference)
-    ref = refined_triangles(rho0, _flow(model, T), level=particle_level, rounds=rounds)
+    # positions to 1e-6: far below the W_1 resolved here, at a third of the particle steps of rtol 1e-8
+    ref = refined_triangles(rho0, _flow(model, T, 1e-6), level=particle_level, rounds=rounds)
     cells = [_cell_measure(sol) for sol in sols + [fine]]
     # the grid: W_1 to the finer adaptive run, and its observed order in the finest cell size
     h = [float(np.sqrt(4 * np.pi / (10 * 4 ** level + 2))) for level in finest]
@@ -87,8 +88,8 @@ def sphere_vs_particles(exp, finest, reference, particle_level, rounds):
     exp.check(f"S^2, SA, V = Q^T K symmetric, adaptive cells: W_1 to the finer run (finest {reference[0]}, bulk "
               f"{reference[1]}) falls with the finest level at observed order > 0.5", np.all(orders > 0.5),
               w1=grid, orders=orders)
-    exp.check(f"S^2: W_1 of the finest run to the refined particle reference below {S2_W1:g} rad",
-              w1[-1] < S2_W1, w1=w1)
+    exp.check(f"S^2: W_1 of the finest run to the refined particle reference below {bound:g} rad", w1[-1] < bound,
+              w1=w1)
     exp.check("S^2: E_V of the PDE within 1 % of the particle reference's at T",
               abs(energies[-1] / e_ref - 1) < 0.01, pde=energies[-1], particles=e_ref)
     exp.check("S^2: E_V non-decreasing along the adaptive runs (dips of the cell measure as the isotropic solver's)",
@@ -224,7 +225,7 @@ def figure(results):
 def main(argv=None):
     exp = Experiment("full_model", __doc__.splitlines()[0], argv)
     results = dict(sphere=sphere_vs_particles(exp, exp.size([5, 6], [6, 7, 8]), exp.size((7, 4), (9, 5)),
-                                              exp.size(2, 3), exp.size(1, 2)),
+                                              exp.size(2, 3), 1, exp.size(0.01, 4e-3)),
                    circle=circle_vs_particles(exp, exp.size([64, 128, 256], [128, 256, 512, 1024])),
                    burger=burger(exp, exp.size(2, 3)), causal=causal_one_cluster(exp),
                    rotation=rotation_invariant(exp))
