@@ -83,6 +83,9 @@ RTOL = spectral.RTOL
 #: are rebuilt in blocks of BLOCK_BYTES at each evaluation
 TABLE_BYTES = 1 << 29
 BLOCK_BYTES = 1 << 25
+#: tables of at most this many entries are applied by serial Numba loops, not BLAS: on small meshes waking
+#: BLAS threads costs more than the products
+SERIAL_ENTRIES = 1 << 19
 
 
 def _heads(model):
@@ -285,6 +288,24 @@ def _pair_slopes(cells, t, x, S, V, A, first, second, factor, ok, beta, normalis
         slopes[k] += value
 
 
+@njit(cache=True)
+def _serial_sums(sources, targets, W):
+    """targets @ (sources.T @ W) in serial loops (small tables)."""
+    coef = np.zeros((sources.shape[1], W.shape[1]))
+    for j in range(sources.shape[0]):
+        for b in range(sources.shape[1]):
+            t = sources[j, b]
+            for c in range(W.shape[1]):
+                coef[b, c] += t * W[j, c]
+    out = np.zeros((targets.shape[0], W.shape[1]))
+    for i in range(targets.shape[0]):
+        for b in range(targets.shape[1]):
+            t = targets[i, b]
+            for c in range(W.shape[1]):
+                out[i, c] += t * coef[b, c]
+    return out
+
+
 def _quadratic(d):
     """The entries (a, b), a <= b, of the symmetric y y^T: the second-moment columns of ``stage``."""
     first, second = np.triu_indices(d)
@@ -293,7 +314,8 @@ def _quadratic(d):
 
 class _HeadExpansion:
     """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles, stored
-    when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``)."""
+    when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``);
+    tables of at most ``SERIAL_ENTRIES`` entries in all are applied by serial loops."""
 
     def __init__(self, A, beta, targets, sources, tolerance):
         d = targets.shape[1]
@@ -324,6 +346,8 @@ class _HeadExpansion:
     def sums(self, W):
         """S (N, C): Σ_j W_jc e^{β x_i^T A y_j - b_i}."""
         if self.stored:
+            if self.targets.size + self.sources.size <= SERIAL_ENTRIES:
+                return _serial_sums(self.sources, self.targets, np.ascontiguousarray(W))
             return self.targets @ (self.sources.T @ W)
         coef = sum(self._source_table(slice(j, j + self.rows)).T @ W[j:j + self.rows]
                    for j in range(0, W.shape[0], self.rows))

@@ -4,10 +4,13 @@ Five experiments with the density solvers on models the isotropic ones do not co
 (``meanfield.solvers.full_model``, docs/full_model.md):
 
 1. S^2, SA, V = Q^T K = A symmetric and anisotropic (A = I + 0.15 (G + Gᵀ), seeded), β = 3, from a
-   perturbed-uniform ρ_0 to T = 8 (past clustering): the finite volumes on icosphere levels
-   2, 3 (and 4) against a particle reference (``sampling.refined_triangles``: quadrature atoms of ρ_0
-   on spherical triangles, refined once where the flow tears them apart), W_1 at T and its observed
-   order in the grid; E_V of both.
+   perturbed-uniform ρ_0 to T = 8 (past clustering), on adaptive cells (``adaptive.solve``, base 3,
+   bulk 4, finest 6, 7, 8; the isotropic default's cells): W_1 at T to a finer adaptive run (finest
+   9, bulk 5) and its observed order in the finest cell size (the grid), and W_1 of every run to a
+   particle reference (``sampling.refined_triangles``: quadrature atoms of ρ_0 on level-3 spherical
+   triangles, refined once where the flow tears them apart; positions to rtol 1e-6), the mean-field
+   limit; E_V of both.  W_1, not W_2: W_2 between the PDE and atoms carrying finite masses is floored
+   by the cluster masses' resolution.
 2. S^1, SA with random Q, K, V (not a gradient flow: E_V is NaN): 128 ... 1024 cells against a
    particle reference of 600 refined quantile atoms (``sampling.refined_quantiles``), W_1 at T, and the
    grids against each other (W_1(ρ_h, ρ_{h/2}) and its observed order).
@@ -21,12 +24,15 @@ Five experiments with the density solvers on models the isotropic ones do not co
 5. The rotation-invariant case Q = K = √c R (R a rotation: Q^T K = c I) equals the isotropic solver
    at β' = cβ on S^1 and S^2 to round-off.
 
-Checks: (1) W_1 falls with the level and the energies of PDE and particles agree within 5 %; (2) W_1
+Checks: (1) W_1 to the finer run falls at observed order > 1/2, W_1 of the finest run (finest 8) to
+the particle reference below 4e-3 rad, E_V of PDE and particles within 1 % and E_V non-decreasing
+along each run; (2) W_1
 on the finest grid below 0.015 rad (the reference's own resolution) and W_1(ρ_h, ρ_{h/2}) falls at
 order > 1/2; (3) at T, ≥ 95 % of the mass lies within 0.3 rad of ±e_1, E_V is non-decreasing and
 within h² (relative) of the two-Dirac value, below the maximum e^{βλ_1}/(2β); (4) every slice's mean resultant
-length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: levels 2
-and 3 only, a coarser sphere reference.
+length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: finest
+levels 5, 6 against finest 7, a level-2 particle reference (bound 0.01 rad), coarser S^1 grids, Burger et
+al. on icosphere(2).
 """
 import numpy as np
 
