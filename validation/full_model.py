@@ -30,9 +30,9 @@ along each run; (2) W_1
 on the finest grid below 0.015 rad (the reference's own resolution) and W_1(ρ_h, ρ_{h/2}) falls at
 order > 1/2; (3) at T, ≥ 95 % of the mass lies within 0.3 rad of ±e_1, E_V is non-decreasing and
 within h² (relative) of the two-Dirac value, below the maximum e^{βλ_1}/(2β); (4) every slice's mean resultant
-length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: finest
-levels 5, 6 against finest 7, a level-2 particle reference (bound 0.01 rad), coarser S^1 grids, Burger et
-al. on icosphere(2).
+length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: base 2,
+finest levels 4, 5 against finest 6 (no bulk level), a level-2 particle reference (bound 0.03 rad),
+coarser S^1 grids, Burger et al. on icosphere(2).
 """
 import numpy as np
 
@@ -42,9 +42,6 @@ from meanfield.measures import perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles
 from meanfield.solvers import adaptive, causal, circle, general_field, particles, sphere
 from meanfield.transport import wasserstein
-
-#: the bulk level of the adaptive runs
-BULK = 4
 
 
 def symmetric_interaction(d, scale, seed):
@@ -71,14 +68,14 @@ def _cell_measure(sol):
     return y[keep], b[keep] / b[keep].sum()
 
 
-def sphere_vs_particles(exp, finest, reference, particle_level, rounds, bound):
+def sphere_vs_particles(exp, base, finest, bulk, reference, particle_level, rounds, bound):
     A = symmetric_interaction(3, 0.15, 11)
     model, T = mf.SA(3.0, K=A, V=A), 8.0
     rho0 = perturbed_uniform(3, seed=2)
 
     def pde(level, bulk):
-        return adaptive.solve(model, rho0, [0.0, T / 2, T], base=3, finest=level, bulk=bulk, progress=False)
-    sols = [pde(level, BULK) for level in finest]
+        return adaptive.solve(model, rho0, [0.0, T / 2, T], base=base, finest=level, bulk=bulk, progress=False)
+    sols = [pde(level, bulk) for level in finest]
     fine = pde(*reference)
     # positions to 1e-6: far below the W_1 resolved here, at a third of the particle steps of rtol 1e-8
     ref = refined_triangles(rho0, _flow(model, T, 1e-6), level=particle_level, rounds=rounds)
@@ -101,7 +98,7 @@ def sphere_vs_particles(exp, finest, reference, particle_level, rounds, bound):
     exp.check("S^2: E_V non-decreasing along the adaptive runs (dips of the cell measure as the isotropic solver's)",
               all(sol.info["energy_dips"]["count"] == 0 for sol in sols + [fine]),
               dips=[sol.info["energy_dips"] for sol in sols + [fine]])
-    return dict(A=A, beta=3.0, T=T, finest=finest, bulk=BULK, reference=reference, h=h, grid_w1=grid,
+    return dict(A=A, beta=3.0, T=T, base=base, finest=finest, bulk=bulk, reference=reference, h=h, grid_w1=grid,
                 observed_order=orders, particle_w1=w1, energy_pde=energies, energy_particles=e_ref,
                 reference_atoms=int(ref.weights.size), cells=[int(c[1].size) for c in cells],
                 nfev=[int(sol.info["nfev"]) for sol in sols + [fine]])
@@ -230,8 +227,8 @@ def figure(results):
 
 def main(argv=None):
     exp = Experiment("full_model", __doc__.splitlines()[0], argv)
-    results = dict(sphere=sphere_vs_particles(exp, exp.size([5, 6], [6, 7, 8]), exp.size((7, 4), (9, 5)),
-                                              exp.size(2, 3), 1, exp.size(0.01, 4e-3)),
+    results = dict(sphere=sphere_vs_particles(exp, exp.size(2, 3), exp.size([4, 5], [6, 7, 8]), exp.size(None, 4),
+                                              exp.size((6, None), (9, 5)), exp.size(2, 3), 1, exp.size(0.03, 4e-3)),
                    circle=circle_vs_particles(exp, exp.size([64, 128, 256], [128, 256, 512, 1024])),
                    burger=burger(exp, exp.size(2, 3)), causal=causal_one_cluster(exp),
                    rotation=rotation_invariant(exp))
