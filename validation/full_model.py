@@ -206,9 +206,9 @@ def figure(results):
                     label=r"$S^1$, random $Q, K, V$: $W_1$(PDE, particle reference)")
     ax[0, 0].loglog(2 * np.pi / np.asarray(s1["cells"][:-1]), s1["grid_steps"], "^--",
                     label=r"$S^1$: $W_1(\rho_h, \rho_{h/2})$")
-    ax[0, 0].set(xlabel="cell size h (rad; on S^2 the finest cells')", ylabel=r"$W_1$ at T (rad)",
+    ax[0, 0].set(xlabel="cell size h (rad; on S^2 of the finest cells)", ylabel=r"$W_1$ at T (rad)",
                  title=r"particles vs PDE: $S^2$ SA with $V = Q^\top K$ symmetric; $S^1$ non-symmetric")
-    ax[0, 0].legend(loc="lower right", fontsize=9)
+    ax[0, 0].legend(loc="upper left", fontsize=8)
     ax[0, 1].plot(bu["t"], bu["energy"], "o-", label=r"$E_V$ of the PDE")
     ax[0, 1].axhline(bu["two_diracs"], color="C2", ls="--", label=r"two Diracs at $\pm e_1$ (PDE masses)")
     ax[0, 1].axhline(bu["maximum"], color="k", ls=":", label=r"maximum $e^{\beta\lambda_1}/(2\beta)$")
