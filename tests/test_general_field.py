@@ -513,3 +513,18 @@ def test_bad_points_masses_and_summation_are_refused():
         field(m[:-1])
     with pytest.raises(ValueError, match="NaN"):
         field(np.full_like(m, np.nan))
+
+
+def test_serial_and_blas_products_agree(monkeypatch):
+    rng = np.random.default_rng(17)
+    Q, K, V = rng.normal(size=(3, 3, 3))
+    small = mesh.icosphere(2)
+    y, m = small.points, small.areas / small.areas.sum()
+    field = gf.GeneralField(mf.SA(1.0, Q=Q, K=K, V=V), y, summation="expansion")
+    assert field.expansions[0].targets.size + field.expansions[0].sources.size <= gf.SERIAL_ENTRIES
+    t = np.cross(y, [0.3, 0.5, 0.8])
+    serial = field.stage(m, np.arange(y.shape[0]), t)
+    monkeypatch.setattr(gf, "SERIAL_ENTRIES", 0)
+    blas = field.stage(m, np.arange(y.shape[0]), t)
+    for a, b in zip(serial, blas):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-14 * np.abs(b).max())
