@@ -397,7 +397,8 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        sweep = interval * _field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
+        sweep = interval * (_field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
+                            if stage.general is None else stage.general.field(rho * amesh.mesh.areas)[0])
         index, threshold = _refined(amesh, rho, settings, threshold, lazy=True, sweep=sweep)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)

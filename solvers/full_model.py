@@ -323,5 +323,5 @@ class CellField:
 
     def energy(self, rho: ArrayLike) -> tuple[float, str]:
         """E_V of the cell measure and why (``general_field.energy``: NaN with the reason where the flow
-        is not a gradient flow of it)."""
-        return general_field.energy(self.model, self.points, np.asarray(rho) * self.weights)
+        is not a gradient flow of it), with this mesh's tables."""
+        return general_field.energy(self.model, self.points, np.asarray(rho) * self.weights, field=self.field)

@@ -83,6 +83,9 @@ RTOL = spectral.RTOL
 #: are rebuilt in blocks of BLOCK_BYTES at each evaluation
 TABLE_BYTES = 1 << 29
 BLOCK_BYTES = 1 << 25
+#: tables of at most this many entries are applied by serial Numba loops, not BLAS: on small meshes waking
+#: BLAS threads costs more than the products
+SERIAL_ENTRIES = 1 << 19
 
 
 def _heads(model):
@@ -242,27 +245,42 @@ def _weigh_columns(T, kappa, degrees, eps):
             T[i, b] *= eps[b] * kappa[i, degrees[b]]
 
 
-@njit(parallel=True, cache=True)
-def _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, beta, normalised, slopes, trusted):
-    """slopes[k] += f'(0) of ``GeneralField.stage`` at the pair (cells[k], t[k]) from the per-target
-    B = V H A^T, V G, A G, <V G, x> and factor = Φ (SA) or e^{b} (USA); trusted[k] &= ok[cells[k]]."""
+@njit(cache=True)
+def _pair_slopes(cells, t, x, S, V, A, first, second, factor, ok, beta, normalised, slopes, trusted):
+    """slopes[k] += f'(0) of ``GeneralField.stage`` at the pair (i = cells[k], t = t[k]) from the sums
+    S = (Φ, G, the entries H_ab, a <= b, at (first, second)) and factor = Φ (SA) or e^{b} (USA):
+    t^T V H A^T t = p^T H q, t^T V G = <p, G>, t^T A G = <q, G>, <V G, x> = <r, G> with p = V^T t,
+    q = A^T t, r = V^T x_i; trusted[k] &= ok[i].  Serial: one pass costs less than waking threads."""
     d = t.shape[1]
-    for k in prange(cells.size):
+    p = np.empty(d)
+    q = np.empty(d)
+    for k in range(cells.size):
         i = cells[k]
         if not ok[i]:
             trusted[k] = False
             continue
-        q = 0.0
+        radial = 0.0
         tv = 0.0
         ta = 0.0
         for a in range(d):
-            row = 0.0
-            for b in range(d):
-                row += B[i, a, b] * t[k, b]
-            q += t[k, a] * row
-            tv += t[k, a] * VG[i, a]
-            ta += t[k, a] * AG[i, a]
-        value = beta * q - radial[i]
+            pa = 0.0
+            qa = 0.0
+            ra = 0.0
+            for c in range(d):
+                pa += V[c, a] * t[k, c]
+                qa += A[c, a] * t[k, c]
+                ra += V[c, a] * x[i, c]
+            p[a] = pa
+            q[a] = qa
+            tv += pa * S[i, 1 + a]
+            ta += qa * S[i, 1 + a]
+            radial += ra * S[i, 1 + a]
+        quad = 0.0
+        for c in range(first.size):
+            a = first[c]
+            b = second[c]
+            quad += S[i, 1 + d + c] * (p[a] * q[b] + p[b] * q[a] if a != b else p[a] * q[a])
+        value = beta * quad - radial
         if normalised:
             value = value / factor[i] - beta * tv * ta / (factor[i] * factor[i])
         else:
@@ -270,9 +288,34 @@ def _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, beta, normalised, slop
         slopes[k] += value
 
 
+@njit(cache=True)
+def _serial_sums(sources, targets, W):
+    """targets @ (sources.T @ W) in serial loops (small tables)."""
+    coef = np.zeros((sources.shape[1], W.shape[1]))
+    for j in range(sources.shape[0]):
+        for b in range(sources.shape[1]):
+            t = sources[j, b]
+            for c in range(W.shape[1]):
+                coef[b, c] += t * W[j, c]
+    out = np.zeros((targets.shape[0], W.shape[1]))
+    for i in range(targets.shape[0]):
+        for b in range(targets.shape[1]):
+            t = targets[i, b]
+            for c in range(W.shape[1]):
+                out[i, c] += t * coef[b, c]
+    return out
+
+
+def _quadratic(d):
+    """The entries (a, b), a <= b, of the symmetric y y^T: the second-moment columns of ``stage``."""
+    first, second = np.triu_indices(d)
+    return first.astype(np.int64), second.astype(np.int64)
+
+
 class _HeadExpansion:
     """One head's tables: T(Y) (M, P) at the sources and T_κ(U) (N, P) at the targets' poles, stored
-    when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``)."""
+    when both fit in ``TABLE_BYTES``, else rebuilt block by block at each evaluation (``BLOCK_BYTES``);
+    tables of at most ``SERIAL_ENTRIES`` entries in all are applied by serial loops."""
 
     def __init__(self, A, beta, targets, sources, tolerance):
         d = targets.shape[1]
@@ -303,6 +346,8 @@ class _HeadExpansion:
     def sums(self, W):
         """S (N, C): Σ_j W_jc e^{β x_i^T A y_j - b_i}."""
         if self.stored:
+            if self.targets.size + self.sources.size <= SERIAL_ENTRIES:
+                return _serial_sums(self.sources, self.targets, np.ascontiguousarray(W))
             return self.targets @ (self.sources.T @ W)
         coef = sum(self._source_table(slice(j, j + self.rows)).T @ W[j:j + self.rows]
                    for j in range(0, W.shape[0], self.rows))
@@ -420,7 +465,7 @@ class GeneralField:
             f'(0) = \beta\, t^T V H A^T t - \langle V G, x\rangle \ \text{(USA)},
 
         with Φ, G = Σ m_j k y_j, H = Σ m_j k y_j y_j^T at x_i (k = e^{β x^T A y}, ∇_x k = β A y k),
-        from one expansion of 1 + d + d² weight columns per head.
+        from one expansion of 1 + d + d(d + 1)/2 weight columns per head (H is symmetric).
 
         Parameters
         ----------
@@ -479,12 +524,9 @@ class GeneralField:
             v, log_phi[h], (S, ok) = self._head(h, head, m, second=True)
             X += v
             A, V = self.interactions[h]
-            # per target: V G, A G, <V G, x> and B = V H A^T; per pair only the quadratic forms in t
-            VG, AG = S[:, 1:d + 1] @ V.T, S[:, 1:d + 1] @ A.T
-            B = np.matmul(V, S[:, d + 1:].reshape(n, d, d)) @ A.T
-            radial = np.sum(VG * self.targets, axis=1)
             factor = np.ascontiguousarray(S[:, 0]) if head.normalised else np.exp(self.expansions[h].shift)
-            _pair_slopes(cells, t, B, VG, AG, radial, factor, ok, head.beta, head.normalised, slopes, trusted)
+            _pair_slopes(cells, t, self.targets, S, np.ascontiguousarray(V), np.ascontiguousarray(A), *_quadratic(d),
+                         factor, ok, head.beta, head.normalised, slopes, trusted)
         return X, log_phi, np.where(trusted, slopes, 0.0), trusted
 
     def _masses(self, masses):
@@ -543,20 +585,21 @@ class GeneralField:
         return expansion.sums(W), expansion.shift
 
     def _head(self, h, head, m, second=False):
-        """(X, log Φ, (S, trusted)) of head h: the sums S of m (1, y) (and y y^T with ``second``) by the
-        expansion, direct quadrature at the targets where they are not trusted; S is None when the head
-        is summed directly."""
+        """(X, log Φ, (S, trusted)) of head h: the sums S of m (1, y) (and the entries a <= b of y y^T,
+        ``_quadratic``, with ``second``) by the expansion, direct quadrature at the targets where they are
+        not trusted; S is None when the head is summed directly."""
         expansion = self.expansions[h]
         if expansion is None:
             return (*_direct(head, self.targets, self.sources, m), None)
         x, y = self.targets, self.sources
         columns = [m, m[:, None] * y]
         if second:
-            columns.append((m[:, None, None] * y[:, :, None] * y[:, None, :]).reshape(y.shape[0], -1))
+            a, b = _quadratic(y.shape[1])
+            columns.append(m[:, None] * y[:, a] * y[:, b])
         S = expansion.sums(np.column_stack(columns))
         floor = expansion.delta * m.sum()
         trusted = S[:, 0] - floor > (1.0 + np.sqrt(x.shape[1])) * floor / self.rtol
-        G = S[:, 1:x.shape[1] + 1] @ self.interactions[h][1].T
+        G = np.einsum("nc,ac->na", S[:, 1:x.shape[1] + 1], self.interactions[h][1])     # no BLAS threads
         X = G - np.sum(G * x, axis=1, keepdims=True) * x
         if head.normalised:
             X /= np.where(trusted, S[:, 0], 1.0)[:, None]
@@ -716,7 +759,7 @@ def uniform_field(model: SA | USA | MultiHead, targets: ArrayLike) -> tuple[np.n
 
 
 def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
-           summation: str = "auto") -> tuple[float, str]:
+           summation: str = "auto", field: GeneralField | None = None) -> tuple[float, str]:
     r"""The interaction energy of Σ_j m_j δ_{y_j} whose gradient flow the model is, or NaN with the reason.
 
     .. math::
@@ -738,6 +781,9 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
         Non-negative masses.
     summation : {"auto", "direct", "expansion"}
         As in ``GeneralField``.
+    field : GeneralField, optional
+        A field of ``model`` with these points as targets and sources, whose tables are reused (an
+        engine's, built once per mesh); ``summation`` is then the field's.
 
     Returns
     -------
@@ -745,6 +791,11 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
         E (NaN when the flow is not a gradient flow of it).
     reason : str
         "non-decreasing ..." / "non-increasing ..." or why E is NaN.
+
+    Raises
+    ------
+    ValueError
+        If ``field`` is not a field of these points (targets and sources).
 
     Examples
     --------
@@ -765,7 +816,10 @@ def energy(model: SA | USA | MultiHead, points: ArrayLike, masses: ArrayLike,
     sign, reason = gradient_sign(model, y.shape[1])
     if sign == 0:
         return float("nan"), reason
-    field = GeneralField(model, y, y, summation)
+    if field is None:
+        field = GeneralField(model, y, y, summation)
+    elif field.sources is not field.targets or field.targets.shape != y.shape or not np.array_equal(field.targets, y):
+        raise ValueError("field must have the points as its targets and sources (GeneralField(model, points))")
     if any(h.beta == 0 for h in heads):
         total = 0.0
         for h, (head, (A, _)) in enumerate(zip(heads, field.interactions)):

@@ -227,6 +227,32 @@ def _face_speeds(vel, S, trusted, points, edges, normals, distances, beta, sign,
 
 
 @njit(cache=True)
+def _pair_face_speeds(vel, slopes, trusted, edges, normals, distances, extrapolate, bound, u):
+    """u (4, E) of the full model: u_i = <X_i, n_ij>, u_j = <X_j, n_ij> and, with ``extrapolate``,
+    u^E = u_i + (d/2) f'_i, u^W = u_j - (d/2) f'_j from the slopes at the pairs (2e, 2e + 1) (only
+    where trusted), clipped to ±bound.  Serial: a few flops per face cost less than waking threads."""
+    for e in range(edges.shape[0]):
+        i = edges[e, 0]
+        j = edges[e, 1]
+        ui = vel[i, 0] * normals[e, 0, 0] + vel[i, 1] * normals[e, 0, 1] + vel[i, 2] * normals[e, 0, 2]
+        uj = vel[j, 0] * normals[e, 1, 0] + vel[j, 1] * normals[e, 1, 1] + vel[j, 2] * normals[e, 1, 2]
+        ue = ui
+        uw = uj
+        if extrapolate:
+            half = 0.5 * distances[e]
+            if trusted[2 * e]:
+                ue = ui + half * slopes[2 * e]
+            if trusted[2 * e + 1]:
+                uw = uj - half * slopes[2 * e + 1]
+            ue = min(max(ue, -bound), bound)
+            uw = min(max(uw, -bound), bound)
+        u[0, e] = ui
+        u[1, e] = uj
+        u[2, e] = ue
+        u[3, e] = uw
+
+
+@njit(cache=True)
 def _potential_speeds(pot, edges, distances, u):
     """u_i = u_j = u^E = u^W = (P_j - P_i) / d_ij: the two-point (tpfa, muscl) face speeds."""
     for e in range(edges.shape[0]):
@@ -297,12 +323,13 @@ def cell_field(model, rho, mesh, summation="auto"):
     Parameters
     ----------
     model : SA or USA
-        With Q^T K = I and V = ±I (not checked).
+        Any Q, K, V: isotropic heads by ``particles.attention_field``, the others by the
+        ``general_field.GeneralField`` of the mesh (its tables built once and kept for the last mesh).
     rho : ndarray, shape (N,)
         Cell densities.
     mesh : Mesh
     summation : {"auto", "direct", "fast"}
-        As in ``particles.attention_field``.
+        As in ``particles.attention_field`` ("fast" is the general field's "expansion").
 
     Returns
     -------
@@ -318,9 +345,19 @@ def cell_field(model, rho, mesh, summation="auto"):
     >>> X.shape, log_phi.shape
     ((162, 3), (162,))
     """
+    if not model.is_isotropic:
+        vel, log_phi = _general_field(model, mesh, summation)(rho * mesh.areas)
+        return vel, log_phi[0]
     vel, log_phi = particles.attention_field(model, mesh.points[None], (rho * mesh.areas)[None],
                                              summation=summation)
     return vel[0], log_phi[0]
+
+
+@lru_cache(maxsize=1)
+def _general_field(model, mesh, summation):
+    """The ``general_field.GeneralField`` of a general model on the generators of ``mesh``, kept for the
+    last (model, mesh, summation): the output energies and fields of a solve reuse its tables."""
+    return general_field.GeneralField(model, mesh.points, summation="expansion" if summation == "fast" else summation)
 
 
 def cell_potential(model, rho, mesh, log_phi):
@@ -577,24 +614,20 @@ class SphereOperator(Operator):
                 self.general.potential(np.ones(n))        # refuses with the reason
             self.pairs = np.ascontiguousarray(mesh.edges.ravel())
             self.pair_normals = np.ascontiguousarray(mesh.normals.reshape(-1, 3))
+            self.no_slopes = np.zeros(self.pairs.size), np.zeros(self.pairs.size, dtype=bool)
 
     def _general_speeds(self, rho, balanced, extrapolate):
         """self.u (4, E) of the full model: <X, n> at both generators of each face and, with
         ``extrapolate``, the face values u^E, u^W from the slopes (where trusted), clipped to the bound."""
-        mesh, u, field = self.mesh, self.u, self.general
+        mesh, field = self.mesh, self.general
         if extrapolate:
             X, slopes, trusted = field.stage(rho, self.pairs, self.pair_normals)
         else:
             X = field.velocity(rho) if balanced else field.field(rho * mesh.areas)[0]
-            slopes, trusted = np.zeros(self.pairs.size), np.zeros(self.pairs.size, dtype=bool)
-        normal = np.einsum("ekc,ekc->ek", X[mesh.edges], mesh.normals)
-        half = 0.5 * mesh.distances[:, None] * np.where(trusted, slopes, 0.0).reshape(-1, 2) * [1.0, -1.0]
-        u[0], u[1] = normal[:, 0], normal[:, 1]
-        if extrapolate:
-            bound = field.bound(float(rho @ mesh.areas))
-            u[2:] = np.clip((normal + half).T, -bound, bound)
-        else:
-            u[2], u[3] = normal[:, 0], normal[:, 1]
+            slopes, trusted = self.no_slopes
+        mass = float(np.multiply(rho, mesh.areas, out=self.masses).sum())     # not a BLAS dot: no thread wake-up
+        _pair_face_speeds(X, slopes, trusted, mesh.edges, mesh.normals, mesh.distances, extrapolate,
+                          field.bound(mass), self.u)
 
     def _normal_speeds(self, rho, balanced, extrapolate):
         """Fill self.u (4, E) with the heads' summed normal speeds of the cell-centred field."""
@@ -635,7 +668,9 @@ class SphereOperator(Operator):
         return combined_step(max_step(self.model, self.mesh, self.flux), self.diffusion, mesh_rate(self.mesh))
 
     def energy(self, rho):
-        """E_β of the cell measure (``cell_energy``)."""
+        """E_β of the cell measure (``cell_energy``; E_V of the full model with this operator's tables)."""
+        if self.general is not None:
+            return self.general.energy(rho)[0]
         return cell_energy(self.model, rho, self.mesh, self.summation)
 
     def measure(self, rho):
@@ -850,8 +885,8 @@ def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summati
     True
     """
     if not model.is_isotropic:
-        summation = "expansion" if summation == "fast" else summation
-        return general_field.energy(model, mesh.points, rho * mesh.areas, summation)[0]
+        field = _general_field(model, mesh, summation)
+        return general_field.energy(model, mesh.points, rho * mesh.areas, field=field)[0]
     if hasattr(model, "heads"):
         if any(head.normalised for head in model.heads):
             return np.nan

@@ -340,6 +340,36 @@ def test_energy_of_symmetric_interaction(cls):
     assert gf.energy(cls(0.0), y, m)[0] == pytest.approx(mf.energy(y, 0.0, weights=m), rel=1e-13)
 
 
+def test_energy_reuses_a_field_of_the_same_points():
+    rng = np.random.default_rng(15)
+    Q = rng.normal(size=(3, 3))
+    model = mf.SA(2.0, Q=Q, K=Q, V=Q.T @ Q)
+    y, m = cells(3)
+    field = gf.GeneralField(model, y, summation="expansion")
+    assert gf.energy(model, y, m, field=field)[0] == pytest.approx(brute_energy(model, y, m), rel=1e-12)
+    with pytest.raises(ValueError, match="targets and sources"):
+        gf.energy(model, y, m, field=gf.GeneralField(model, y[::-1].copy()))
+    with pytest.raises(ValueError, match="targets and sources"):
+        gf.energy(model, y, m, field=gf.GeneralField(model, y, y.copy()))
+
+
+def test_sphere_operator_energy_uses_its_own_tables_and_equals_cell_energy():
+    rng = np.random.default_rng(16)
+    Q = rng.normal(size=(3, 3))
+    model = mf.USA(1.5, Q=Q, K=Q, V=Q.T @ Q)
+    cells_ = sphere.icosphere(2)
+    rho = 1 + 0.5 * cells_.points[:, 0]
+    op = sphere.SphereOperator(model, cells_)
+    E = op.energy(rho)
+    assert E == pytest.approx(brute_energy(model, cells_.points, rho * cells_.areas), rel=1e-12)
+    assert E == pytest.approx(sphere.cell_energy(model, rho, cells_), rel=1e-13)
+    X, log_phi = sphere.cell_field(model, rho, cells_)             # general heads: one cached field per mesh
+    Xd, log_phid = particles.attention_field(model, cells_.points[None], (rho * cells_.areas)[None],
+                                             summation="direct")
+    assert np.allclose(X, Xd[0], rtol=0, atol=1e-12 * np.abs(Xd).max())
+    assert np.allclose(log_phi, log_phid[0], rtol=1e-12)
+
+
 def test_energy_without_gradient_structure_is_nan_with_the_reason():
     rng = np.random.default_rng(6)
     y, m = cells(2)
@@ -483,3 +513,18 @@ def test_bad_points_masses_and_summation_are_refused():
         field(m[:-1])
     with pytest.raises(ValueError, match="NaN"):
         field(np.full_like(m, np.nan))
+
+
+def test_serial_and_blas_products_agree(monkeypatch):
+    rng = np.random.default_rng(17)
+    Q, K, V = rng.normal(size=(3, 3, 3))
+    small = mesh.icosphere(2)
+    y, m = small.points, small.areas / small.areas.sum()
+    field = gf.GeneralField(mf.SA(1.0, Q=Q, K=K, V=V), y, summation="expansion")
+    assert field.expansions[0].targets.size + field.expansions[0].sources.size <= gf.SERIAL_ENTRIES
+    t = np.cross(y, [0.3, 0.5, 0.8])
+    serial = field.stage(m, np.arange(y.shape[0]), t)
+    monkeypatch.setattr(gf, "SERIAL_ENTRIES", 0)
+    blas = field.stage(m, np.arange(y.shape[0]), t)
+    for a, b in zip(serial, blas):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-14 * np.abs(b).max())

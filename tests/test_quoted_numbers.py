@@ -29,7 +29,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md", "docs/index.md", "docs/performance.md", "docs/particles_vs_density.md",
-         "docs/comparison.md"]
+         "docs/comparison.md", "docs/full_model.md"]
 
 NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
 MARKER = re.compile(NUMBER + r"\s*(?:s|ms|min|rad|%|×|x)?\s*<!-- from: ([^\s:]+):(.+?)(?: scale=([\d.e+-]+))? -->")

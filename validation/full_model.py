@@ -4,10 +4,13 @@ Five experiments with the density solvers on models the isotropic ones do not co
 (``meanfield.solvers.full_model``, docs/full_model.md):
 
 1. S^2, SA, V = Q^T K = A symmetric and anisotropic (A = I + 0.15 (G + Gᵀ), seeded), β = 3, from a
-   perturbed-uniform ρ_0 to T = 8 (past clustering): the finite volumes on icosphere levels
-   2, 3 (and 4) against a particle reference (``sampling.refined_triangles``: quadrature atoms of ρ_0
-   on spherical triangles, refined once where the flow tears them apart), W_1 at T and its observed
-   order in the grid; E_V of both.
+   perturbed-uniform ρ_0 to T = 8 (past clustering), on adaptive cells (``adaptive.solve``, base 3,
+   bulk 4, finest 6, 7, 8; the isotropic default's cells): W_1 at T to a finer adaptive run (finest
+   9, bulk 5) and its observed order in the finest cell size (the grid), and W_1 of every run to a
+   particle reference (``sampling.refined_triangles``: quadrature atoms of ρ_0 on level-3 spherical
+   triangles, refined once where the flow tears them apart; positions to rtol 1e-6), the mean-field
+   limit; E_V of both.  W_1, not W_2: W_2 between the PDE and atoms carrying finite masses is floored
+   by the cluster masses' resolution.
 2. S^1, SA with random Q, K, V (not a gradient flow: E_V is NaN): 128 ... 1024 cells against a
    particle reference of 600 refined quantile atoms (``sampling.refined_quantiles``), W_1 at T, and the
    grids against each other (W_1(ρ_h, ρ_{h/2}) and its observed order).
@@ -21,12 +24,15 @@ Five experiments with the density solvers on models the isotropic ones do not co
 5. The rotation-invariant case Q = K = √c R (R a rotation: Q^T K = c I) equals the isotropic solver
    at β' = cβ on S^1 and S^2 to round-off.
 
-Checks: (1) W_1 falls with the level and the energies of PDE and particles agree within 5 %; (2) W_1
+Checks: (1) W_1 to the finer run falls at observed order > 1/2, W_1 of the finest run (finest 8) to
+the particle reference below 4e-3 rad, E_V of PDE and particles within 1 % and E_V non-decreasing
+along each run; (2) W_1
 on the finest grid below 0.015 rad (the reference's own resolution) and W_1(ρ_h, ρ_{h/2}) falls at
 order > 1/2; (3) at T, ≥ 95 % of the mass lies within 0.3 rad of ±e_1, E_V is non-decreasing and
 within h² (relative) of the two-Dirac value, below the maximum e^{βλ_1}/(2β); (4) every slice's mean resultant
-length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: levels 2
-and 3 only, a coarser sphere reference.
+length > 0.99 and the slices' mean angles within 0.05 rad; (5) equal to rtol 1e-12.  --quick: base 2,
+finest levels 4, 5 against finest 6 (no bulk level), a level-2 particle reference (bound 0.03 rad),
+coarser S^1 grids, Burger et al. on icosphere(2).
 """
 import numpy as np
 
@@ -34,7 +40,7 @@ import meanfield as mf
 from meanfield.cli.figures import Experiment
 from meanfield.measures import perturbed_uniform
 from meanfield.sampling import refined_quantiles, refined_triangles
-from meanfield.solvers import causal, circle, general_field, particles, sphere
+from meanfield.solvers import adaptive, causal, circle, general_field, particles, sphere
 from meanfield.transport import wasserstein
 
 
@@ -50,31 +56,52 @@ def observed_orders(h, err):
     return np.log(err[:-1] / err[1:]) / np.log(h[:-1] / h[1:])
 
 
-def _flow(model, T):
-    return lambda x, w: particles.solve(model, x, [0.0, T], weights=w, energy=False).x[-1]
+def _flow(model, T, rtol=1e-8):
+    return lambda x, w: particles.solve(model, x, [0.0, T], weights=w, energy=False, rtol=rtol,
+                                        atol=rtol / 100).x[-1]
 
 
-def sphere_vs_particles(exp, levels, reference_level):
+def _cell_measure(sol):
+    """The final cell measure of an adaptive solution without its cells below 1e-10 of the mass."""
+    y, b = sol.measure(-1)
+    keep = b > 1e-10
+    return y[keep], b[keep] / b[keep].sum()
+
+
+def sphere_vs_particles(exp, base, finest, bulk, reference, particle_level, rounds, bound):
     A = symmetric_interaction(3, 0.15, 11)
     model, T = mf.SA(3.0, K=A, V=A), 8.0
     rho0 = perturbed_uniform(3, seed=2)
-    ref = refined_triangles(rho0, _flow(model, T), level=reference_level, rounds=1)
+
+    def pde(level, bulk):
+        return adaptive.solve(model, rho0, [0.0, T / 2, T], base=base, finest=level, bulk=bulk, progress=False)
+    sols = [pde(level, bulk) for level in finest]
+    fine = pde(*reference)
+    # positions to 1e-6: far below the W_1 resolved here, at a third of the particle steps of rtol 1e-8
+    ref = refined_triangles(rho0, _flow(model, T, 1e-6), level=particle_level, rounds=rounds)
+    cells = [_cell_measure(sol) for sol in sols + [fine]]
+    # the grid: W_1 to the finer adaptive run, and its observed order in the finest cell size
+    h = [float(np.sqrt(4 * np.pi / (10 * 4 ** level + 2))) for level in finest]
+    grid = [wasserstein(*cells[-1], *c, p=1) for c in cells[:-1]]
+    orders = observed_orders(h, grid)
+    # the mean-field limit: W_1 of every run to the refined particle reference
+    w1 = [wasserstein(ref.final, ref.weights, *c, p=1) for c in cells]
     e_ref = general_field.energy(model, ref.final, ref.weights)[0]
-    w1, energies, h = [], [], []
-    for level in levels:
-        sol = sphere.solve(model, rho0, [0.0, T], mesh=sphere.icosphere(level), progress=False)
-        y, b = sol.measure(1)
-        keep = b > 1e-14
-        w1.append(wasserstein(ref.final, ref.weights, y[keep], b[keep], p=1))
-        energies.append(float(sol.energy[-1]))
-        h.append(float(np.sqrt(4 * np.pi / sol.points.shape[0])))
-    orders = observed_orders(h, w1)
-    exp.check("S^2, SA, V = Q^T K symmetric: W_1 to the particle reference falls with the level",
-              np.all(np.diff(w1) < 0), w1=w1, orders=orders)
-    exp.check("S^2: E_V of the PDE within 5 % of the particle reference's at T",
-              abs(energies[-1] / e_ref - 1) < 0.05, pde=energies[-1], particles=e_ref)
-    return dict(A=A, beta=3.0, T=T, levels=levels, h=h, w1=w1, observed_order=orders, energy_pde=energies,
-                energy_particles=e_ref, reference_atoms=int(ref.weights.size), reference_error_bound=ref.error_bound)
+    energies = [float(sol.energy[-1]) for sol in sols + [fine]]
+    exp.check(f"S^2, SA, V = Q^T K symmetric, adaptive cells: W_1 to the finer run (finest {reference[0]}, bulk "
+              f"{reference[1]}) falls with the finest level at observed order > 0.5", np.all(orders > 0.5),
+              w1=grid, orders=orders)
+    exp.check(f"S^2: W_1 of the finest run to the refined particle reference below {bound:g} rad", w1[-1] < bound,
+              w1=w1)
+    exp.check("S^2: E_V of the PDE within 1 % of the particle reference's at T",
+              abs(energies[-1] / e_ref - 1) < 0.01, pde=energies[-1], particles=e_ref)
+    exp.check("S^2: E_V non-decreasing along the adaptive runs (dips of the cell measure as the isotropic solver's)",
+              all(sol.info["energy_dips"]["count"] == 0 for sol in sols + [fine]),
+              dips=[sol.info["energy_dips"] for sol in sols + [fine]])
+    return dict(A=A, beta=3.0, T=T, base=base, finest=finest, bulk=bulk, reference=reference, h=h, grid_w1=grid,
+                observed_order=orders, particle_w1=w1, energy_pde=energies, energy_particles=e_ref,
+                reference_atoms=int(ref.weights.size), cells=[int(c[1].size) for c in cells],
+                nfev=[int(sol.info["nfev"]) for sol in sols + [fine]])
 
 
 def circle_vs_particles(exp, cells):
@@ -171,14 +198,17 @@ def figure(results):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(2, 2, figsize=(12, 9), constrained_layout=True)
     s2, s1, bu, ca = results["sphere"], results["circle"], results["burger"], results["causal"]
-    ax[0, 0].loglog(s2["h"], s2["w1"], "o-", label=r"$S^2$, SA, $V = Q^\top K$: $W_1$(PDE, particle reference)")
+    h2 = list(s2["h"]) + [float(np.sqrt(4 * np.pi / (10 * 4 ** s2["reference"][0] + 2)))]
+    ax[0, 0].loglog(h2, s2["particle_w1"], "o-",
+                    label=r"$S^2$, SA, $V = Q^\top K$, adaptive cells: $W_1$(PDE, particle reference)")
+    ax[0, 0].loglog(s2["h"], s2["grid_w1"], "v--", label=r"$S^2$: $W_1$(PDE, finer adaptive run)")
     ax[0, 0].loglog(2 * np.pi / np.asarray(s1["cells"]), s1["w1"], "s-",
                     label=r"$S^1$, random $Q, K, V$: $W_1$(PDE, particle reference)")
     ax[0, 0].loglog(2 * np.pi / np.asarray(s1["cells"][:-1]), s1["grid_steps"], "^--",
                     label=r"$S^1$: $W_1(\rho_h, \rho_{h/2})$")
-    ax[0, 0].set(xlabel="cell size h (rad)", ylabel=r"$W_1$ at T (rad)",
+    ax[0, 0].set(xlabel="cell size h (rad; on S^2 of the finest cells)", ylabel=r"$W_1$ at T (rad)",
                  title=r"particles vs PDE: $S^2$ SA with $V = Q^\top K$ symmetric; $S^1$ non-symmetric")
-    ax[0, 0].legend(loc="lower right", fontsize=9)
+    ax[0, 0].legend(loc="upper left", fontsize=8)
     ax[0, 1].plot(bu["t"], bu["energy"], "o-", label=r"$E_V$ of the PDE")
     ax[0, 1].axhline(bu["two_diracs"], color="C2", ls="--", label=r"two Diracs at $\pm e_1$ (PDE masses)")
     ax[0, 1].axhline(bu["maximum"], color="k", ls=":", label=r"maximum $e^{\beta\lambda_1}/(2\beta)$")
@@ -197,7 +227,8 @@ def figure(results):
 
 def main(argv=None):
     exp = Experiment("full_model", __doc__.splitlines()[0], argv)
-    results = dict(sphere=sphere_vs_particles(exp, exp.size([2, 3], [2, 3, 4]), exp.size(2, 3)),
+    results = dict(sphere=sphere_vs_particles(exp, exp.size(2, 3), exp.size([4, 5], [6, 7, 8]), exp.size(None, 4),
+                                              exp.size((6, None), (9, 5)), exp.size(2, 3), 1, exp.size(0.03, 4e-3)),
                    circle=circle_vs_particles(exp, exp.size([64, 128, 256], [128, 256, 512, 1024])),
                    burger=burger(exp, exp.size(2, 3)), causal=causal_one_cluster(exp),
                    rotation=rotation_invariant(exp))
