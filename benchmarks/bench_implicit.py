@@ -9,6 +9,9 @@ modes, seed 0, on S¹; on S² the density 1 + ε Σ of 31 random linear function
 - ``s2``: the default adaptive S² solver (``sphere.solve``, mesh=None, flux "upwind2": the explicit
   solver integrates it, the implicit member its first-order part) with the default scheme and with
   ``scheme="auto"``, to ``--explicit-T`` and ``--T``.
+  ``--level L``: the same on the fixed mesh icosphere(L).
+- ``s2-plateau``: what sets MPRK22's step on the S² plateau (``s2_plateau``): the error estimate
+  against the true local error, and the clusters' drift against the explicit solver's.
 
 The ``--T``/``--explicit-T`` runs are recorded one by one (0 skips one; a later call adds to or
 replaces runs of the same name).  For each run: CPU seconds (time.process_time, this process, one
@@ -20,6 +23,8 @@ The S² run with ``--T 1e4`` is the issue's target (<= 30 s of CPU on 2 cores).
 
     PYTHONPATH=. python benchmarks/bench_implicit.py --case s1 --T 1e6 --explicit-T 1e3
     PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e3 --explicit-T 1e3
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e4 --explicit-T 0 --level 4
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2-plateau
 """
 import argparse
 import json
@@ -72,6 +77,7 @@ def record(sol, t, seconds, uniform):
     out = dict(T=float(t[-1]), cpu_s=round(seconds, 2), nsteps=int(sol.info["nsteps"]),
                merges=merges(t, counts), clusters_at_end=int(counts[-1]), min=float(np.min(sol.rho)),
                mass_error=float(np.abs(sol.mass - sol.mass[0]).max()))
+    out.update({key: sol.info[key] for key in ("nrejected", "nfev", "remeshes", "checks") if key in sol.info})
     if "switches" in sol.info:
         out["switches"] = [(round(s, 3), name) for s, name in sol.info["switches"]]
     return out
@@ -113,15 +119,19 @@ def s2_density():
     return rho0
 
 
-def s2(T, explicit_T):
+def s2(T, explicit_T, level=None):
+    """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)")."""
     rho0 = s2_density()
     model = mf.SA(BETA)
-    for name, scheme, end in (("explicit (SSP-RK3, adaptive default)", "ssprk3", explicit_T), ("auto", "auto", T)):
+    mesh = None if level is None else sphere.icosphere(level)
+    where = "adaptive default" if level is None else f"icosphere({level})"
+    for name, scheme, end in ((f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
+                              ("auto" if level is None else f"auto, {where}", "auto", T)):
         if end > 0:
-            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, progress=False, energy=False,
-                                                      budget=None),
+            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
+                                                      energy=False, budget=None),
                 output_times(end), 1 / (4 * np.pi), name, "s2")
-    return dict(mesh="adaptive (default)", beta=BETA, flux="upwind2")
+    return dict(mesh="adaptive (default); icosphere(level) for the runs so named", beta=BETA, flux="upwind2")
 
 
 def s2_plateau(t_state=50.0, span=100.0):
@@ -185,10 +195,11 @@ def main():
     parser.add_argument("--case", choices=("s1", "s2", "s2-plateau"), required=True)
     parser.add_argument("--T", type=float, default=1e6)
     parser.add_argument("--explicit-T", type=float, default=1e3, help="0: skip the explicit run")
+    parser.add_argument("--level", type=int, default=None, help="s2: icosphere(level) instead of adaptive cells")
     args = parser.parse_args()
     if args.case == "s2-plateau":
         return s2_plateau()
-    settings = (s1 if args.case == "s1" else s2)(args.T, args.explicit_T)
+    settings = s1(args.T, args.explicit_T) if args.case == "s1" else s2(args.T, args.explicit_T, args.level)
     results = json.loads(RESULTS.read_text())
     results[args.case].update(settings)
     RESULTS.write_text(json.dumps(results, indent=1))
