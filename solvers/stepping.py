@@ -144,7 +144,9 @@ def with_tolerances(meta: dict, scheme: "str | type | object", rtol: float, atol
 def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, float | None]:
     """The scheme of an adaptive engine's next stretch (between remeshes) after one that returned
     ``info``, and the implicit scheme's step there (None while explicit): "auto" goes on with the
-    member it ended with; the implicit step itself restarts on the new mesh.
+    member it ended with, and remembers whether it has gone back to the explicit member (``Auto.returned``:
+    its return to the implicit one is then slower, ``controllers.AutoSwitch``); the implicit step itself
+    restarts on the new mesh.
 
     Parameters
     ----------
@@ -161,6 +163,8 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     >>> from meanfield.solvers.stepping import next_stretch
     >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
     (Auto(start='implicit'), 2.5)
+    >>> next_stretch("auto", {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})
+    (Auto(returned=True), None)
     >>> next_stretch("ssprk3", {})
     (SSPRK3(), None)
     """
@@ -168,8 +172,9 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     if isinstance(scheme, Auto):
         switches = info.get("switches") or []
         implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
-        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back),
-                info.get("h") if implicit else None)
+        returned = scheme.returned or any(name == scheme.explicit.name for _, name in switches)
+        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back,
+                     returned=returned), info.get("h") if implicit else None)
     return scheme, info.get("h")
 
 
@@ -189,8 +194,9 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     Returns
     -------
     dict
-        ``stretch_mode`` (-1: not "auto", 0: explicit, 1: implicit), ``stretch_step`` (NaN for None),
-        ``switch_t`` and ``switch_names``; ``restored_stretch`` reads them back.
+        ``stretch_mode`` (-1: not "auto", 0: explicit, 1: implicit; +2 once it has gone back to the
+        explicit member, ``Auto.returned``), ``stretch_step`` (NaN for None), ``switch_t`` and
+        ``switch_names``; ``restored_stretch`` reads them back.
 
     Examples
     --------
@@ -200,7 +206,7 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     (Auto(start='implicit'), 2.5, [(3.0, 'mprk22')])
     """
     scheme = as_scheme(scheme)
-    mode = int(scheme.start == "implicit") if isinstance(scheme, Auto) else -1
+    mode = int(scheme.start == "implicit") + 2 * scheme.returned if isinstance(scheme, Auto) else -1
     return dict(stretch_mode=np.array(mode), stretch_step=np.array(np.nan if step is None else float(step)),
                 switch_t=np.array([t for t, _ in switches], dtype=float),
                 switch_names=np.array([name for _, name in switches], dtype="U16"))
@@ -239,12 +245,13 @@ def restored_stretch(scheme: "str | type | object", saved: dict) -> tuple[object
         return scheme, None, []
     mode, step = int(saved["stretch_mode"]), float(saved["stretch_step"])
     auto = isinstance(as_scheme(scheme), Auto)
-    if mode not in ((0, 1) if auto else (-1,)) or not (np.isnan(step) or (np.isfinite(step) and step > 0)):
+    if mode not in ((0, 1, 2, 3) if auto else (-1,)) or not (np.isnan(step) or (np.isfinite(step) and step > 0)):
         raise ValueError(f"the stored time scheme (member {mode}, step {step!r}) does not fit scheme "
                          f"{as_scheme(scheme).name!r}")
     if auto:
         auto = as_scheme(scheme)
-        scheme = Auto(start=("explicit", "implicit")[mode], switch=auto.switch, back=auto.back)
+        scheme = Auto(start=("explicit", "implicit")[mode % 2], switch=auto.switch, back=auto.back,
+                      returned=mode >= 2)
     switches = [(float(t), str(name)) for t, name in zip(saved.get("switch_t", ()), saved.get("switch_names", ()))]
     return scheme, None if np.isnan(step) else step, switches
 

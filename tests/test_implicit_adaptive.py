@@ -62,6 +62,9 @@ def test_stretch_state_round_trip_and_refusals():
     scheme, step, switches = restored_stretch(auto, saved)
     assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, [(3.0, "mprk22")])
     assert restored_stretch("ssprk3", stretch_state("ssprk3", None, [])) == ("ssprk3", None, [])
+    back = next_stretch(auto, {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})[0]      # went back: remembered
+    assert back.returned and restored_stretch(auto, stretch_state(back, None, []))[0].returned
+    assert next_stretch(back, {})[0].returned and not next_stretch(auto, {})[0].returned
     with pytest.raises(ValueError, match="does not fit"):
         restored_stretch("ssprk3", saved)                       # an auto member for an explicit run
     with pytest.raises(ValueError, match="does not fit"):
