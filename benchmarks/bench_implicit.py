@@ -9,6 +9,9 @@ modes, seed 0, on S¹; on S² the density 1 + ε Σ of 31 random linear function
 - ``s2``: the default adaptive S² solver (``sphere.solve``, mesh=None, flux "upwind2": the explicit
   solver integrates it, the implicit member its first-order part) with the default scheme and with
   ``scheme="auto"``, to ``--explicit-T`` and ``--T``.
+  ``--level L``: the same on the fixed mesh icosphere(L).
+- ``s2-plateau``: what sets MPRK22's step on the S² plateau (``s2_plateau``): the error estimate
+  against the true local error, and the clusters' drift against the explicit solver's.
 
 The ``--T``/``--explicit-T`` runs are recorded one by one (0 skips one; a later call adds to or
 replaces runs of the same name).  For each run: CPU seconds (time.process_time, this process, one
@@ -20,6 +23,8 @@ The S² run with ``--T 1e4`` is the issue's target (<= 30 s of CPU on 2 cores).
 
     PYTHONPATH=. python benchmarks/bench_implicit.py --case s1 --T 1e6 --explicit-T 1e3
     PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e3 --explicit-T 1e3
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e4 --explicit-T 0 --level 4
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2-plateau
 """
 import argparse
 import json
@@ -72,6 +77,7 @@ def record(sol, t, seconds, uniform):
     out = dict(T=float(t[-1]), cpu_s=round(seconds, 2), nsteps=int(sol.info["nsteps"]),
                merges=merges(t, counts), clusters_at_end=int(counts[-1]), min=float(np.min(sol.rho)),
                mass_error=float(np.abs(sol.mass - sol.mass[0]).max()))
+    out.update({key: sol.info[key] for key in ("nrejected", "nfev", "remeshes", "checks") if key in sol.info})
     if "switches" in sol.info:
         out["switches"] = [(round(s, 3), name) for s, name in sol.info["switches"]]
     return out
@@ -102,29 +108,98 @@ def s1(T, explicit_T):
     return dict(cells=cells, beta=BETA, flux="upwind")
 
 
-def s2(T, explicit_T):
+def s2_density():
+    """The near-uniform start on S²: 1 + ε Σ of 31 random sine ridges (seed 0)."""
     rng = np.random.default_rng(0)
     directions = rng.normal(size=(PHASES, 3))
+    phases = rng.uniform(0, 2 * np.pi, PHASES)
 
     def rho0(x):
-        return 1 + EPS * np.sin(x @ directions.T * 3.0 + rng_phases).sum(axis=1)
-    rng_phases = rng.uniform(0, 2 * np.pi, PHASES)
+        return 1 + EPS * np.sin(x @ directions.T * 3.0 + phases).sum(axis=1)
+    return rho0
+
+
+def s2(T, explicit_T, level=None):
+    """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)")."""
+    rho0 = s2_density()
     model = mf.SA(BETA)
-    for name, scheme, end in (("explicit (SSP-RK3, adaptive default)", "ssprk3", explicit_T), ("auto", "auto", T)):
+    mesh = None if level is None else sphere.icosphere(level)
+    where = "adaptive default" if level is None else f"icosphere({level})"
+    for name, scheme, end in ((f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
+                              ("auto" if level is None else f"auto, {where}", "auto", T)):
         if end > 0:
-            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, progress=False, energy=False,
-                                                      budget=None),
+            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
+                                                      energy=False, budget=None),
                 output_times(end), 1 / (4 * np.pi), name, "s2")
-    return dict(mesh="adaptive (default)", beta=BETA, flux="upwind2")
+    return dict(mesh="adaptive (default); icosphere(level) for the runs so named", beta=BETA, flux="upwind2")
+
+
+def s2_plateau(t_state=50.0, span=100.0):
+    """What sets MPRK22's step on the S² plateau: from the state of the default adaptive run ("auto") at
+    ``t_state`` (two clusters formed, MPRK22 active), on that state's cells (``voronoi_mesh`` of its
+    generators) and the first-order upwind system:
+
+    - the error estimate ‖y_{n+1} - y^(2)‖ (the controller's norm, rtol 1e-3) of one step h against the
+      true local error (64 substeps), and the change of the state over h;
+    - the drift of the densest cluster's centroid over ``span`` from MPRK22 under error control at
+      several rtol, against SSP-RK3 with positivity steps (the explicit solver of the same system).
+    """
+    from meanfield.solvers import sphere_fv
+    from meanfield.solvers.controllers import ImplicitControl
+    from meanfield.solvers.meshes.voronoi import voronoi_mesh
+    from meanfield.solvers.schemes import MPRK22
+    from meanfield.solvers.stepping import integrate
+    model = mf.SA(BETA)
+    sol = sphere.solve(model, s2_density(), [0.0, t_state], scheme="auto", progress=False, energy=False, budget=None)
+    cells = int(sol.cells[-1])
+    mesh = voronoi_mesh(sol.points[-1, :cells])
+    order = np.argmax(mesh.points @ sol.points[-1, :cells].T, axis=1)       # the generators in mesh order
+    y = sol.rho[-1, :cells][order]
+    op = sphere_fv.SphereOperator(model, mesh, "upwind")
+    norm = ImplicitControl(MPRK22(), 1e-3, 1e-8)._norm
+    local = []
+    for h in (0.5, 2.0, 8.0, 32.0):
+        one = MPRK22().step(op, 0.0, y, h)
+        ref = y
+        for _ in range(64):
+            ref = MPRK22().step(op, 0.0, ref, h / 64).y
+        local.append(dict(h=h, estimate=norm(one.error, y, one.y), true_error=norm(one.y - ref, y, one.y),
+                          change=norm(ref - y, y, ref)))
+        print("local", local[-1], flush=True)
+    weights = y * mesh.areas
+    near = mesh.points @ mesh.points[np.argmax(weights)] > 0.5
+
+    def centroid(r):
+        c = (r[near] * mesh.areas[near]) @ mesh.points[near]
+        return c / np.linalg.norm(c)
+    start = centroid(y)
+    t = np.array([0.0, span])
+    drift = {}
+    for name, kw in [("ssprk3", dict(scheme="ssprk3", cfl=0.9))] + \
+            [(f"mprk22 rtol={r:g}", dict(scheme="mprk22", rtol=r)) for r in (1e-4, 1e-3, 1e-2)]:
+        begin = time.process_time()
+        Y, info = integrate(op, y, t, dt=sphere_fv.step_cap(model, mesh, "upwind"), positivity=True, progress=False,
+                            **kw)
+        drift[name] = dict(drift=float(np.arccos(np.clip(centroid(Y[-1]) @ start, -1, 1))), nsteps=info["nsteps"],
+                           nrejected=info["nrejected"], hmax=info["hmax"], cpu_s=round(time.process_time() - begin, 2))
+        print(name, drift[name], flush=True)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["s2_plateau"] = dict(t_state=t_state, span=span, cells=cells, max_density=float(y.max()),
+                                 local_error=local, centroid_drift=drift,
+                                 note="CPU seconds of one process on a loaded shared 2-core machine")
+    RESULTS.write_text(json.dumps(results, indent=1))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("s1", "s2"), required=True)
+    parser.add_argument("--case", choices=("s1", "s2", "s2-plateau"), required=True)
     parser.add_argument("--T", type=float, default=1e6)
     parser.add_argument("--explicit-T", type=float, default=1e3, help="0: skip the explicit run")
+    parser.add_argument("--level", type=int, default=None, help="s2: icosphere(level) instead of adaptive cells")
     args = parser.parse_args()
-    settings = (s1 if args.case == "s1" else s2)(args.T, args.explicit_T)
+    if args.case == "s2-plateau":
+        return s2_plateau()
+    settings = s1(args.T, args.explicit_T) if args.case == "s1" else s2(args.T, args.explicit_T, args.level)
     results = json.loads(RESULTS.read_text())
     results[args.case].update(settings)
     RESULTS.write_text(json.dumps(results, indent=1))

@@ -58,7 +58,7 @@ from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME, scheme_name, with_scheme
 from .results import DensitySolution
 from .meshes.remesh import adaptive_mesh, downstream, level_size, select, transfer, wanted_levels
 from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
-    takes_operator, with_tolerances
+    restored_stretch, stretch_state, takes_operator, with_tolerances
 
 __all__ = ["solve", "initial_mesh", "check_levels"]
 
@@ -353,16 +353,20 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     t, k = float(t_eval[0]), 1
     initial = digest(rho)
     saved = adaptive_state.load(ckpt, initial, t_eval, finest) if resume else None
+    stretch, implicit_step, switches = sphere_fv.auto_scheme(scheme), None, []   # switches of "auto"
     if saved is not None:
         t, k, amesh, rho, threshold = (saved[key] for key in ("t", "k", "amesh", "rho", "threshold"))
         counters, meshes, jumps, out, remesh_seconds = (saved[key] for key in
                                                         ("counters", "meshes", "jumps", "out", "remesh_seconds"))
+        try:
+            stretch, implicit_step, switches = restored_stretch(stretch, saved["stretch"])
+        except ValueError as exc:
+            raise ValueError(f"checkpoint {ckpt.path} is inconsistent ({exc}); delete it to start afresh") from None
     stage = sphere_fv.SphereOperator(model, amesh.mesh, flux, summation, diffusion)
     saved_steps = counters["nsteps"]
     every_save = as_count(checkpoint_every, "checkpoint_every")
     reporter = Progress(float(t_eval[-1] - t_eval[0]), "solve", progress)      # one report for every stretch
     reporter.update(t - float(t_eval[0]))
-    stretch, implicit_step, switches = sphere_fv.auto_scheme(scheme), None, []   # switches of "auto" (since a resume)
     while k < t_eval.size:
         h = None if dt is None else dt if takes_operator(scheme) else min(dt, stage.step_bound())
         if finest == base:              # nothing to refine: one integration, as sphere.solve
@@ -413,7 +417,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
         stop = over_budget(start, budget, "the adaptive S^2 solve", t, None if ckpt is None else ckpt.path)
         if ckpt is not None and (counters["nsteps"] - saved_steps >= every_save or stop is not None):
             adaptive_state.save(ckpt, initial, t, k, amesh, rho, threshold, counters, meshes, jumps, out,
-                                remesh_seconds)
+                                remesh_seconds, stretch_state(stretch, implicit_step, switches))
             saved_steps = counters["nsteps"]
         if stop is not None:
             reporter.close()

@@ -85,7 +85,7 @@ from .meshes.changing import padded_solution, pinned_on_stretches, remesh_energy
 from .energy_report import ring_adjacency, warn_pinned
 from .restored import restored_run
 from .stepping import CFL as STEP_CFL, IMPLICIT_ATOL, IMPLICIT_RTOL, Checkpoint, digest, integrate, next_stretch, \
-    with_tolerances
+    restored_stretch, stretch_state, with_tolerances
 
 __all__ = ["solve", "DyadicOperator", "initial_mesh", "wanted_levels", "time_derivative", "DEFAULTS"]
 
@@ -646,7 +646,8 @@ class _Run:
         self.counters = dict(nfev=0, nsteps=0, nrejected=0, hmin=np.inf, hmax=0.0, checks=0)
         self.meshes = [dict(t=self.t, cells=mesh.size, finest=int(mesh.levels.max()))]
         self.jumps, self.remesh_seconds = [], seconds
-        self.switches = []                  # of scheme="auto", since the start or a resume
+        self.switches = []                  # of scheme="auto"
+        self.stretch, self.implicit_step = self.scheme, None      # the next stretch's scheme (stepping.next_stretch)
         self.start = digest(rho)
         self.stage = DyadicOperator(self.model, mesh, self.flux)
 
@@ -656,7 +657,8 @@ class _Run:
                     rho=self.rho, edges=self.mesh.edges, threshold=np.array(self.threshold),
                     out_sizes=sizes, out_edges=np.concatenate([m.edges for m, _ in self.out]),
                     out_rho=np.concatenate([r for _, r in self.out]), jumps=np.array(self.jumps, dtype=float),
-                    meshes=np.array(json.dumps(self.meshes)), counters=np.array(json.dumps(self.counters)))
+                    meshes=np.array(json.dumps(self.meshes)), counters=np.array(json.dumps(self.counters)),
+                    **stretch_state(self.stretch, self.implicit_step, self.switches))
 
     def restore(self, ckpt):
         if not os.path.exists(ckpt.path):
@@ -674,6 +676,7 @@ class _Run:
                              f"state or output times differ); delete it or choose another checkpoint path")
         try:
             restored = restored_run(state, self.t_eval, self.cells, self.depth)
+            self.stretch, self.implicit_step, self.switches = restored_stretch(self.scheme, state)
         except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
             raise ValueError(f"checkpoint {ckpt.path} is inconsistent ({exc}); delete it to start afresh") from None
         self.t, self.k, self.threshold, self.mesh, self.rho, self.out, self.jumps, self.meshes, self.counters = restored
@@ -685,8 +688,8 @@ class _Run:
         saved_steps = counters["nsteps"]
         reporter = Progress(float(last - t_eval[0]), "solve", progress)      # one report for every stretch
         reporter.update(self.t - float(t_eval[0]))
-        scheme, implicit_step = self.scheme, None
         while self.k < t_eval.size:
+            implicit_step = self.implicit_step
             if implicit_step is None:
                 rate = self.stage(self.rho)[1]
                 step = min(self.settings["every"] * STEP_CFL / rate if rate > 0 else np.inf, self.settings["interval"])
@@ -694,11 +697,11 @@ class _Run:
                 step = max(self.settings["every"] * implicit_step, self.settings["interval"])
             horizon = min(self.t + step, last)
             stops = np.concatenate([[self.t], t_eval[(t_eval > self.t) & (t_eval < horizon)], [horizon]])
-            states, info = integrate(self.stage, self.rho, stops, scheme=scheme,
+            states, info = integrate(self.stage, self.rho, stops, scheme=self.stretch,
                                      dt=circle.step_cap(self.model, self.mesh.units, self.flux), positivity=True,
                                      cfl=STEP_CFL, progress=reporter, rtol=self.rtol, atol=self.atol,
                                      first_step=implicit_step)
-            scheme, implicit_step = next_stretch(scheme, info)
+            self.stretch, self.implicit_step = next_stretch(self.stretch, info)
             self.switches += info.get("switches", [])
             for key in ("nfev", "nsteps", "nrejected"):
                 counters[key] += info[key]

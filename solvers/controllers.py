@@ -504,7 +504,8 @@ class AutoSwitch(Controller):
     scheme shorter than half its bound (ending on an output time) do not count.  After a switch back to
     the explicit scheme, the return to the implicit one needs ``COOLDOWN`` (10) times ``PATIENCE``
     counting steps: the estimate from y'' misses the lagged field's part of the implicit error, and
-    without it the choice flickered every few steps through a merge.  The mode and streak
+    without it the choice flickered every few steps through a merge (also after a switch back in an
+    earlier stretch of an adaptive engine: ``Auto.returned``).  The mode and streak
     are in ``run.state`` and the switches (t, 0 explicit / 1 implicit) in checkpoints, so a resumed
     run repeats the uninterrupted one's choices; ``switches`` lists (t, scheme name) in order.
 
@@ -553,7 +554,8 @@ class AutoSwitch(Controller):
                 counts = (min(self.cap, bound), state["h"], False)
             if counts is None:
                 continue
-            patience = PATIENCE * (COOLDOWN if state["mode"] == 0 and self.switches else 1)
+            returned = state["mode"] == 0 and (self.switches or self.scheme.returned)
+            patience = PATIENCE * (COOLDOWN if returned else 1)
             mode, state["streak"] = choose_scheme(self.NAMES[state["mode"]], state["streak"], *counts,
                                                   switch=self.scheme.switch, back=self.scheme.back, patience=patience)
             if mode != self.NAMES[state["mode"]]:

@@ -475,6 +475,10 @@ class Auto(Scheme):
         The thresholds of ``controllers.choose_scheme`` on h_explicit / h_implicit (defaults 1/20 and
         1/10: an MPRK22 step costs about 15 SSP-RK3 steps where the field is cheap beside the sparse
         solves, as on S¹; the S² engines, whose field evaluations dominate, pass 1/2 and 1).
+    returned : bool
+        Whether the run has already gone back from the implicit member to the explicit one (the adaptive
+        engines pass it on from stretch to stretch): a switch to the implicit member then needs
+        ``controllers.COOLDOWN`` times more steps, as after a switch back within one stretch.
 
     Examples
     --------
@@ -486,13 +490,13 @@ class Auto(Scheme):
 
     name, order, stages = "auto", 2, 3
 
-    def __init__(self, start: str = "explicit", switch: float = 0.05, back: float = 0.1):
+    def __init__(self, start: str = "explicit", switch: float = 0.05, back: float = 0.1, returned: bool = False):
         if start not in ("explicit", "implicit"):
             raise ValueError(f"start must be 'explicit' or 'implicit'; got {start!r}")
         if not 0 < switch <= back:
             raise ValueError(f"need 0 < switch <= back; got {switch!r}, {back!r}")
         self.explicit, self.implicit_scheme, self.start = SSPRK3(), MPRK22(), start
-        self.switch, self.back = switch, back
+        self.switch, self.back, self.returned = switch, back, bool(returned)
 
     def step(self, f, t, y, h, k1=None):
         raise TypeError("scheme='auto' switches between SSP-RK3 and MPRK22 step by step: run it through "
@@ -501,6 +505,7 @@ class Auto(Scheme):
     def __repr__(self):
         settings = [f"start={self.start!r}"] if self.start != "explicit" else []
         settings += [f"switch={self.switch!r}, back={self.back!r}"] if (self.switch, self.back) != (0.05, 0.1) else []
+        settings += ["returned=True"] if self.returned else []
         return f"Auto({', '.join(settings)})"
 
 

@@ -144,7 +144,9 @@ def with_tolerances(meta: dict, scheme: "str | type | object", rtol: float, atol
 def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, float | None]:
     """The scheme of an adaptive engine's next stretch (between remeshes) after one that returned
     ``info``, and the implicit scheme's step there (None while explicit): "auto" goes on with the
-    member it ended with; the implicit step itself restarts on the new mesh.
+    member it ended with, and remembers whether it has gone back to the explicit member (``Auto.returned``:
+    its return to the implicit one is then slower, ``controllers.AutoSwitch``); the implicit step itself
+    restarts on the new mesh.
 
     Parameters
     ----------
@@ -161,6 +163,8 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     >>> from meanfield.solvers.stepping import next_stretch
     >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
     (Auto(start='implicit'), 2.5)
+    >>> next_stretch("auto", {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})
+    (Auto(returned=True), None)
     >>> next_stretch("ssprk3", {})
     (SSPRK3(), None)
     """
@@ -168,9 +172,88 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     if isinstance(scheme, Auto):
         switches = info.get("switches") or []
         implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
-        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back),
-                info.get("h") if implicit else None)
+        returned = scheme.returned or any(name == scheme.explicit.name for _, name in switches)
+        return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back,
+                     returned=returned), info.get("h") if implicit else None)
     return scheme, info.get("h")
+
+
+def stretch_state(scheme: "str | type | object", step: float | None, switches: list) -> dict:
+    """What an adaptive engine's checkpoint keeps of its time scheme between stretches (``next_stretch``):
+    the member of "auto" in use, the implicit scheme's step and the switches so far, as arrays.
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+        The scheme of the next stretch (an ``Auto`` carries its member in ``start``).
+    step : float or None
+        The implicit scheme's step (None while explicit).
+    switches : list of (float, str)
+        (t, scheme name) of the switches of "auto" so far.
+
+    Returns
+    -------
+    dict
+        ``stretch_mode`` (-1: not "auto", 0: explicit, 1: implicit; +2 once it has gone back to the
+        explicit member, ``Auto.returned``), ``stretch_step`` (NaN for None), ``switch_t`` and
+        ``switch_names``; ``restored_stretch`` reads them back.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
+    >>> scheme, step = next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
+    >>> restored_stretch("auto", stretch_state(scheme, step, [(3.0, "mprk22")]))
+    (Auto(start='implicit'), 2.5, [(3.0, 'mprk22')])
+    """
+    scheme = as_scheme(scheme)
+    mode = int(scheme.start == "implicit") + 2 * scheme.returned if isinstance(scheme, Auto) else -1
+    return dict(stretch_mode=np.array(mode), stretch_step=np.array(np.nan if step is None else float(step)),
+                switch_t=np.array([t for t, _ in switches], dtype=float),
+                switch_names=np.array([name for _, name in switches], dtype="U16"))
+
+
+def restored_stretch(scheme: "str | type | object", saved: dict) -> tuple[object, float | None, list]:
+    """The scheme, implicit step and switches of ``stretch_state`` read back from a checkpoint's arrays
+    ``saved`` for a run of ``scheme`` (a checkpoint without them: the scheme as given, no step, no switches).
+
+    Parameters
+    ----------
+    scheme : str, Scheme subclass or Scheme
+        The run's scheme.
+    saved : dict
+        The checkpoint's arrays.
+
+    Returns
+    -------
+    (scheme, float or None, list of (float, str))
+
+    Raises
+    ------
+    ValueError
+        When the stored member does not fit the scheme, or the step is not a positive number.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.stepping import restored_stretch
+    >>> restored_stretch("ssprk3", {})
+    ('ssprk3', None, [])
+    >>> restored_stretch("mprk22", {"stretch_mode": np.array(-1), "stretch_step": np.array(0.5)})
+    ('mprk22', 0.5, [])
+    """
+    if "stretch_mode" not in saved:
+        return scheme, None, []
+    mode, step = int(saved["stretch_mode"]), float(saved["stretch_step"])
+    auto = isinstance(as_scheme(scheme), Auto)
+    if mode not in ((0, 1, 2, 3) if auto else (-1,)) or not (np.isnan(step) or (np.isfinite(step) and step > 0)):
+        raise ValueError(f"the stored time scheme (member {mode}, step {step!r}) does not fit scheme "
+                         f"{as_scheme(scheme).name!r}")
+    if auto:
+        auto = as_scheme(scheme)
+        scheme = Auto(start=("explicit", "implicit")[mode % 2], switch=auto.switch, back=auto.back,
+                      returned=mode >= 2)
+    switches = [(float(t), str(name)) for t, name in zip(saved.get("switch_t", ()), saved.get("switch_names", ()))]
+    return scheme, None if np.isnan(step) else step, switches
 
 
 def fixed_step(f, t, y, h, scheme):

@@ -21,9 +21,10 @@ from .remesh import adaptive_mesh, level_size
 __all__ = ["save", "load"]
 
 COUNTERS = ("nfev", "nsteps", "nrejected", "checks")
+STRETCH = ("stretch_mode", "stretch_step", "switch_t", "switch_names")     # stepping.stretch_state
 
 
-def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds):
+def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds, stretch=None):
     """Write the state of an adaptive run at a check of its criterion to ``checkpoint``.
 
     Parameters
@@ -52,6 +53,9 @@ def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps
         The outputs so far.
     remesh_seconds : float
         Time spent remeshing so far.
+    stretch : dict, optional
+        The time scheme's state between stretches (``stepping.stretch_state``: the member of "auto" in
+        use, the implicit step, the switches), stored as it is.
 
     Returns
     -------
@@ -83,7 +87,7 @@ def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps
         mesh_t=np.array([m["t"] for m in meshes]), mesh_cells=np.array([m["cells"] for m in meshes]),
         mesh_finest=np.array([m["finest"] for m in meshes]), jumps=np.array(jumps, dtype=float),
         out_sizes=sizes, out_index=np.concatenate([a.index for a, _ in out]),
-        out_rho=np.concatenate([r for _, r in out])))
+        out_rho=np.concatenate([r for _, r in out]), **(stretch or {})))
 
 
 def load(checkpoint, start, t_eval, finest):
@@ -104,7 +108,8 @@ def load(checkpoint, start, t_eval, finest):
     -------
     dict or None
         t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds (as ``save``
-        takes them); None if there is no file.
+        takes them) and stretch (the arrays of ``stepping.stretch_state``, empty if none were
+        saved); None if there is no file.
 
     Raises
     ------
@@ -176,4 +181,5 @@ def load(checkpoint, start, t_eval, finest):
               for a, b, c in zip(state["mesh_t"], state["mesh_cells"], state["mesh_finest"])]
     return dict(t=t, k=k, amesh=mesh(state["index"]), rho=state["rho"], threshold=float(state["threshold"]),
                 counters=counters, meshes=meshes, jumps=state["jumps"].tolist(), out=out,
-                remesh_seconds=float(state["remesh_seconds"]))
+                remesh_seconds=float(state["remesh_seconds"]),
+                stretch={key: state[key] for key in STRETCH if key in state})
