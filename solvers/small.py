@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels.direct import FASTMATH, exp_nonpositive
+from .kernels.tiles import ROWS, tile_product, tile_start
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
@@ -283,41 +284,43 @@ def symmetric(beta, a, general_A, causal):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
+def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
-            (scores: the upper part, rows from ``aligned(j)``, mirrored),
-        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
+            (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
+        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row; WT's rows past d
+        are zero padding to whole tiles)."""
     d, n = xT.shape
-    row_pair_product(x, xT, ST, True, spare)         # <x_j, x_i> for i >= aligned(j)
+    tile_product(xT, xT, ST, True)         # <x_j, x_i> for i >= tile_start(j)
     shift = 0.0
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
-        for i in range(aligned(j)):
-            ST[j, i] = ST[i, j]
-    flat = ST.reshape(n * n)               # one contiguous loop vectorises better than short rows
-    for k in range(n * n):
-        flat[k] = exp_nonpositive(min(scale * flat[k] - shift, 0.0))
+    for j in range(n):
+        row = ST[j]
+        for i in range(np.uint64(tile_start(j)), np.uint64(n)):    # unsigned: vectorises (see _row_pair)
+            row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
+        for i in range(tile_start(j)):
+            row[i] = ST[i, j]
     for j in range(n):
         for c in range(d):
             WT[c, j] = w[j] * xT[c, j]
         WT[d, j] = w[j]
         m[j] = shift
-    row_pair_product(WT, ST, GT, False, spare)
+    tile_product(WT.T, ST, GT, False)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m):
+def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     """G^T (d, n) and z (row d of GT) with the shifts M_i = max_{j: w_j > 0} s_ij (any A, mask)."""
     d, n = xT.shape
     if general_A:
-        row_pair_product(A_T, xT, UT[:d], False, spare)    # U^T = A^T x^T
+        tile_product(A_T.T, xT, UT[:d], False)            # U^T = A^T x^T
     else:
         for c in range(d):
             for i in range(n):
                 UT[c, i] = xT[c, i]
-    row_pair_product(x, UT[:d], ST, False, spare)          # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    tile_product(xT, UT[:d], ST, False)                   # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
     z = GT[d]
     for i in range(n):
         m[i] = -np.inf
@@ -330,23 +333,23 @@ def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m)
             for i in range(np.uint64(first_target(j, shift, n)), np.uint64(n)):
                 m[i] = max(m[i], ST[j, i])
     weighted_exponentials(ST, w, m, z, shift)
-    row_pair_product(xT, ST, GT[:d], False, spare)        # G^T = x^T E^T
+    tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, spare,
-           outT, log_phi):
+def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+           log_phi):
     """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
-    xT (d, n) and x = xT^T (n, d).
+    xT (d, n).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (d + 1, n), ST (n, n), m, spare (n,)."""
+    Scratch: UT, GT (``_padded_rows(d)``, n), ST (n, n), m (n,)."""
     d, n = xT.shape
     if symmetric(beta, a, general_A, causal):
-        _symmetric_sums(xT, x, w, beta * a, UT, GT, ST, spare, m)
+        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m)
     else:
-        _shifted_sums(xT, x, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, spare, m)
+        _shifted_sums(xT, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, m)
     z = GT[d]
     prefix = 0.0
     for i in range(n):
@@ -358,7 +361,7 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
     if general_V:
-        row_pair_product(V, GT[:d], outT, False, spare)
+        tile_product(V.T, GT[:d], outT, False)
         for c in range(d):
             for i in range(n):
                 outT[c, i] *= z[i]
@@ -381,9 +384,17 @@ def _transpose(src, dst):
 
 
 @njit(cache=True, inline="always")
+def _padded_rows(d):
+    """d + 1 rounded up to whole tiles (``tiles.ROWS``): the rows of U^T and G^T."""
+    return d + 1 + (-(d + 1)) % ROWS
+
+
+@njit(cache=True, inline="always")
 def _scratch(n, d):
-    """A job's work arrays for ``_field``: U^T, G^T (d + 1, n), S^T (n, n), m, spare (n,)."""
-    return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+    """A job's work arrays for ``_field``: U^T, G^T (``_padded_rows(d)``, n; U^T's padding rows zero),
+    S^T (n, n), m (n,)."""
+    R = _padded_rows(d)
+    return np.zeros((R, n)), np.empty((R, n)), np.empty((n, n)), np.empty(n)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -433,12 +444,12 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
     """
     B, n, d = x.shape
     for b in prange(B):
-        UT, GT, ST, m, z = _scratch(n, d)
+        UT, GT, ST, m = _scratch(n, d)
         xT = np.empty((d, n))
         oT = np.empty((d, n))
         _transpose(x[b], xT)
-        _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-               z, oT, log_phi[b])
+        _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, oT,
+               log_phi[b])
         _transpose(oT, out[b])
 
 
@@ -532,18 +543,16 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     """
     B, n, d = x.shape
     for b in prange(B):
-        UT, GT, ST, m, z = _scratch(n, d)
+        UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
-        xs = np.empty((n, d))
         lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
         for _ in range(count):
             _unit_columns(yT, xT, m)
-            _transpose(xT, xs)
-            _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                   z, kT, lp)
+            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+                   lp)
             if rk4:
                 for c in range(d):
                     for i in range(n):
@@ -551,9 +560,8 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
                 for s in range(3):
                     _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
                     _unit_columns(sT, xT, m)
-                    _transpose(xT, xs)
-                    _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
-                           ST, GT, m, z, kT, lp)
+                    _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                           ST, GT, m, kT, lp)
                     two = 2.0 if s < 2 else 1.0
                     for c in range(d):
                         for i in range(n):
