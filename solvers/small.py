@@ -302,9 +302,10 @@ def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
             row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
         for i in range(tile_start(j)):
             row[i] = ST[i, j]
-    for j in range(n):
-        for c in range(d):
+    for c in range(d):
+        for j in range(n):
             WT[c, j] = w[j] * xT[c, j]
+    for j in range(n):
         WT[d, j] = w[j]
         m[j] = shift
     tile_product(WT.T, ST, GT, False)
@@ -502,7 +503,8 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
 
     Euler:  y <- N(y + h X(N(y)));   RK4: k1 = X(N(y)), k2 = X(N(y + h/2 k1)),
     k3 = X(N(y + h/2 k2)), k4 = X(N(y + h k3)), y <- N(y + h/6 (k1 + 2 k2 + 2 k3 + k4)),
-    with N(y) = y/|y| for each token:
+    with N(y) = y/|y| for each token (after the first step y is a step's N(...): the field is
+    evaluated at it as it is, N(y) = y up to rounding):
 
     .. math::
 
@@ -549,9 +551,9 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
         lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
-        for _ in range(count):
-            _unit_columns(yT, xT, m)
-            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+        _unit_columns(yT, xT, m)
+        for step in range(count):
+            _field(xT if step == 0 else yT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                    lp)
             if rk4:
                 for c in range(d):

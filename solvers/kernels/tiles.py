@@ -60,6 +60,8 @@ def vector_unit(features=None):
 
 UNIT, WIDTH = vector_unit()
 COLUMNS = 2 * WIDTH   # columns of a tile: two vector registers per row
+#: The choice made on this machine, as ``solve`` reports it (info["vector_unit"]).
+CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles"
 
 
 @intrinsic
@@ -85,7 +87,7 @@ def _tile(typingctx, PT, C, out, r, i):
         zero = ir.Constant(vector, [0.0] * COLUMNS)
         splat = ir.Constant(ir.VectorType(ir.IntType(32), COLUMNS), [0] * COLUMNS)
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                            f"llvm.fma.v{COLUMNS}f64")
+                                            f"llvm.fmuladd.v{COLUMNS}f64")   # fused where FMA exists, as "contract"
 
         def vector_at(data, row_stride, row, col):
             offset = builder.add(builder.mul(row, row_stride), col)
