@@ -283,25 +283,42 @@ def symmetric(beta, a, general_A, causal):
     return not general_A and not causal and 2.0 * beta * abs(a) <= SYMMETRIC_MAX_EXP
 
 
+@njit(cache=True, inline="always", fastmath=FASTMATH)
+def _exponentials(rows, lo, scale, shift):
+    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo, the rows (at most ``ROWS``)
+    side by side in one loop (independent polynomial chains)."""
+    n = rows.shape[1]
+    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see _row_pair)
+    if rows.shape[0] < ROWS:
+        for row in rows:
+            for i in range(lo, n):
+                row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
+        return
+    a, b, c, e = rows[0], rows[1], rows[2], rows[3]
+    for i in range(lo, n):
+        a[i] = exp_nonpositive(min(scale * a[i] - shift, 0.0))
+        b[i] = exp_nonpositive(min(scale * b[i] - shift, 0.0))
+        c[i] = exp_nonpositive(min(scale * c[i] - shift, 0.0))
+        e[i] = exp_nonpositive(min(scale * e[i] - shift, 0.0))
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
             (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
-        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row; WT's rows past d
-        are zero padding to whole tiles)."""
+        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
     d, n = xT.shape
     tile_product(xT, xT, ST, True)         # <x_j, x_i> for i >= tile_start(j)
     shift = 0.0
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
+    for j in range(0, n, ROWS):                 # the rows of a tile together: independent exponentials
+        _exponentials(ST[j:j + ROWS], tile_start(j), scale, shift)
     for j in range(n):
-        row = ST[j]
-        for i in range(np.uint64(tile_start(j)), np.uint64(n)):    # unsigned: vectorises (see _row_pair)
-            row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
         for i in range(tile_start(j)):
-            row[i] = ST[i, j]
+            ST[j, i] = ST[i, j]
     for c in range(d):
         for j in range(n):
             WT[c, j] = w[j] * xT[c, j]
@@ -345,7 +362,7 @@ def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, ca
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (``_padded_rows(d)``, n), ST (n, n), m (n,)."""
+    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,)."""
     d, n = xT.shape
     if symmetric(beta, a, general_A, causal):
         _symmetric_sums(xT, w, beta * a, UT, GT, ST, m)
@@ -385,17 +402,9 @@ def _transpose(src, dst):
 
 
 @njit(cache=True, inline="always")
-def _padded_rows(d):
-    """d + 1 rounded up to whole tiles (``tiles.ROWS``): the rows of U^T and G^T."""
-    return d + 1 + (-(d + 1)) % ROWS
-
-
-@njit(cache=True, inline="always")
 def _scratch(n, d):
-    """A job's work arrays for ``_field``: U^T, G^T (``_padded_rows(d)``, n; U^T's padding rows zero),
-    S^T (n, n), m (n,)."""
-    R = _padded_rows(d)
-    return np.zeros((R, n)), np.empty((R, n)), np.empty((n, n)), np.empty(n)
+    """A job's work arrays for ``_field``: U^T, G^T (d + 1, n), S^T (n, n), m (n,)."""
+    return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)

@@ -1,0 +1,47 @@
+"""The register-tiled products (meanfield.solvers.kernels.tiles): PTᵀ C to round-off against
+NumPy, to the bit against the in-order loops of ``small.row_pair_product`` (the same FMA chains),
+whole tiles and remainders alike; the upper part of symmetric products; the vector-unit choice."""
+import numpy as np
+import pytest
+
+from meanfield.solvers import small
+from meanfield.solvers.kernels import tiles
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("K, R, n", [(32, 32, 32), (32, 33, 32), (3, 7, 13), (1, 4, tiles.COLUMNS),
+                                     (65, 36, 2 * tiles.COLUMNS + 3), (0, 5, 9)])
+def test_product_equals_in_order_loops_bit_for_bit(K, R, n):
+    PT, C = RNG.normal(size=(K, R)), RNG.normal(size=(K, n))
+    out = np.full((R, n), np.nan)
+    tiles.tile_product(PT, C, out, False)
+    assert np.allclose(out, PT.T @ C, rtol=1e-13, atol=1e-13)
+    loops = np.empty((R, n))
+    small.row_pair_product(np.ascontiguousarray(PT.T), C, loops, False, np.empty(n))
+    assert np.array_equal(out, loops)
+
+
+def test_left_factor_of_any_strides():
+    P, C = RNG.normal(size=(9, 6)), RNG.normal(size=(6, 17))
+    out = np.empty((9, 17))
+    tiles.tile_product(P.T, C, out, False)                 # a transposed view: strided broadcasts
+    assert np.allclose(out, P @ C, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("n", [5, 32, 37])
+def test_upper_part_of_symmetric_product(n):
+    xT = RNG.normal(size=(4, n))
+    out = np.full((n, n), np.nan)
+    tiles.tile_product(xT, xT, out, True)
+    gram = xT.T @ xT
+    for r in range(n):
+        lo = tiles.tile_start(r)
+        assert np.allclose(out[r, lo:], gram[r, lo:], rtol=1e-13, atol=1e-13)
+        assert np.all(np.isnan(out[r, :lo]))               # the lower part is left alone
+
+
+def test_vector_unit_is_the_widest_present():
+    assert tiles.vector_unit("+sse2,+avx,+avx2,+fma,+avx512f") == ("avx512", 8)
+    assert tiles.vector_unit("+sse2,+avx,-avx2") == ("avx", 4)
+    assert tiles.COLUMNS == 2 * tiles.WIDTH and tiles.UNIT in tiles.CHOICE
