@@ -16,8 +16,9 @@ One command (about 4 minutes on a quiet 2-core machine; every contender that is 
    NumPy (``bench_contenders`` holds the contenders' code).  Each contender runs every case in its
    own process with the same thread count; the rounds are interleaved (the order of the contenders
    rotates) and each figure is the median over rounds of the per-process median of ``--repeats``
-   runs after a warm-up run (JIT compilation excluded).  The phase workload runs ``--steps`` steps
-   (NumPy and PyTorch: ``--slow-steps``) and is reported per 300 steps (the paper's run).
+   runs after a warm-up run (JIT compilation excluded).  The phase workload runs ``--steps`` = 300
+   steps (the paper's run); NumPy and PyTorch, 3 to 15 times slower, run ``--slow-steps`` = 3 and
+   their times are scaled to 300 steps.
 
 Printed beside every ratio (contender time / meanfield time, > 1: meanfield faster): meanfield's
 fraction of the DGEMM peak at the same thread count, counting the floor of 2·2·n²·d flops per system
@@ -62,10 +63,11 @@ def dgemm_worker(threads):
     a, b = np.random.default_rng(0).random((2, n, n))
     with threadpool_limits(threads, user_api="blas"):
         a @ b
-        best = min(_timed(lambda: a @ b) for _ in range(5))
+        runs = [_timed(lambda: a @ b, cpu=True) for _ in range(5)]
         blas = [dict(api=i.get("internal_api"), version=i.get("version"), kernel=i.get("architecture"),
                      threads=i.get("num_threads")) for i in threadpool_info() if i.get("user_api") == "blas"]
-    return dict(gflops=2.0 * n ** 3 / best / 1e9, blas=blas)
+    return dict(gflops=2.0 * n ** 3 / min(w for w, _ in runs) / 1e9,
+                cpu_gflops=2.0 * n ** 3 / min(c for _, c in runs) / 1e9, blas=blas)
 
 
 def bandwidth_worker():
@@ -76,10 +78,12 @@ def bandwidth_worker():
     return dict(gbytes_per_second=2.0 * src.nbytes / best / 1e9)
 
 
-def _timed(run):
-    t0 = time.perf_counter()
+def _timed(run, cpu=False):
+    """Wall seconds of run() (and its CPU seconds, all threads, with ``cpu``)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     run()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    return (wall, time.process_time() - c0) if cpu else wall
 
 
 def contender_worker(name, cases, repeats):
@@ -91,8 +95,12 @@ def contender_worker(name, cases, repeats):
         except ImportError:
             return dict(missing=True)
         result = run()
-        seconds = float(np.median([_timed(run) for _ in range(repeats)]))
-        rows.append(dict(seconds=seconds, result=np.asarray(result).ravel()[:64].tolist()))
+        runs = [_timed(run, cpu=True) for _ in range(repeats)]
+        while case["kind"] == "velocity" and len(runs) < 5 and sum(w for w, _ in runs) < 1.0:
+            runs.append(_timed(run, cpu=True))                  # short velocities: up to 5 runs or 1 s
+        rows.append(dict(seconds=float(np.median([w for w, _ in runs])),
+                         cpu_seconds=float(np.median([c for _, c in runs])),
+                         result=np.asarray(result).ravel()[:64].tolist()))
     info = {}
     if name == "meanfield":
         from meanfield.solvers.kernels import tiles
@@ -113,13 +121,26 @@ def spawn(args, threads, unpin=False):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def hardware(threads):
-    """CPU, vector unit, DGEMM peak at 1 and ``threads`` threads (OpenBLAS unpinned), bandwidth."""
+def machine():
+    """CPU, cores, vector unit and tiles of this machine, and the OpenBLAS pinning of the environment."""
     from meanfield.solvers.kernels import tiles
-    peaks = {t: spawn(["--dgemm", str(t)], t, unpin=True) for t in sorted({1, threads})}
     return dict(cpu=cpu_model(), cores=os.cpu_count(), vector_unit=tiles.UNIT, vector_doubles=tiles.WIDTH,
-                tiles=tiles.CHOICE, dgemm={str(t): p for t, p in peaks.items()},
-                bandwidth=spawn(["--bandwidth"], 1), pinned={k: os.environ.get(k) for k in PINNING})
+                tiles=tiles.CHOICE, pinned={k: os.environ.get(k) for k in PINNING})
+
+
+def hardware_round(threads):
+    """One round's DGEMM rates at 1 and ``threads`` threads (OpenBLAS unpinned) and bandwidth."""
+    dgemm = {str(t): spawn(["--dgemm", str(t)], t, unpin=True) for t in sorted({1, threads})}
+    return dict(dgemm=dgemm, bandwidth=spawn(["--bandwidth"], 1)["gbytes_per_second"])
+
+
+def peaks(rounds):
+    """The best DGEMM rate (wall and per CPU second) per thread count and the best bandwidth over
+    the rounds (the least disturbed run: a conservative peak), and the OpenBLAS kernels that ran."""
+    best = {t: dict(gflops=max(r["dgemm"][t]["gflops"] for r in rounds),
+                    cpu_gflops=max(r["dgemm"][t]["cpu_gflops"] for r in rounds),
+                    blas=rounds[0]["dgemm"][t]["blas"]) for t in rounds[0]["dgemm"]}
+    return dict(dgemm=best, bandwidth_gbytes_per_second=max(r["bandwidth"] for r in rounds))
 
 
 def cases(steps, slow_steps):
@@ -136,39 +157,52 @@ def per_run(case, seconds):
 
 
 def measure(threads, rounds, repeats, steps, slow_steps, contenders):
-    """Interleaved rounds of every contender over every case; per case the median seconds."""
+    """Interleaved rounds of every contender over every case; after each round, the table so far
+    (per case the median seconds), meanfield's info, the load range and the peaks."""
     phase, slow, velocity = cases(steps, slow_steps)
     jobs = {}
     for name in contenders:
         jobs[(name, "phase")] = slow if name in ("torch", "numpy") else phase
         if name != "jax_einsum":                                  # for one velocity it is ``jax``
             jobs[(name, "velocity")] = velocity
-    keys = list(jobs)
+    keys = list(jobs) + [("hardware", "")]
     times = {key: [] for key in keys}
-    answers, info, loads = {}, {}, []
+    cpu = {key: [] for key in keys}
+    answers, info, loads, rates = {}, {}, [], []
     for r in range(rounds):
         for key in keys[r % len(keys):] + keys[:r % len(keys)]:
             loads.append(os.getloadavg()[0])
+            if key[0] == "hardware":
+                rates.append(hardware_round(threads))
+                continue
             got = spawn(["--worker", key[0], "--cases", json.dumps(jobs[key]), "--repeats", str(repeats)], threads)
             if got.get("missing"):
                 continue
             times[key].append([per_run(c, row["seconds"]) for c, row in zip(jobs[key], got["rows"])])
+            cpu[key].append([per_run(c, row["cpu_seconds"]) for c, row in zip(jobs[key], got["rows"])])
             answers[key] = [np.array(row["result"]) for row in got["rows"]]
             info.update(got["info"])
             print(f"  round {r + 1}/{rounds}: {key[0]} {key[1]} done", file=sys.stderr, flush=True)
+        yield tabulate(phase, velocity, keys, times, cpu, answers), info, [min(loads), max(loads)], peaks(rates)
+
+
+def tabulate(phase, velocity, keys, times, cpu, answers):
+    """Per case: median seconds (wall, CPU) over the rounds, all rounds' seconds, agreement."""
     table = []
     for kind, group in (("phase", phase), ("velocity", velocity)):
         for i, case in enumerate(group):
             seconds = {name: float(np.median([t[i] for t in times[(name, k)]]))
                        for (name, k) in keys if k == kind and times[(name, k)]}
+            cpu_seconds = {name: float(np.median([t[i] for t in cpu[(name, k)]]))
+                           for (name, k) in keys if k == kind and cpu[(name, k)]}
             ref = answers[("meanfield", kind)][i]
             agree = {name: float(np.max(np.abs(answers[(name, k)][i] - ref)))
                      for (name, k) in keys if k == kind and (name, k) in answers}
             case = dict(case, steps=PAPER_STEPS) if kind == "phase" else case
-            table.append(dict(case=case, seconds=seconds, max_difference=agree,
+            table.append(dict(case=case, seconds=seconds, cpu_seconds=cpu_seconds, max_difference=agree,
                               all_seconds={name: [t[i] for t in times[(name, k)]]
                                            for (name, k) in keys if k == kind and times[(name, k)]}))
-    return table, info, [min(loads), max(loads)]
+    return table
 
 
 def describe(case):
@@ -177,26 +211,36 @@ def describe(case):
     return f"velocity n={case['n']:<5} d={case['d']:<3}"
 
 
-def report(table, peak):
+def rate(row, peak):
+    """Add to a table row meanfield's GFLOP/s (floor 2·2·n²·d per system and evaluation), its fraction
+    of the DGEMM ``peak`` (at the contenders' thread count), wall-clock and per CPU second, and the
+    ratios contender / meanfield."""
+    ours = row["seconds"]["meanfield"]
+    gflops = nominal_flops(row["case"]) / ours / 1e9
+    cpu_gflops = nominal_flops(row["case"]) / row["cpu_seconds"]["meanfield"] / 1e9
+    row.update(meanfield_gflops=gflops, fraction_of_peak=gflops / peak["gflops"],
+               meanfield_cpu_gflops=cpu_gflops, cpu_fraction_of_peak=cpu_gflops / peak["cpu_gflops"],
+               ratios={name: t / ours for name, t in row["seconds"].items()})
+
+
+def report(table):
     """One line per case: seconds, ratios to meanfield and meanfield's fraction of the DGEMM peak."""
     for row in table:
         case, seconds = row["case"], row["seconds"]
         ours = seconds["meanfield"]
-        gflops = nominal_flops(case) / ours / 1e9
-        row["meanfield_gflops"] = gflops
-        row["fraction_of_peak"] = gflops / peak
-        row["ratios"] = {name: t / ours for name, t in seconds.items()}
+        gflops = row["meanfield_gflops"]
         others = " | ".join(f"{name} {t:.3g}s ({t / ours:.2f}x)" for name, t in seconds.items() if name != "meanfield")
-        print(f"{describe(case)} meanfield {ours:.3g}s = {gflops:.1f} GFLOP/s = {100 * gflops / peak:.0f}% of peak"
-              f" | {others}", flush=True)
+        print(f"{describe(case)} meanfield {ours:.3g}s = {gflops:.1f} GFLOP/s = {100 * row['fraction_of_peak']:.0f}% "
+              f"of peak ({100 * row['cpu_fraction_of_peak']:.0f}% per CPU second) | {others}", flush=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=30, help="phase steps of meanfield and JAX per run")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per process after the warm-up "
+                        "(velocities: at least 5)")
+    parser.add_argument("--steps", type=int, default=PAPER_STEPS, help="phase steps of meanfield and JAX per run")
     parser.add_argument("--slow-steps", type=int, default=3, help="phase steps of NumPy and PyTorch per run")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--json", help="the results file (default benchmarks/results/hardware_<vector unit>.json)")
@@ -215,24 +259,26 @@ def main():
         print(json.dumps(contender_worker(args.worker, json.loads(args.cases), args.repeats)))
         return
     started = time.perf_counter()
-    machine = hardware(args.threads)
-    peak = machine["dgemm"][str(args.threads)]["gflops"]
-    kernels = ", ".join(sorted({b["kernel"] for p in machine["dgemm"].values() for b in p["blas"]}))
-    print(f"{machine['cpu']}, {machine['cores']} cores, {machine['tiles']}")
-    print("DGEMM peak (OpenBLAS kernel " + kernels + "): " + ", ".join(
-        f"{p['gflops']:.1f} GFLOP/s on {t} thread(s)" for t, p in machine["dgemm"].items())
-        + f"; memory bandwidth {machine['bandwidth']['gbytes_per_second']:.1f} GB/s")
-    print(f"{args.threads} threads per contender, {args.rounds} interleaved rounds; phase per {PAPER_STEPS} steps, "
-          f"(ratio) = time / meanfield's, > 1: meanfield faster", flush=True)
-    table, info, loads = measure(args.threads, args.rounds, args.repeats, args.steps, args.slow_steps,
-                                 tuple(args.contenders.split(",")))
-    report(table, peak)
+    host = machine()
+    print(f"{host['cpu']}, {host['cores']} cores, {host['tiles']}; {args.threads} threads per contender, "
+          f"{args.rounds} interleaved rounds (the DGEMM peak and the bandwidth measured in each), phase per "
+          f"{PAPER_STEPS} steps, (ratio) = time / meanfield's, > 1: meanfield faster", flush=True)
     path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                     f"hardware_{machine['vector_unit']}.json")
-    with open(path, "w") as fh:
-        json.dump(dict(machine=machine, meanfield=info, threads=args.threads, rounds=args.rounds,
-                       repeats=args.repeats, steps=args.steps, slow_steps=args.slow_steps, load=loads,
-                       seconds=time.perf_counter() - started, cases=table), fh, indent=1)
+                                     f"hardware_{host['vector_unit']}.json")
+    for done, (table, info, loads, host["peak"]) in enumerate(measure(
+            args.threads, args.rounds, args.repeats, args.steps, args.slow_steps, tuple(args.contenders.split(",")))):
+        best = host["peak"]["dgemm"]
+        for row in table:
+            rate(row, best[str(args.threads)])
+        with open(path, "w") as fh:                  # after every round: an interrupted run keeps its rounds
+            json.dump(dict(machine=host, meanfield=info, threads=args.threads, rounds=done + 1,
+                           repeats=args.repeats, steps=args.steps, slow_steps=args.slow_steps, load=loads,
+                           seconds=time.perf_counter() - started, cases=table), fh, indent=1)
+    kernels = ", ".join(sorted({b["kernel"] for p in best.values() for b in p["blas"]}))
+    print("DGEMM peak (best round; OpenBLAS kernel " + kernels + "): " + ", ".join(
+        f"{p['gflops']:.1f} GFLOP/s ({p['cpu_gflops']:.1f} per CPU second) on {t} thread(s)" for t, p in best.items())
+        + f"; memory bandwidth {host['peak']['bandwidth_gbytes_per_second']:.1f} GB/s")
+    report(table)
     print(f"written {path} ({time.perf_counter() - started:.0f} s)")
 
 

@@ -512,8 +512,7 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
 
     Euler:  y <- N(y + h X(N(y)));   RK4: k1 = X(N(y)), k2 = X(N(y + h/2 k1)),
     k3 = X(N(y + h/2 k2)), k4 = X(N(y + h k3)), y <- N(y + h/6 (k1 + 2 k2 + 2 k3 + k4)),
-    with N(y) = y/|y| for each token (after the first step y is a step's N(...): the field is
-    evaluated at it as it is, N(y) = y up to rounding):
+    with N(y) = y/|y| for each token:
 
     .. math::
 
@@ -560,9 +559,9 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
         lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
-        _unit_columns(yT, xT, m)
-        for step in range(count):
-            _field(xT if step == 0 else yT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+        for _ in range(count):
+            _unit_columns(yT, xT, m)
+            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                    lp)
             if rk4:
                 for c in range(d):
