@@ -12,14 +12,15 @@ With the causal mask (``causal``) every sum over j runs over j <= i only (e_ij =
 USA divides by the prefix weight W_i = sum_{j<=i} w_j (1/i for w_j = 1/n).
 
 computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system is held
-transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory
-(``row_pair_product``: two rows of the product at a time, four terms of the inner dimension per load and
-store, each entry one FMA chain in the order of the inner index, so the loops vectorise without
-reassociation; kernels.py explains why reassociation is off: bit-exact resume across processes).
+transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory.  The
+products are ``kernels.tiles.tile_product``: register tiles at the machine's vector width, each
+entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
+why: bit-exact resume across processes), the same bits whatever the width.  ``row_pair_product``
+(the same chains by vectorised loops, float32 as well) serves the ``gemm`` engine's small d.
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
-only the upper part of the Gram matrix is computed (rows from ``aligned(j)``), and
+only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
 One parallel job per system; its scratch (a few d × n and n × n arrays) is allocated once per
@@ -48,12 +49,12 @@ BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _row_pair(p, q, C, o, u, lo):
-    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i] for i >= lo, each summed over k
-    in order (one FMA chain per element), four terms k per load and store of o and u."""
+def _row_pair(p, q, C, o, u):
+    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i], each summed over k in order (one
+    FMA chain per element), four terms k per load and store of o and u."""
     K, n = C.shape
     K4 = K - K % 4
-    lo, n = np.uint64(lo), np.uint64(n)    # unsigned column indices: no wrap-around test, so the loops vectorise
+    lo, n = np.uint64(0), np.uint64(n)     # unsigned column indices: no wrap-around test, so the loops vectorise
     for i in range(lo, n):
         o[i] = 0.0
         u[i] = 0.0
@@ -72,7 +73,7 @@ def _row_pair(p, q, C, o, u, lo):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool, spare: np.ndarray) -> None:
+def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, spare: np.ndarray) -> None:
     r"""The matrix product into ``out``, in order, vectorised along the columns, two rows at a time:
 
     .. math::
@@ -88,8 +89,6 @@ def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool,
     C : numpy.ndarray, shape (K, n)
     out : numpy.ndarray, shape (R, n)
         Written in place.
-    upper : bool
-        R = n and P C symmetric: only the entries j >= ``aligned(r)`` of each row r are written.
     spare : numpy.ndarray, shape (n,)
         Scratch: an odd last row is paired with itself and its twin written here.
 
@@ -104,45 +103,15 @@ def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool,
     >>> from meanfield.solvers.small import row_pair_product
     >>> P, C = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
     >>> out, spare = np.empty((3, 4)), np.empty(4)
-    >>> row_pair_product(P, C, out, False, spare)
+    >>> row_pair_product(P, C, out, spare)
     >>> bool(np.array_equal(out, P @ C))
     True
     """
     R = P.shape[0]
     for r in range(0, R - 1, 2):
-        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1], aligned(r) if upper else 0)
+        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1])
     if R % 2:
-        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare, aligned(R - 1) if upper else 0)
-
-
-ALIGN = 16   # the upper parts of symmetric matrices start at multiples of this: no short loops, which
-             # LLVM runs scalar (below its vector width × unroll)
-
-
-@njit(cache=True, inline="always")
-def aligned(j):
-    """The first column of row j kept in the upper part of a symmetric matrix: j rounded down
-    to a multiple of ALIGN (so that, with even ALIGN, row pairs 2k, 2k+1 share it).
-
-    aligned(j) = j - (j mod ALIGN).
-
-    Parameters
-    ----------
-    j : int
-        A row index, j >= 0.
-
-    Returns
-    -------
-    int
-        The largest multiple of ALIGN that is <= j.
-
-    Examples
-    --------
-    >>> from meanfield.solvers.small import ALIGN, aligned
-    >>> ALIGN, aligned(0), aligned(17), aligned(31), aligned(32)
-    (16, 0, 16, 16, 32)
-    """
-    return j - j % ALIGN
+        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare)
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)

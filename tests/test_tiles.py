@@ -18,7 +18,7 @@ def test_product_equals_in_order_loops_bit_for_bit(K, R, n):
     tiles.tile_product(PT, C, out, False)
     assert np.allclose(out, PT.T @ C, rtol=1e-13, atol=1e-13)
     loops = np.empty((R, n))
-    small.row_pair_product(np.ascontiguousarray(PT.T), C, loops, False, np.empty(n))
+    small.row_pair_product(np.ascontiguousarray(PT.T), C, loops, np.empty(n))
     assert np.array_equal(out, loops)
 
 
