@@ -45,3 +45,35 @@ def test_vector_unit_is_the_widest_present():
     assert tiles.vector_unit("+sse2,+avx,+avx2,+fma,+avx512f") == ("avx512", 8)
     assert tiles.vector_unit("+sse2,+avx,-avx2") == ("avx", 4)
     assert tiles.COLUMNS == 2 * tiles.WIDTH and tiles.UNIT in tiles.CHOICE
+
+
+WIDE = """
+import sys
+import numpy as np
+from meanfield.solvers.kernels import tiles
+if sys.argv[1] == "wide":
+    tiles.WIDTH, tiles.COLUMNS = 8, 16      # AVX-512's tiles (vectors LLVM splits where the unit is narrower)
+from meanfield.solvers import small
+x = np.random.default_rng(0).normal(size=(8, 37, 6))
+x /= np.linalg.norm(x, axis=-1, keepdims=True)
+one, out = np.ones((1, 1)), np.empty_like(x)
+small.advance(x, np.full((8, 37), 1 / 37), 0.1, 5, False, 4.0, one, 1.0, one, 1.0, True, False, False, False, out)
+np.save(sys.argv[2], out)
+"""
+
+
+def test_tile_width_does_not_change_the_bits(tmp_path):
+    """A run with AVX-512's 4 × 16 tiles equals one with the 4 × 8 tiles to the bit (the same FMA
+    chains), so a checkpoint resumes on a machine of another width; each in a fresh process, the
+    wide one with a Numba cache of its own (the width is compiled in)."""
+    import os
+    import subprocess
+    import sys
+    runs = []
+    for width in ("wide", "narrow"):
+        env = dict(os.environ, NUMBA_NUM_THREADS="1")
+        if width == "wide":
+            env["NUMBA_CACHE_DIR"] = str(tmp_path / width)
+        subprocess.run([sys.executable, "-c", WIDE, width, str(tmp_path / f"{width}.npy")], env=env, check=True)
+        runs.append(np.load(tmp_path / f"{width}.npy"))
+    assert np.array_equal(runs[0], runs[1])
