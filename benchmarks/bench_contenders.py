@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 CONTENDERS = ("meanfield", "numpy", "torch", "jax", "jax_einsum")
-PHASE = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=300, dt=0.1) for d in (2, 32, 128)]
+PHASE = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=300, dt=0.1) for d in (2, 8, 32, 64, 128)]
 VELOCITY = [dict(kind="velocity", n=n, d=d, beta=1.0) for n, d in ((1024, 3), (4096, 3), (16384, 3), (4096, 64),
                                                                    (16384, 64))]
 

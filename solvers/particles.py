@@ -44,7 +44,7 @@ from meanfield.geometry import circle_points, normalise, span_coordinates
 from meanfield.models import SA, USA, Hardmax, MultiHead, as_model
 
 from . import hardmax, small, stepping
-from .kernels import direct as kernels, gemm, spectral
+from .kernels import direct as kernels, gemm, spectral, tiles
 from .contract import CHECKPOINT_EVERY, PARTICLE_SCHEME, Operator, scheme_keyword, scheme_name
 from .results import ParticleSolution
 from .noise import brownian_kick
@@ -970,7 +970,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
     ParticleSolution
         ``t`` (m,), ``x`` (m, n, d) or (m, B, n, d), ``energy`` (m,) or (m, B) (NaN, with the reason
         in ``info["energy"]``, where E_β is not the dynamics' energy), ``info`` (method, dt,
-        summation, engine, step counts, recomputed targets of the fast summation).
+        summation, engine, step counts, recomputed targets of the fast summation; for the engine
+        "small", ``vector_unit``: the vector width its products were compiled for, ``tiles.CHOICE``).
 
     Raises
     ------
@@ -1064,6 +1065,8 @@ def solve(model: SA | USA | MultiHead, x0: ArrayLike, t_eval: ArrayLike, *,
                 dtype=np.dtype(dtype).name)
     if backend == "torch":
         info["device"] = str(device)
+    if engine == "small":
+        info["vector_unit"] = tiles.CHOICE
     if kick is not None:
         info.update(noise=float(noise), seed=seed)
     stored = None if w is None else w.reshape(x0.shape[:-1])

@@ -12,14 +12,15 @@ With the causal mask (``causal``) every sum over j runs over j <= i only (e_ij =
 USA divides by the prefix weight W_i = sum_{j<=i} w_j (1/i for w_j = 1/n).
 
 computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system is held
-transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory
-(``row_pair_product``: two rows of the product at a time, four terms of the inner dimension per load and
-store, each entry one FMA chain in the order of the inner index, so the loops vectorise without
-reassociation; kernels.py explains why reassociation is off: bit-exact resume across processes).
+transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory.  The
+products are ``kernels.tiles.tile_product``: register tiles at the machine's vector width, each
+entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
+why: bit-exact resume across processes), the same bits whatever the width.  ``row_pair_product``
+(the same chains by vectorised loops, float32 as well) serves the ``gemm`` engine's small d.
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
-only the upper part of the Gram matrix is computed (rows from ``aligned(j)``), and
+only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
 One parallel job per system; its scratch (a few d × n and n × n arrays) is allocated once per
@@ -41,18 +42,19 @@ import numpy as np
 from numba import njit, prange
 
 from .kernels.direct import FASTMATH, exp_nonpositive
+from .kernels.tiles import ROWS, tile_product, tile_start
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _row_pair(p, q, C, o, u, lo):
-    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i] for i >= lo, each summed over k
-    in order (one FMA chain per element), four terms k per load and store of o and u."""
+def _row_pair(p, q, C, o, u):
+    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i], each summed over k in order (one
+    FMA chain per element), four terms k per load and store of o and u."""
     K, n = C.shape
     K4 = K - K % 4
-    lo, n = np.uint64(lo), np.uint64(n)    # unsigned column indices: no wrap-around test, so the loops vectorise
+    lo, n = np.uint64(0), np.uint64(n)     # unsigned column indices: no wrap-around test, so the loops vectorise
     for i in range(lo, n):
         o[i] = 0.0
         u[i] = 0.0
@@ -71,7 +73,7 @@ def _row_pair(p, q, C, o, u, lo):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool, spare: np.ndarray) -> None:
+def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, spare: np.ndarray) -> None:
     r"""The matrix product into ``out``, in order, vectorised along the columns, two rows at a time:
 
     .. math::
@@ -87,8 +89,6 @@ def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool,
     C : numpy.ndarray, shape (K, n)
     out : numpy.ndarray, shape (R, n)
         Written in place.
-    upper : bool
-        R = n and P C symmetric: only the entries j >= ``aligned(r)`` of each row r are written.
     spare : numpy.ndarray, shape (n,)
         Scratch: an odd last row is paired with itself and its twin written here.
 
@@ -103,45 +103,15 @@ def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool,
     >>> from meanfield.solvers.small import row_pair_product
     >>> P, C = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
     >>> out, spare = np.empty((3, 4)), np.empty(4)
-    >>> row_pair_product(P, C, out, False, spare)
+    >>> row_pair_product(P, C, out, spare)
     >>> bool(np.array_equal(out, P @ C))
     True
     """
     R = P.shape[0]
     for r in range(0, R - 1, 2):
-        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1], aligned(r) if upper else 0)
+        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1])
     if R % 2:
-        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare, aligned(R - 1) if upper else 0)
-
-
-ALIGN = 16   # the upper parts of symmetric matrices start at multiples of this: no short loops, which
-             # LLVM runs scalar (below its vector width × unroll)
-
-
-@njit(cache=True, inline="always")
-def aligned(j):
-    """The first column of row j kept in the upper part of a symmetric matrix: j rounded down
-    to a multiple of ALIGN (so that, with even ALIGN, row pairs 2k, 2k+1 share it).
-
-    aligned(j) = j - (j mod ALIGN).
-
-    Parameters
-    ----------
-    j : int
-        A row index, j >= 0.
-
-    Returns
-    -------
-    int
-        The largest multiple of ALIGN that is <= j.
-
-    Examples
-    --------
-    >>> from meanfield.solvers.small import ALIGN, aligned
-    >>> ALIGN, aligned(0), aligned(17), aligned(31), aligned(32)
-    (16, 0, 16, 16, 32)
-    """
-    return j - j % ALIGN
+        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare)
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
@@ -282,42 +252,62 @@ def symmetric(beta, a, general_A, causal):
     return not general_A and not causal and 2.0 * beta * abs(a) <= SYMMETRIC_MAX_EXP
 
 
+@njit(cache=True, inline="always", fastmath=FASTMATH)
+def _exponentials(rows, lo, scale, shift):
+    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo, the rows (at most ``ROWS``)
+    side by side in one loop (independent polynomial chains)."""
+    n = rows.shape[1]
+    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see _row_pair)
+    if rows.shape[0] < ROWS:
+        for row in rows:
+            for i in range(lo, n):
+                row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
+        return
+    a, b, c, e = rows[0], rows[1], rows[2], rows[3]
+    for i in range(lo, n):
+        a[i] = exp_nonpositive(min(scale * a[i] - shift, 0.0))
+        b[i] = exp_nonpositive(min(scale * b[i] - shift, 0.0))
+        c[i] = exp_nonpositive(min(scale * c[i] - shift, 0.0))
+        e[i] = exp_nonpositive(min(scale * e[i] - shift, 0.0))
+
+
 @njit(cache=True, fastmath=FASTMATH)
-def _symmetric_sums(xT, x, w, scale, WT, GT, ST, spare, m):
+def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
-            (scores: the upper part, rows from ``aligned(j)``, mirrored),
+            (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
         [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
     d, n = xT.shape
-    row_pair_product(x, xT, ST, True, spare)         # <x_j, x_i> for i >= aligned(j)
+    tile_product(xT, xT, ST, True)         # <x_j, x_i> for i >= tile_start(j)
     shift = 0.0
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
-        for i in range(aligned(j)):
-            ST[j, i] = ST[i, j]
-    flat = ST.reshape(n * n)               # one contiguous loop vectorises better than short rows
-    for k in range(n * n):
-        flat[k] = exp_nonpositive(min(scale * flat[k] - shift, 0.0))
+    for j in range(0, n, ROWS):                 # the rows of a tile together: independent exponentials
+        _exponentials(ST[j:j + ROWS], tile_start(j), scale, shift)
     for j in range(n):
-        for c in range(d):
+        for i in range(tile_start(j)):
+            ST[j, i] = ST[i, j]
+    for c in range(d):
+        for j in range(n):
             WT[c, j] = w[j] * xT[c, j]
+    for j in range(n):
         WT[d, j] = w[j]
         m[j] = shift
-    row_pair_product(WT, ST, GT, False, spare)
+    tile_product(WT.T, ST, GT, False)
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m):
+def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     """G^T (d, n) and z (row d of GT) with the shifts M_i = max_{j: w_j > 0} s_ij (any A, mask)."""
     d, n = xT.shape
     if general_A:
-        row_pair_product(A_T, xT, UT[:d], False, spare)    # U^T = A^T x^T
+        tile_product(A_T.T, xT, UT[:d], False)            # U^T = A^T x^T
     else:
         for c in range(d):
             for i in range(n):
                 UT[c, i] = xT[c, i]
-    row_pair_product(x, UT[:d], ST, False, spare)          # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
+    tile_product(xT, UT[:d], ST, False)                   # S^T[j, i] = <x_j, A^T x_i> = <x_i, A x_j>
     z = GT[d]
     for i in range(n):
         m[i] = -np.inf
@@ -330,23 +320,23 @@ def _shifted_sums(xT, x, w, scale, A_T, general_A, causal, UT, GT, ST, spare, m)
             for i in range(np.uint64(first_target(j, shift, n)), np.uint64(n)):
                 m[i] = max(m[i], ST[j, i])
     weighted_exponentials(ST, w, m, z, shift)
-    row_pair_product(xT, ST, GT[:d], False, spare)        # G^T = x^T E^T
+    tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, spare,
-           outT, log_phi):
+def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+           log_phi):
     """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
-    xT (d, n) and x = xT^T (n, d).
+    xT (d, n).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (d + 1, n), ST (n, n), m, spare (n,)."""
+    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,)."""
     d, n = xT.shape
     if symmetric(beta, a, general_A, causal):
-        _symmetric_sums(xT, x, w, beta * a, UT, GT, ST, spare, m)
+        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m)
     else:
-        _shifted_sums(xT, x, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, spare, m)
+        _shifted_sums(xT, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, m)
     z = GT[d]
     prefix = 0.0
     for i in range(n):
@@ -358,7 +348,7 @@ def _field(xT, x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
     if general_V:
-        row_pair_product(V, GT[:d], outT, False, spare)
+        tile_product(V.T, GT[:d], outT, False)
         for c in range(d):
             for i in range(n):
                 outT[c, i] *= z[i]
@@ -382,8 +372,8 @@ def _transpose(src, dst):
 
 @njit(cache=True, inline="always")
 def _scratch(n, d):
-    """A job's work arrays for ``_field``: U^T, G^T (d + 1, n), S^T (n, n), m, spare (n,)."""
-    return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n), np.empty(n)
+    """A job's work arrays for ``_field``: U^T, G^T (d + 1, n), S^T (n, n), m (n,)."""
+    return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n)
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
@@ -433,12 +423,12 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
     """
     B, n, d = x.shape
     for b in prange(B):
-        UT, GT, ST, m, z = _scratch(n, d)
+        UT, GT, ST, m = _scratch(n, d)
         xT = np.empty((d, n))
         oT = np.empty((d, n))
         _transpose(x[b], xT)
-        _field(xT, x[b], w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-               z, oT, log_phi[b])
+        _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, oT,
+               log_phi[b])
         _transpose(oT, out[b])
 
 
@@ -532,18 +522,16 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     """
     B, n, d = x.shape
     for b in prange(B):
-        UT, GT, ST, m, z = _scratch(n, d)
+        UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
-        xs = np.empty((n, d))
         lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
         for _ in range(count):
             _unit_columns(yT, xT, m)
-            _transpose(xT, xs)
-            _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                   z, kT, lp)
+            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+                   lp)
             if rk4:
                 for c in range(d):
                     for i in range(n):
@@ -551,9 +539,8 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
                 for s in range(3):
                     _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
                     _unit_columns(sT, xT, m)
-                    _transpose(xT, xs)
-                    _field(xT, xs, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
-                           ST, GT, m, z, kT, lp)
+                    _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                           ST, GT, m, kT, lp)
                     two = 2.0 if s < 2 else 1.0
                     for c in range(d):
                         for i in range(n):

@@ -8,6 +8,7 @@ import pytest
 import meanfield as mf
 from meanfield.geometry import normalise
 from meanfield.solvers import particles, reference, small, stepping
+from meanfield.solvers.kernels import tiles
 
 pytestmark = pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # log 0 weights in the reference
 RNG = np.random.default_rng(11)
@@ -78,6 +79,7 @@ def test_trajectories_match_reference(model, method):
     t = np.linspace(0.0, 1.0, 3)
     sol = particles.solve(model, x0, t, method=method, dt=0.01, weights=w)   # inside every model's stability bound
     assert sol.info["engine"] == "small" and sol.info["nsteps"] == 100
+    assert sol.info["vector_unit"] == tiles.CHOICE
     assert relative(sol.x, reference_trajectory(model, x0, t, method, 0.01, w)) < 1e-12
 
 

@@ -134,7 +134,7 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
             w = W[b, k]
             shift = k * C - i0 if causal else NO_MASK
             if loops:
-                row_pair_product(y, uT, ST, False, spare)       # S^T[j, t] = <y_j, u_t>
+                row_pair_product(y, uT, ST, spare)       # S^T[j, t] = <y_j, u_t>
             else:
                 np.dot(y, u.T, ST)
             for t in range(R):
@@ -149,7 +149,7 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
                 mx[t] = top[t]
             weighted_exponentials(ST, w, mx, z, shift)
             if loops:
-                row_pair_product(YT[b, k], ST, ET, False, spare)  # E^T[c, t] = sum_j y_jc e_jt
+                row_pair_product(YT[b, k], ST, ET, spare)  # E^T[c, t] = sum_j y_jc e_jt
                 for c in range(d):
                     for t in range(R):
                         E[t, c] = ET[c, t]

@@ -1,0 +1,214 @@
+"""Register-tiled matrix products in the order of the inner index, at the machine's vector width.
+
+``tile_product(PT, C, out)`` writes out = PTᵀ C (PT (K, R), C (K, n)) by tiles of ``ROWS`` rows ×
+``COLUMNS`` columns held in vector registers for the whole inner loop: per inner index k, ``ROWS``
+broadcasts of PT[k, r..r+ROWS) and one load of C[k, i..i+COLUMNS), then ``ROWS`` fused multiply-adds
+of ``COLUMNS``-wide vectors.  Every entry is one FMA chain over k = 0, 1, ..., K-1 starting from 0
+(no reassociation), so the result has the same bits as any other in-order FMA loop
+(``small.row_pair_product``), whichever width ran, compiled or loaded from the cache.
+
+The width is chosen per machine when this module is imported (``vector_unit``): ``COLUMNS`` is twice
+the number of doubles in the widest vector register (AVX-512: 16, AVX2/AVX: 8, SSE2 or other: 4),
+so a tile is 2 ``ROWS`` vector accumulators — 8, enough independent FMA chains to hide the FMA
+latency on two FMA pipes.  Loops the compiler vectorises keep the accumulators in memory; the
+tile, written in LLVM IR (``_tile``), keeps them in registers.
+"""
+from .. import _numba_env  # noqa: F401
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils, config
+from numba.extending import intrinsic
+
+from .direct import FASTMATH
+
+ROWS = 4   # rows of a tile: broadcasts per inner index
+
+
+def vector_unit(features=None):
+    """The widest vector unit of the machine Numba compiles for: its name and width in doubles.
+
+    Parameters
+    ----------
+    features : str or None
+        LLVM feature string ("+avx2,+fma,-avx512f,..."); None: ``NUMBA_CPU_FEATURES`` if set,
+        else the host's features.
+
+    Returns
+    -------
+    (str, int)
+        ("avx512", 8), ("avx2", 4), ("avx", 4) or ("sse2", 2).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.kernels.tiles import vector_unit
+    >>> vector_unit("+avx,+avx2,+fma,-avx512f")
+    ('avx2', 4)
+    >>> vector_unit("+sse2,-avx")
+    ('sse2', 2)
+    """
+    if features is None:
+        features = config.CPU_FEATURES or llvm.get_host_cpu_features().flatten()
+    present = {f[1:] for f in features.split(",") if f.startswith("+")}
+    for name, width in (("avx512f", 8), ("avx2", 4), ("avx", 4)):
+        if name in present:
+            return name.replace("f", "") if name == "avx512f" else name, width
+    return "sse2", 2
+
+
+UNIT, WIDTH = vector_unit()
+COLUMNS = 2 * WIDTH   # columns of a tile: two vector registers per row
+#: The choice made on this machine, as ``solve`` reports it (info["vector_unit"]).
+CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles"
+
+
+@intrinsic
+def _tile(typingctx, PT, C, out, r, i):
+    """out[r:r+ROWS, i:i+COLUMNS] = PT[:, r:r+ROWS]ᵀ C[:, i:i+COLUMNS], accumulators in registers
+    (C and out with contiguous rows; PT any strides)."""
+    arrays = (PT, C, out)
+    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays):
+        return None
+    if C.layout != "C" or out.layout != "C":
+        return None
+
+    def codegen(context, builder, signature, args):
+        double, index = ir.DoubleType(), ir.IntType(64)
+        vector = ir.VectorType(double, COLUMNS)
+        pt, c, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
+        row0, col0 = args[3], args[4]
+        eight = ir.Constant(index, 8)
+        pt_rows, pt_cols = (builder.sdiv(s, eight) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
+        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], eight)
+        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], eight)
+        K = cgutils.unpack_tuple(builder, c.shape, 2)[0]
+        zero = ir.Constant(vector, [0.0] * COLUMNS)
+        splat = ir.Constant(ir.VectorType(ir.IntType(32), COLUMNS), [0] * COLUMNS)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                            f"llvm.fmuladd.v{COLUMNS}f64")   # fused where FMA exists, as "contract"
+
+        def vector_at(data, row_stride, row, col):
+            offset = builder.add(builder.mul(row, row_stride), col)
+            return builder.bitcast(builder.gep(data, [offset]), vector.as_pointer())
+
+        start = builder.basic_block
+        header = builder.append_basic_block("tile.header")
+        body = builder.append_basic_block("tile.body")
+        done = builder.append_basic_block("tile.done")
+        builder.branch(header)
+        builder.position_at_end(header)
+        k = builder.phi(index)
+        k.add_incoming(ir.Constant(index, 0), start)
+        acc = [builder.phi(vector) for _ in range(ROWS)]
+        for a in acc:
+            a.add_incoming(zero, start)
+        builder.cbranch(builder.icmp_signed("<", k, K), body, done)
+        builder.position_at_end(body)
+        cols = builder.load(vector_at(c.data, c_row, k, col0), align=8)
+        pt_k = builder.mul(k, pt_rows)
+        new = []
+        for t in range(ROWS):
+            col = builder.mul(builder.add(row0, ir.Constant(index, t)), pt_cols)
+            p = builder.load(builder.gep(pt.data, [builder.add(pt_k, col)]))
+            broadcast = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), p,
+                                                                      ir.Constant(ir.IntType(32), 0)),
+                                               ir.Constant(vector, ir.Undefined), splat)
+            new.append(builder.call(fma, [broadcast, cols, acc[t]]))
+        k_next = builder.add(k, ir.Constant(index, 1))
+        k.add_incoming(k_next, body)
+        for a, v in zip(acc, new):
+            a.add_incoming(v, body)
+        builder.branch(header)
+        builder.position_at_end(done)
+        for t in range(ROWS):
+            row = builder.add(row0, ir.Constant(index, t))
+            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=8)
+        return context.get_dummy_value()
+
+    return types.none(PT, C, out, r, i), codegen
+
+
+@njit(cache=True, inline="always", fastmath=FASTMATH)
+def _entries(PT, C, out, r0, r1, i0):
+    """out[r, i] for r0 <= r < r1 and i >= i0, each an FMA chain over k in order."""
+    K, n = C.shape
+    for r in range(r0, r1):
+        o = out[r]
+        for i in range(i0, n):
+            o[i] = 0.0
+        for k in range(K):
+            p = PT[k, r]
+            for i in range(np.uint64(i0), np.uint64(n)):    # unsigned: vectorises (see small._row_pair)
+                o[i] = o[i] + p * C[k, i]
+
+
+@njit(cache=True, inline="always")
+def tile_start(r):
+    """The first column of row r kept in the upper part of a symmetric product: r rounded down to a
+    multiple of ``COLUMNS`` (whole tiles only; rows r..r+ROWS-1 of one tile share it).
+
+    Parameters
+    ----------
+    r : int
+        A row, r >= 0.
+
+    Returns
+    -------
+    int
+        r - (r mod COLUMNS).
+
+    Examples
+    --------
+    >>> from meanfield.solvers.kernels.tiles import COLUMNS, tile_start
+    >>> tile_start(COLUMNS - 1), tile_start(COLUMNS + 1) == COLUMNS
+    (0, True)
+    """
+    return r - r % COLUMNS
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def tile_product(PT: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool) -> None:
+    r"""The matrix product out = PTᵀ C, each entry summed in the order of k with fused
+    multiply-adds, by register tiles of ``ROWS`` × ``COLUMNS``:
+
+    .. math::
+
+        \mathrm{out}_{ri} = \sum_{k=0}^{K-1} PT_{kr}\, C_{ki}.
+
+    Parameters
+    ----------
+    PT : numpy.ndarray, shape (K, R)
+        The left factor, transposed (any strides).
+    C : numpy.ndarray, shape (K, n)
+        Contiguous rows.
+    out : numpy.ndarray, shape (R, n)
+        Written in place (contiguous rows).
+    upper : bool
+        R = n and the product symmetric: only the entries i >= ``tile_start(r)`` of each row r are
+        written (the rest is the mirror image).
+
+    Returns
+    -------
+    None
+        The product is in ``out``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from meanfield.solvers.kernels.tiles import tile_product
+    >>> PT, C = np.arange(6.0).reshape(2, 3), np.arange(18.0).reshape(2, 9)
+    >>> out = np.empty((3, 9))
+    >>> tile_product(PT, C, out, False)
+    >>> bool(np.array_equal(out, PT.T @ C))
+    True
+    """
+    K, R = PT.shape
+    n = C.shape[1]
+    full = n - n % COLUMNS
+    for r in range(0, R - R % ROWS, ROWS):
+        for i in range(tile_start(r) if upper else 0, full, COLUMNS):
+            _tile(PT, C, out, r, i)
+        _entries(PT, C, out, r, r + ROWS, full)
+    _entries(PT, C, out, R - R % ROWS, R, tile_start(R - R % ROWS) if upper else 0)
