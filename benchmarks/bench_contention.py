@@ -15,6 +15,11 @@ the JSON keeps every time, the medians and the ratios:
     python benchmarks/bench_contention.py --rounds 5 --cases sphere4 adaptive
 
 Extra configurations for diagnosis: ``--configs 1 2 n2b1`` (``nKbJ``: k Numba threads, j BLAS threads).
+``--baseline PYTHON`` also runs every solve with another interpreter (an environment holding an earlier
+version of the package), interleaved with the others, and adds the ratios ``<this>/<baseline>`` of each
+configuration:
+
+    python benchmarks/bench_contention.py --baseline ../venv-old/bin/python
 """
 import argparse
 import json
@@ -77,11 +82,11 @@ def child_env(config):
     return env
 
 
-def measure(name, config, busy):
-    """Wall seconds of ``run_case(name)`` in a fresh process, beside a busy process when ``busy``."""
+def measure(name, config, busy, python=sys.executable):
+    """Wall seconds of ``run_case(name)`` in a fresh process of ``python``, beside a busy process when ``busy``."""
     hog = subprocess.Popen(BUSY) if busy else None
     try:
-        out = subprocess.run([sys.executable, __file__, "child", name], env=child_env(config), check=True,
+        out = subprocess.run([python, __file__, "child", name], env=child_env(config), check=True,
                              capture_output=True, text=True).stdout
     finally:
         if hog is not None:
@@ -115,20 +120,23 @@ def main():
     parser.add_argument("--configs", nargs="+", default=["1", "2"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", default=OUT)
+    parser.add_argument("--baseline", help="another interpreter (an earlier version), run interleaved")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))     # kill the busy process on the way out
-    times = {f"{case}/{'busy' if busy else 'quiet'}_{config}": [] for case in args.cases for config in args.configs
-             for busy in (False, True)}
+    pythons = {"": sys.executable} if args.baseline is None else {"": sys.executable, "baseline/": args.baseline}
+    times = {f"{engine}{case}/{'busy' if busy else 'quiet'}_{config}": [] for engine in pythons
+             for case in args.cases for config in args.configs for busy in (False, True)}
     started = time.time()
     info = machine()
     rng = random.Random(0)
     for r in range(args.rounds):
-        runs = [(case, config, busy) for case in args.cases for config in args.configs for busy in (False, True)]
+        runs = [(engine, case, config, busy) for engine in pythons for case in args.cases for config in args.configs
+                for busy in (False, True)]
         rng.shuffle(runs)
-        for case, config, busy in runs:
-            key = f"{case}/{'busy' if busy else 'quiet'}_{config}"
-            times[key].append(measure(case, config, busy))
-            print(f"round {r + 1}: {key:24s} {times[key][-1]:7.2f} s", flush=True)
+        for engine, case, config, busy in runs:
+            key = f"{engine}{case}/{'busy' if busy else 'quiet'}_{config}"
+            times[key].append(measure(case, config, busy, pythons[engine]))
+            print(f"round {r + 1}: {key:33s} {times[key][-1]:7.2f} s", flush=True)
     medians = {key: statistics.median(v) for key, v in times.items()}
     ratios = {}
     for case in args.cases:
@@ -140,6 +148,10 @@ def main():
                     medians[f"{case}/quiet_{config}"] / medians[f"{case}/quiet_1"] if "1" in args.configs else None
             ratios[f"{case}/busy_{config}/quiet_{config}"] = medians[f"{case}/busy_{config}"] / \
                 medians[f"{case}/quiet_{config}"]
+            if args.baseline is not None:
+                for load in ("quiet", "busy"):
+                    key = f"{case}/{load}_{config}"
+                    ratios[f"{key}/baseline"] = medians[key] / medians[f"baseline/{key}"]
     print(f"\n{'ratio':36s} value")
     for key, value in ratios.items():
         if value is not None:
@@ -147,6 +159,7 @@ def main():
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump({"machine": info, "cases": {k: CASES[k] for k in args.cases}, "rounds": args.rounds,
+                   "baseline": args.baseline,
                    "seconds": round(time.time() - started, 1), "times": times, "medians": medians,
                    "ratios": ratios}, f, indent=1)
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")

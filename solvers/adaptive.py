@@ -46,7 +46,7 @@ from meanfield.checks import as_flag, unit_mass
 from meanfield.models import SA, USA, MultiHead, as_model
 from meanfield.progress import Progress
 
-from . import sphere_fv
+from . import sphere_fv, threads
 from .circle import density_model
 from .full_model import energy_direction
 from .kernels import spectral
@@ -248,6 +248,7 @@ def _pinned(model, out, summation, t):
     return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [a.index[cells] for a, cells in found]))
 
 
+@threads.solving()      # OpenBLAS's spinning threads asleep; the faster of Numba's threads and one
 def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *,
           flux: str = sphere_fv.DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
           base: int = DEFAULTS["base"],

@@ -90,7 +90,7 @@ from .results import DensitySolution
 from .kernels import circle as kernels
 from .diffusion import as_diffusion, circle_rate, combined_step
 from .energy_report import detector_times, energy_dips, pinned_on_fixed_mesh, ring_adjacency, warn_pinned
-from . import stepping
+from . import stepping, threads
 from .stepping import TIME_STEP, Checkpoint, integrate, positivity_step, takes_operator, with_tolerances
 
 __all__ = ["solve", "CircleOperator", "time_derivative", "velocity", "energy", "max_step", "step_cap",
@@ -414,6 +414,10 @@ class CircleOperator(Operator):
         return centre, bound
 
     def __call__(self, rho):
+        with threads.evaluation():         # on the threads the solve found faster (``threads.ThreadChoice``)
+            return self._evaluate(rho)
+
+    def _evaluate(self, rho):
         out = np.empty(self.cells)
         if self.summation == "fast":
             rate, tiny = kernels.fused_stage(rho, self.params, self.spectra, *self.tables, self.h, self.code,
@@ -879,6 +883,7 @@ def energy(rho, beta):
     return _Head(SA(as_beta(beta)), rho.size, "upwind").energy(rho)
 
 
+@threads.solving()      # the faster of Numba's threads and one (``threads.ThreadChoice``)
 def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, *, cells: int | None = None,
           flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
           max_dt: float | None = None, cfl: float = stepping.CFL, summation: str = "auto", diffusion: float = 0.0,

@@ -136,7 +136,7 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if mesh is None and max_dt is not None:
         raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
                          "adaptive cells)")
-    with threads.single_threaded_blas():       # OpenBLAS's spinning threads asleep; the table products keep theirs
+    with threads.solving():       # OpenBLAS's spinning threads asleep; the faster of Numba's threads and one
         if mesh is None:        # the default: adaptive cells
             return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation,
                                   energy=energy, progress=progress, checkpoint=checkpoint,

@@ -645,6 +645,10 @@ class SphereOperator(Operator):
                          speed_bound(head) * (1.0 if head.normalised else mass), u)
 
     def __call__(self, rho):
+        with threads.evaluation():         # on the threads the solve found faster (``threads.ThreadChoice``)
+            return self._evaluate(rho)
+
+    def _evaluate(self, rho):
         mesh, u = self.mesh, self.u
         if self.second:
             reconstruction.face_values(rho, mesh.cell_ptr, mesh.cell_neighbours, self.weights, self.offsets,
@@ -669,9 +673,10 @@ class SphereOperator(Operator):
 
     def energy(self, rho):
         """E_β of the cell measure (``cell_energy``; E_V of the full model with this operator's tables)."""
-        if self.general is not None:
-            return self.general.energy(rho)[0]
-        return cell_energy(self.model, rho, self.mesh, self.summation)
+        with threads.evaluation(timed=False):
+            if self.general is not None:
+                return self.general.energy(rho)[0]
+            return cell_energy(self.model, rho, self.mesh, self.summation)
 
     def measure(self, rho):
         """The generators (N, 3) and the cell masses ρ_i |C_i|."""
@@ -680,7 +685,8 @@ class SphereOperator(Operator):
     def linear_part(self, rho):
         """A with -A ρ = dρ/dt of flux="upwind" (the unbalanced cell-centred field) frozen at ρ
         (``contract.upwind_matrix``), the diffusion's -D Δ_h included; ``areas @ A == 0``."""
-        self._normal_speeds(rho, False, False)
+        with threads.evaluation(timed=False):
+            self._normal_speeds(rho, False, False)
         mesh = self.mesh
         A = upwind_matrix(mesh.edges[:, 0], mesh.edges[:, 1], self.u[0], self.u[1], mesh.lengths, mesh.areas)
         if self.laplacian is not None:

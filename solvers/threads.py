@@ -17,6 +17,17 @@ The number of threads is BLAS's: what ``OPENBLAS_NUM_THREADS``, ``threadpoolctl`
 ``openblas_set_num_threads`` set for NumPy's OpenBLAS (``blas_threads``), 1 below ``PARALLEL_WORK``
 multiply–adds.  Where NumPy's BLAS is not an OpenBLAS found at run time (``blas_library``; e.g.
 MKL, Apple's Accelerate), the products are the plain NumPy ones.
+
+Pulled blocks help the products; the Numba passes between them (``prange`` loops split evenly, as
+OpenMP's static schedule does) and the wake-ups of sleeping threads still cost a solve on two threads
+beside a busy process more than the second thread brings.  So a solve also measures its own
+evaluations (``solving`` and ``evaluation``, ``ThreadChoice``): it times blocks of ``BLOCK``
+evaluations on the threads asked for and on one thread, runs on the faster, and compares again after
+``FIRST`` evaluations, then after twice as many each time the choice stands (at most ``LONGEST``).
+On a quiet machine the second thread wins and the trial blocks on one thread cost a few evaluations in
+a thousand; beside a busy process that slows the threads asked for, the solve runs on one thread.
+Every density engine's result is the same on any number of threads (the blocks above; ``prange``
+loops that write disjoint entries), so the choice changes the time, never the bits.
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from . import _numba_env  # noqa: F401  (before numba)
 import ctypes
 import itertools
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import lru_cache
@@ -35,11 +47,15 @@ import numpy as np
 from .kernels.harmonics import sphere_basis
 
 __all__ = ["blas_library", "blas_threads", "single_threaded_blas", "row_blocks", "table_product", "report",
-           "PARALLEL_WORK", "ALIGN", "MAX_BLOCKS"]
+           "ThreadChoice", "solving", "evaluation", "PARALLEL_WORK", "ALIGN", "MAX_BLOCKS", "BLOCK", "FIRST",
+           "LONGEST"]
 
 PARALLEL_WORK = 1 << 21    # products of fewer multiply-adds run on one thread
 ALIGN = 16                 # block edges are multiples of this many rows
 MAX_BLOCKS = 8             # blocks per product (fewer for short matrices: at least 4 ALIGN rows each)
+BLOCK = 4                  # evaluations per timed block of ``ThreadChoice``
+FIRST = 64                 # evaluations on the chosen threads before the next comparison ...
+LONGEST = 1024             # ... doubled while the choice stands, up to this
 _PREFIXES = ("scipy_openblas_", "openblas_")
 _SUFFIXES = ("64_", "")
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))     # its wheels' libraries: numpy.libs, numpy/.dylibs
@@ -257,7 +273,8 @@ def table_product(T: np.ndarray, W: np.ndarray, weights: np.ndarray, out: np.nda
     n, b = T.shape
     coef = np.empty((b, W.shape[1]))
     out = np.empty((n, W.shape[1])) if out is None else out
-    workers = blas_threads() if n * b * W.shape[1] >= PARALLEL_WORK else 1
+    workers = min(blas_threads(), _LIMIT[-1]) if _LIMIT else blas_threads()
+    workers = workers if n * b * W.shape[1] >= PARALLEL_WORK else 1
     with single_threaded_blas():
         if workers == 1:
             np.matmul(T.T, W, out=coef)
@@ -275,6 +292,173 @@ def table_product(T: np.ndarray, W: np.ndarray, weights: np.ndarray, out: np.nda
         coef *= weights[:, None]
         _run(synthesis, rows.size - 1, workers)
     return out
+
+
+class ThreadChoice:
+    """Between the threads asked for and one thread, the faster for a solve's evaluations, by timing them.
+
+    The evaluations run in turns: a trial of timed blocks of ``BLOCK`` evaluations, alternating the two
+    settings (two blocks each the first time, one each later), then ``period`` evaluations on the
+    setting whose evaluations took less time (the median: robust to an evaluation that met a warm-up or a
+    preemption).  ``period`` starts at ``FIRST`` and doubles, up
+    to ``LONGEST``, each time a trial keeps the choice; a trial that changes it starts again at
+    ``FIRST``.  Timing whole evaluations measures what the machine gives the solve now, whatever
+    slows it: another process on a core, the wake-up of sleeping threads, an even split of a pass.
+
+    Parameters
+    ----------
+    threads : int
+        The threads asked for (Numba's); with 1 there is nothing to choose and every evaluation runs
+        on one thread.
+
+    Attributes
+    ----------
+    choice : int
+        ``threads`` or 1: the setting between trials.
+    trials : list of (int, float, float)
+        (evaluations so far, median seconds per evaluation on ``threads``, on one thread) of each trial.
+
+    Examples
+    --------
+    >>> from meanfield.solvers.threads import ThreadChoice
+    >>> choice = ThreadChoice(2)
+    >>> for _ in range(200):                       # evaluations that take 1 s on one thread, 3 s on two
+    ...     k = choice.next()
+    ...     choice.record(k, 1.0 if k == 1 else 3.0)
+    >>> choice.choice, choice.trials[0][1:]
+    (1, (3.0, 1.0))
+    """
+
+    def __init__(self, threads: int):
+        self.threads = max(1, int(threads))
+        self.choice = self.threads
+        self.period = FIRST
+        self.count = 0
+        self._left = FIRST
+        self.trials = []
+        self._plan = self._trial([self.threads, 1, self.threads, 1]) if self.threads > 1 else []
+        self._times = {self.threads: [], 1: []}
+
+    @staticmethod
+    def _trial(order):
+        return [k for k in order for _ in range(BLOCK)]
+
+    def next(self) -> int:
+        """The threads of the next evaluation.
+
+        Returns
+        -------
+        int
+        """
+        if self._plan:
+            return self._plan[0]
+        return self.choice
+
+    def record(self, threads: int, seconds: float) -> None:
+        """Book one evaluation run on ``threads`` that took ``seconds``.
+
+        Parameters
+        ----------
+        threads : int
+        seconds : float
+        """
+        self.count += 1
+        if not self._plan:
+            self._left -= 1
+            if self.threads > 1 and self._left <= 0:
+                other = 1 if self.choice == self.threads else self.threads
+                self._plan = self._trial([other, self.choice])
+            return
+        if threads != self._plan[0]:            # not the evaluation the trial asked for
+            return
+        self._plan.pop(0)
+        self._times[threads].append(seconds)
+        if self._plan:
+            return
+        many, one = (float(np.median(self._times[k])) for k in (self.threads, 1))
+        self.trials.append((self.count, many, one))
+        choice = self.threads if many <= one else 1
+        self.period = min(2 * self.period, LONGEST) if choice == self.choice else FIRST
+        self.choice, self._left = choice, self.period
+        self._times = {self.threads: [], 1: []}
+
+
+_CHOICES = []      # the ThreadChoice of each enclosing ``solving`` block
+_LIMIT = []        # the threads of each enclosing ``evaluation``
+
+
+@contextmanager
+def solving():
+    """A solve: OpenBLAS held on one thread (``single_threaded_blas``) and a ``ThreadChoice`` for the
+    evaluations inside (``evaluation``) between Numba's threads and one.
+
+    Returns
+    -------
+    context manager
+        Yields the ``ThreadChoice``.
+
+    Examples
+    --------
+    >>> from meanfield.solvers import threads
+    >>> with threads.solving() as choice:
+    ...     with threads.evaluation():
+    ...         pass
+    >>> choice.count
+    1
+    """
+    with single_threaded_blas():
+        choice = ThreadChoice(numba.get_num_threads())
+        _CHOICES.append(choice)
+        try:
+            yield choice
+        finally:
+            _CHOICES.pop()
+
+
+@contextmanager
+def evaluation(timed: bool = True):
+    """One evaluation of a density engine on the threads its solve chose (``solving``); outside a
+    solve, on the threads as they are.
+
+    Numba's threads (``numba.set_num_threads``, restored after) and the workers of ``table_product``
+    follow the choice.
+
+    Parameters
+    ----------
+    timed : bool
+        Whether the evaluation counts in the comparison (the right-hand sides: evaluations of one kind,
+        which cost the same); other work (a matrix of the implicit schemes, an energy) runs on the
+        chosen threads untimed.
+
+    Returns
+    -------
+    context manager
+
+    Examples
+    --------
+    >>> import numba
+    >>> from meanfield.solvers import threads
+    >>> with threads.evaluation():
+    ...     numba.get_num_threads() >= 1
+    True
+    """
+    choice = _CHOICES[-1] if _CHOICES else None
+    if choice is None or choice.threads == 1:
+        yield
+        return
+    k = choice.next() if timed else choice.choice
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(k, before))
+    _LIMIT.append(k)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = time.perf_counter() - start
+        _LIMIT.pop()
+        numba.set_num_threads(before)
+    if timed:
+        choice.record(k, seconds)
 
 
 def report() -> dict:

@@ -168,3 +168,79 @@ def test_a_forked_child_computes_the_products():
     if pid == 0:
         os._exit(0 if np.array_equal(threads.table_product(T, W, w), parent) else 1)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+def _drive(choice, seconds, count):
+    """Run ``count`` evaluations through ``choice``; ``seconds(k, i)`` is the time of evaluation i on k threads."""
+    used = []
+    for i in range(count):
+        k = choice.next()
+        used.append(k)
+        choice.record(k, seconds(k, i))
+    return used
+
+
+def test_choice_runs_on_the_faster_setting():
+    fast_one = threads.ThreadChoice(2)
+    used = _drive(fast_one, lambda k, i: 1.0 if k == 1 else 1.5, 2000)
+    assert fast_one.choice == 1
+    assert used.count(2) < 0.02 * len(used)              # trials only: a few blocks on two threads
+    fast_two = threads.ThreadChoice(2)
+    used = _drive(fast_two, lambda k, i: 1.0 if k == 1 else 0.6, 2000)
+    assert fast_two.choice == 2 and used.count(1) < 0.02 * len(used)
+
+
+def test_choice_follows_a_change_of_the_machine():
+    """Two threads win until evaluation 1000, then lose (another process starts): the choice follows
+    within the longest period, and comparisons grow sparser while the choice stands."""
+    choice = threads.ThreadChoice(2)
+    used = _drive(choice, lambda k, i: (0.6 if i < 1000 else 2.0) if k == 2 else 1.0, 3000)
+    assert used[900] == 2 and choice.choice == 1
+    switched = next(n for n, many, one in choice.trials if many > one)
+    assert 1000 < switched <= 1000 + threads.LONGEST + 4 * threads.BLOCK
+    gaps = np.diff([n for n, _, _ in choice.trials if n < 1000])
+    assert np.all(np.diff(gaps) >= 0) and gaps[-1] > gaps[0]
+
+
+def test_choice_ignores_an_outlier():
+    """The first evaluation on two threads meets a warm-up 100x slower: the median still picks two threads."""
+    choice = threads.ThreadChoice(2)
+    _drive(choice, lambda k, i: 100.0 if i == 0 else (0.6 if k == 2 else 1.0), 40)
+    assert choice.trials[0][1] == 0.6 and choice.choice == 2
+
+
+def test_one_thread_asked_for_is_never_timed():
+    choice = threads.ThreadChoice(1)
+    assert set(_drive(choice, lambda k, i: 1.0, 500)) == {1} and not choice.trials
+
+
+def test_evaluation_sets_and_restores_the_threads():
+    import numba
+    before = numba.get_num_threads()
+    with threads.solving() as choice:
+        choice.choice, choice._plan = 1, []
+        with threads.evaluation(timed=False):
+            inside = (numba.get_num_threads(), list(threads._LIMIT))
+        assert numba.get_num_threads() == before
+    assert numba.get_num_threads() == before and not threads._LIMIT and not threads._CHOICES
+    if before > 1:
+        assert inside == (1, [1])
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="one Numba thread")
+@pytest.mark.parametrize("solver", ["sphere", "adaptive", "circle"])
+def test_solve_same_bits_whatever_the_choice(solver, monkeypatch):
+    """Solves whose thread choice is forced to one thread or to two give the same bits."""
+    from meanfield.solvers import circle
+    runs = []
+    for k in (1, 2):
+        monkeypatch.setattr(threads.ThreadChoice, "next", lambda self, k=k: k)
+        if solver == "circle":
+            sol = circle.solve(mf.SA(9.0), perturbed_uniform(2, degree=2), [0.0, 0.5], cells=512,
+                               summation="direct", energy=False, progress=False)
+        else:
+            sol = sphere.solve(mf.SA(3.0), perturbed_uniform(3, degree=2), [0.0, 0.3],
+                               mesh=sphere.icosphere(3) if solver == "sphere" else None, energy=False,
+                               progress=False)
+        runs.append(sol.rho)
+    np.testing.assert_array_equal(runs[0], runs[1])
