@@ -196,6 +196,7 @@ def rotation_invariant(exp):
 
 def figure(results):
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
     fig, ax = plt.subplots(2, 2, figsize=(12, 9), constrained_layout=True)
     s2, s1, bu, ca = results["sphere"], results["circle"], results["burger"], results["causal"]
     h2 = list(s2["h"]) + [float(np.sqrt(4 * np.pi / (10 * 4 ** s2["reference"][0] + 2)))]
@@ -208,6 +209,12 @@ def figure(results):
                     label=r"$S^1$: $W_1(\rho_h, \rho_{h/2})$")
     ax[0, 0].set(xlabel="cell size h (rad; on S^2 of the finest cells)", ylabel=r"$W_1$ at T (rad)",
                  title=r"particles vs PDE: $S^2$ SA with $V = Q^\top K$ symmetric; $S^1$ non-symmetric")
+    left, right = ax[0, 0].get_xlim()                   # labelled by hand: the default minor labels overlap
+    ticks = [x * 10.0 ** e for e in range(-4, 1) for x in (1, 2, 5) if left <= x * 10.0 ** e <= right]
+    ax[0, 0].set_xticks(ticks, [f"{x:g}" for x in ticks])
+    ax[0, 0].xaxis.set_minor_formatter(NullFormatter())
+    low, high = ax[0, 0].get_ylim()
+    ax[0, 0].set_ylim(low, high * 5)                     # room for the legend above the curves
     ax[0, 0].legend(loc="upper left", fontsize=8)
     ax[0, 1].plot(bu["t"], bu["energy"], "o-", label=r"$E_V$ of the PDE")
     ax[0, 1].axhline(bu["two_diracs"], color="C2", ls="--", label=r"two Diracs at $\pm e_1$ (PDE masses)")
