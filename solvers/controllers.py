@@ -45,6 +45,7 @@ SWITCH = 0.05         # auto: implicit once the explicit step is below this frac
 BACK = 0.1            # ... and explicit again once it is above this fraction
 PATIENCE = 3          # ... for this many consecutive steps
 COOLDOWN = 10         # ... (this many times more steps to return to the implicit scheme after going back)
+SPLITS = 30           # fixed steps: halvings of a step whose implicit (Newton) solve fails before giving up
 
 
 class Controller(abc.ABC):
@@ -130,7 +131,7 @@ class FixedSteps(Controller):
         while state["j"] < nsub:
             if self.advance is None:
                 count = 1
-                y_new, nf, _ = self.scheme.step(run.f, t0 + state["j"] * h, y, h)
+                y_new, nf = self.whole_step(run.f, t0 + state["j"] * h, y, h)
                 if self.kick is not None:
                     y_new = y_new + self.kick(y, h, state["nsteps"])
                 y = run.project(y_new)
@@ -141,6 +142,21 @@ class FixedSteps(Controller):
             state["nfev"] += nf
             run.accepted(y, h * count, state["j"] == nsub, count)
         return y
+
+
+    def whole_step(self, f, t: float, y: np.ndarray, h: float, depth: int = 0) -> tuple[np.ndarray, int]:
+        """One step of size h: (y_new, nfev); an implicit scheme's step whose nonlinear solve failed (an
+        infinite error estimate, ``schemes.BackwardEuler``) is taken as two halves, recursively (at most
+        ``SPLITS`` times)."""
+        y_new, nfev, err = self.scheme.step(f, t, y, h)
+        if not self.scheme.implicit or err is None or np.all(np.isfinite(err)):
+            return y_new, nfev
+        if depth >= SPLITS:
+            raise RuntimeError(f"{self.scheme.name}: the nonlinear solve of a step of {h:g} at t = {t:g} failed "
+                               f"after {SPLITS} halvings of dt")
+        first, n1 = self.whole_step(f, t, y, 0.5 * h, depth + 1)
+        second, n2 = self.whole_step(f, t + 0.5 * h, first, 0.5 * h, depth + 1)
+        return second, nfev + n1 + n2
 
 
 class PositivityControl(Controller):
@@ -339,6 +355,8 @@ class ImplicitControl(Controller):
         super().__init__(scheme)
         self.rtol, self.atol, self.cap, self.cfl = rtol, atol, cap, cfl
         self.exponent = 1.0 / (scheme.error_order + 1)
+        if hasattr(scheme, "set_tolerances"):        # a nonlinear solve (BackwardEuler's Newton) to these tolerances
+            scheme.set_tolerances(rtol, atol)
 
     def interval(self, run, y, t0, t1):
         t = run.state["t"]
@@ -526,7 +544,7 @@ class AutoSwitch(Controller):
     >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(256) - 1.0)            # one cluster forms, then rests
     >>> sol = circle.solve(mf.SA(3.0), rho, [0.0, 200.0], cells=256, scheme="auto", progress=False)
     >>> [name for _, name in sol.info["switches"]]
-    ['mprk22']
+    ['backward_euler']
     """
 
     NAMES = ("explicit", "implicit")

@@ -640,7 +640,7 @@ class Auto(Scheme):
     >>> from meanfield.solvers.schemes import Auto
     >>> auto = Auto()
     >>> auto.explicit, auto.implicit_scheme, auto.start
-    (SSPRK3(), MPRK22(), 'explicit')
+    (SSPRK3(), BackwardEuler(), 'explicit')
     """
 
     name, order, stages = "auto", 2, 3
@@ -650,7 +650,7 @@ class Auto(Scheme):
             raise ValueError(f"start must be 'explicit' or 'implicit'; got {start!r}")
         if not 0 < switch <= back:
             raise ValueError(f"need 0 < switch <= back; got {switch!r}, {back!r}")
-        self.explicit, self.implicit_scheme, self.start = SSPRK3(), MPRK22(), start
+        self.explicit, self.implicit_scheme, self.start = SSPRK3(), BackwardEuler(), start
         self.switch, self.back, self.returned = switch, back, bool(returned)
 
     def step(self, f, t, y, h, k1=None):

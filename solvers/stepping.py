@@ -161,9 +161,9 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     Examples
     --------
     >>> from meanfield.solvers.stepping import next_stretch
-    >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
+    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler")], "h": 2.5})
     (Auto(start='implicit'), 2.5)
-    >>> next_stretch("auto", {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})
+    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})
     (Auto(returned=True), None)
     >>> next_stretch("ssprk3", {})
     (SSPRK3(), None)
@@ -201,9 +201,9 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     Examples
     --------
     >>> from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
-    >>> scheme, step = next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
-    >>> restored_stretch("auto", stretch_state(scheme, step, [(3.0, "mprk22")]))
-    (Auto(start='implicit'), 2.5, [(3.0, 'mprk22')])
+    >>> scheme, step = next_stretch("auto", {"switches": [(3.0, "backward_euler")], "h": 2.5})
+    >>> restored_stretch("auto", stretch_state(scheme, step, [(3.0, "backward_euler")]))
+    (Auto(start='implicit'), 2.5, [(3.0, 'backward_euler')])
     """
     scheme = as_scheme(scheme)
     mode = int(scheme.start == "implicit") + 2 * scheme.returned if isinstance(scheme, Auto) else -1
@@ -581,7 +581,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     elif isinstance(controller, PositivityControl):    # steps of at most dt: a lower bound on the steps needed
         check_fixed_steps(run.budget, t_eval, controller.dt, lambda: run.f(float(t_eval[0]), y),
                           controller.scheme.stages, run.what)
-    if not isinstance(controller, ErrorControl) and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+    if not isinstance(controller, (ErrorControl, ImplicitControl, AutoSwitch)) \
+            and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:    # error-controlled steps: dt is a cap only
         where = "" if context is None else f" for {context}"
         raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
                          f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")

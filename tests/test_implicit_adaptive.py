@@ -41,7 +41,7 @@ def test_adaptive_sphere_auto_resumes_bit_for_bit(monkeypatch, tmp_path):
         return adaptive.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 2], [0.0, 5.0, 20.0, 30.0], base=1, finest=3,
                               bulk=2, scheme="auto", energy=False, progress=False, **kw)
     full = solve()
-    assert [name for _, name in full.info["switches"]][:1] == ["mprk22"] and full.info["remeshes"] > 0
+    assert [name for _, name in full.info["switches"]][:1] == ["backward_euler"] and full.info["remeshes"] > 0
     resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=12)
     _same(full, resumed)
 
@@ -51,18 +51,18 @@ def test_adaptive_circle_auto_resumes_bit_for_bit(monkeypatch, tmp_path):
         return adaptive_circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 5.0, 20.0, 200.0], cells=32,
                                      finest_cells=256, scheme="auto", energy=False, progress=False, **kw)
     full = solve()
-    assert [name for _, name in full.info["switches"]][:1] == ["mprk22"]
+    assert [name for _, name in full.info["switches"]][:1] == ["backward_euler"]
     resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=3)
     _same(full, resumed)
 
 
 def test_stretch_state_round_trip_and_refusals():
     auto = adaptive.sphere_fv.auto_scheme("auto")
-    saved = stretch_state(next_stretch(auto, {"switches": [(3.0, "mprk22")], "h": 0.25})[0], 0.25, [(3.0, "mprk22")])
+    saved = stretch_state(next_stretch(auto, {"switches": [(3.0, "backward_euler")], "h": 0.25})[0], 0.25, [(3.0, "backward_euler")])
     scheme, step, switches = restored_stretch(auto, saved)
-    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, [(3.0, "mprk22")])
+    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, [(3.0, "backward_euler")])
     assert restored_stretch("ssprk3", stretch_state("ssprk3", None, [])) == ("ssprk3", None, [])
-    back = next_stretch(auto, {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})[0]      # went back: remembered
+    back = next_stretch(auto, {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})[0]      # went back: remembered
     assert back.returned and restored_stretch(auto, stretch_state(back, None, []))[0].returned
     assert next_stretch(back, {})[0].returned and not next_stretch(auto, {})[0].returned
     with pytest.raises(ValueError, match="does not fit"):
