@@ -14,7 +14,9 @@ name                class              order  stages  notes
 ``implicit_euler``  ``ImplicitEuler``  1      1       linearly implicit, positive for every h
 ``mprk22``          ``MPRK22``         2      2       linearly implicit, positive for every h,
                                                       embedded estimate (error control)
-``auto``            ``Auto``           --     --      SSP-RK3 while fast, MPRK22 once slow
+``backward_euler``  ``BackwardEuler``  1      --      fully implicit (Newton–Krylov), positive for
+                                                      every h, error estimate (error control)
+``auto``            ``Auto``           --     --      SSP-RK3 while fast, backward Euler once slow
 ==================  =================  =====  ======  ==========================================
 
 Strong-stability-preserving schemes are written in Shu–Osher form (Shu & Osher 1988; Gottlieb,
@@ -561,6 +563,23 @@ class BackwardEuler(LinearlyImplicit):
         """The error controller's tolerances, which scale the Newton test."""
         self.rtol, self.atol = rtol, atol
 
+    @staticmethod
+    def _newton_update(force, solve, z, f_z, h, rhs):
+        """(δ, GMRES products): P⁻¹Jδ = rhs by GMRES, Jv = v + h (F(z + εv) - F(z))/ε, ε = √eps (1 + |z|)/|v|."""
+        size, calls = 1.0 + float(np.linalg.norm(z)), [0]
+
+        def product(v):
+            calls[0] += 1
+            norm = float(np.linalg.norm(v))
+            if norm == 0:
+                return np.zeros_like(v)
+            eps = _SQRT_EPS * size / norm
+            return solve(v + (h / eps) * (force(z + eps * v) - f_z))
+        operator = scipy.sparse.linalg.LinearOperator((z.size, z.size), product)
+        delta, _ = scipy.sparse.linalg.gmres(operator, rhs, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART,
+                                             maxiter=1)
+        return delta, calls[0]
+
     def step(self, f, t, y, h, k1=None):
         shape, y_n = y.shape, y.ravel()
         scale = float(np.sum(self.atol + self.rtol * np.abs(y_n)))
@@ -579,24 +598,9 @@ class BackwardEuler(LinearlyImplicit):
             nfev += 1
             if k == 0:
                 f_n = f_z
-            size = 1.0 + float(np.linalg.norm(z))
-
-            def jacobian(v, z=z, f_z=f_z, solve=solve):
-                norm = float(np.linalg.norm(v))
-                if norm == 0:
-                    return np.zeros_like(v)
-                eps = _SQRT_EPS * size / norm
-                return solve(v + (h / eps) * (force(z + eps * v) - f_z))
-            calls = [0]
-
-            def counted(v):
-                calls[0] += 1
-                return jacobian(v)
-            delta, _ = scipy.sparse.linalg.gmres(scipy.sparse.linalg.LinearOperator((z.size, z.size), counted),
-                                                 picard - z, rtol=GMRES_RTOL, atol=0.0, restart=GMRES_RESTART,
-                                                 maxiter=1)
-            nfev += calls[0]
-            krylov += calls[0]
+            delta, calls = self._newton_update(force, solve, z, f_z, h, picard - z)
+            nfev += calls
+            krylov += calls
             update = float(np.sum(np.abs(delta))) / scale
             if not np.isfinite(update):
                 break
@@ -616,7 +620,8 @@ class BackwardEuler(LinearlyImplicit):
 
 class Auto(Scheme):
     """``scheme="auto"``: SSP-RK3 with positivity control while the cells' step bound is what the
-    dynamics needs, MPRK22 with error control once the dynamics has slowed (``controllers.AutoSwitch``
+    dynamics needs, backward Euler (``BackwardEuler``: the field evaluated at the new state, so collapsed
+    clusters drift at their true speed) with error control once the dynamics has slowed (``controllers.AutoSwitch``
     states the rule); ``start`` is the member the run begins with (the adaptive engines pass on the one
     a stretch ended with).
 
@@ -628,7 +633,7 @@ class Auto(Scheme):
     start : {"explicit", "implicit"}
     switch, back : float
         The thresholds of ``controllers.choose_scheme`` on h_explicit / h_implicit (defaults 1/20 and
-        1/10: an MPRK22 step costs about 15 SSP-RK3 steps where the field is cheap beside the sparse
+        1/10: an implicit step costs 20-45 SSP-RK3 steps where the field is cheap beside the sparse
         solves, as on S¹; the S² engines, whose field evaluations dominate, pass 1/2 and 1).
     returned : bool
         Whether the run has already gone back from the implicit member to the explicit one (the adaptive
@@ -654,7 +659,7 @@ class Auto(Scheme):
         self.switch, self.back, self.returned = switch, back, bool(returned)
 
     def step(self, f, t, y, h, k1=None):
-        raise TypeError("scheme='auto' switches between SSP-RK3 and MPRK22 step by step: run it through "
+        raise TypeError("scheme='auto' switches between SSP-RK3 and backward Euler step by step: run it through "
                         "stepping.integrate, not step by step")
 
     def __repr__(self):

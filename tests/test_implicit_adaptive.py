@@ -1,12 +1,12 @@
 """scheme="auto" on the adaptive engines (adaptive S², adaptive circle): a run interrupted after its switch
-to MPRK22 and resumed from its checkpoint repeats the uninterrupted run bit for bit (the member in use, the
+to backward Euler and resumed from its checkpoint repeats the uninterrupted run bit for bit (the member in use, the
 implicit step and the switches are saved at each check, ``stepping.stretch_state``)."""
 import numpy as np
 import pytest
 
 import meanfield as mf
 from meanfield.solvers import adaptive, adaptive_circle
-from meanfield.solvers.schemes import MPRK22
+from meanfield.solvers.schemes import BackwardEuler
 from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
 
 
@@ -15,15 +15,15 @@ class Interrupted(Exception):
 
 
 def _interrupted_then_resumed(monkeypatch, path, solve, after):
-    """The run stopped at the ``after``-th MPRK22 step (past the switch), then resumed from ``path``."""
-    real, calls = MPRK22.step, [0]
+    """The run stopped at the ``after``-th backward Euler step (past the switch), then resumed from ``path``."""
+    real, calls = BackwardEuler.step, [0]
 
     def stopping(self, *args, **kwargs):
         calls[0] += 1
         if calls[0] > after:
             raise Interrupted
         return real(self, *args, **kwargs)
-    monkeypatch.setattr(MPRK22, "step", stopping)
+    monkeypatch.setattr(BackwardEuler, "step", stopping)
     with pytest.raises(Interrupted):
         solve(checkpoint=path, checkpoint_every=1)
     monkeypatch.undo()
@@ -58,9 +58,10 @@ def test_adaptive_circle_auto_resumes_bit_for_bit(monkeypatch, tmp_path):
 
 def test_stretch_state_round_trip_and_refusals():
     auto = adaptive.sphere_fv.auto_scheme("auto")
-    saved = stretch_state(next_stretch(auto, {"switches": [(3.0, "backward_euler")], "h": 0.25})[0], 0.25, [(3.0, "backward_euler")])
+    switched = [(3.0, "backward_euler")]
+    saved = stretch_state(next_stretch(auto, {"switches": switched, "h": 0.25})[0], 0.25, switched)
     scheme, step, switches = restored_stretch(auto, saved)
-    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, [(3.0, "backward_euler")])
+    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, switched)
     assert restored_stretch("ssprk3", stretch_state("ssprk3", None, [])) == ("ssprk3", None, [])
     back = next_stretch(auto, {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})[0]      # went back: remembered
     assert back.returned and restored_stretch(auto, stretch_state(back, None, []))[0].returned

@@ -62,8 +62,8 @@ def test_nonlinear_step_solves_the_backward_euler_equation():
             return upwind_matrix([0], [1], [1.0 + y[0]], [0.0], [1.0], np.ones(2))
     for h in (0.1, 1.0, 1e4):
         exact = (-(1 + h) + np.sqrt((1 + h) ** 2 + 4 * h)) / (2 * h)
-        step = BackwardEuler().step(Drain(), 0.0, np.array([1.0, 0.0]), h)
-        assert abs(step.y[0] - exact) < 1e-8 * exact and step.y.sum() == 1.0 and step.y.min() >= 0
+        step = BackwardEuler(rtol=1e-10, atol=1e-14).step(Drain(), 0.0, np.array([1.0, 0.0]), h)
+        assert abs(step.y[0] - exact) < 1e-6 * exact and abs(step.y.sum() - 1) < 1e-15 and step.y.min() >= 0, h
         assert abs(ImplicitEuler().step(Drain(), 0.0, np.array([1.0, 0.0]), h).y[0] - 1 / (1 + 2 * h)) < 1e-15
 
 
@@ -100,16 +100,17 @@ def test_error_estimate_is_the_local_error(smooth_case):
 
 
 def test_error_control_reaches_the_tolerance(smooth_case):
-    """First order under a first-order estimate: the error at T follows rtol (measured ratios near 1), the steps
-    grow like rtol^(-1/2)."""
+    """A first-order scheme whose local error is held to rtol: steps grow like rtol^(-1/2) and the error at T, a sum
+    of about T/h local errors, falls like rtol^(1/2) (measured: 0.63 sqrt(rtol) relative, the same at every rtol)."""
     model, cells, T, rho0, exact, _ = smooth_case
     errors, steps = [], []
     for rtol in (1e-3, 1e-4, 1e-5):
         sol = circle.solve(model, rho0, [0.0, T], cells=cells, flux="upwind", summation="direct",
                            scheme="backward_euler", rtol=rtol, atol=1e-10, max_dt=10.0, progress=False, energy=False)
-        errors.append(np.abs(sol.rho[-1] - exact).sum() / np.abs(exact).sum() / rtol)
+        errors.append(np.abs(sol.rho[-1] - exact).sum() / np.abs(exact).sum() / np.sqrt(rtol))
         steps.append(sol.info["nsteps"])
-    assert np.all((np.array(errors) > 0.1) & (np.array(errors) < 10.0)), errors
+    assert np.all((np.array(errors) > 0.3) & (np.array(errors) < 1.5)), errors
+    assert max(errors) < 1.2 * min(errors), errors
     assert np.all(np.abs(np.diff(np.log10(steps)) - 0.5) < 0.15), steps
 
 
@@ -133,7 +134,7 @@ def test_collapsed_clusters_drift_at_their_true_speed():
         start = circle.solve(mf.SA(beta), rho / (rho.sum() * 2 * np.pi / cells), [0.0, 30.0], **kw).rho[-1]
         ref = circle.solve(mf.SA(beta), start, [0.0, 60.0], **kw).rho[-1]
         drift = angle(ref) - angle(start)
-        for dt, frozen in ((1.0, 0.5), (10.0, 0.1), (30.0, 0.04)):
+        for dt, frozen in ((1.0, 0.55), (10.0, 0.12), (30.0, 0.05)):
             new = circle.solve(mf.SA(beta), start, [0.0, 60.0], scheme="backward_euler", dt=dt, **kw).rho[-1]
             old = circle.solve(mf.SA(beta), start, [0.0, 60.0], scheme="implicit_euler", dt=dt, **kw).rho[-1]
             assert abs((angle(new) - angle(start)) / drift - 1) < 0.02, dt
