@@ -144,19 +144,27 @@ def test_collapsed_clusters_drift_at_their_true_speed():
 # --- failures, resumes, the step-count guard -----------------------------------------------------
 
 def test_newton_failure_rejects_and_retries_smaller():
-    """Newton allowed one iteration: large steps fail and are retried smaller (rejections), fixed steps are halved,
-    and the results stay positive and conservative."""
+    """Through the clustering of a smooth start, Newton diverges on some of the steps the error control proposes
+    (one step of 50 always; more with two iterations allowed): those steps are rejected and retried smaller, fixed steps are halved, and the results
+    stay positive and conservative."""
     cells = 128
     op = CircleOperator(mf.SA(3.0), cells, "upwind")
     rho0 = _smooth(cells)
-    scheme = BackwardEuler(max_iter=1)
-    Y, info = integrate(op, rho0, np.array([0.0, 50.0]), scheme=scheme, dt=1.0, positivity=True, rtol=1e-3,
+    assert not np.all(np.isfinite(BackwardEuler().step(op, 0.0, rho0, 50.0).error))
+    failures = []
+
+    class Counting(BackwardEuler):
+        def step(self, f, t, y, h, k1=None):
+            out = super().step(f, t, y, h, k1)
+            failures.append(not np.all(np.isfinite(out.error)))
+            return out
+    Y, info = integrate(op, rho0, np.array([0.0, 50.0]), scheme=Counting(max_iter=2), dt=1.0, positivity=True, rtol=1e-3,
                         atol=1e-8)
-    assert info["nrejected"] > 0 and Y.min() >= 0 and abs(Y[-1].sum() * 2 * np.pi / cells - 1) < 1e-12
-    assert not np.all(np.isfinite(scheme.step(op, 0.0, rho0, 50.0).error))
-    Z, fixed = integrate(op, rho0, np.array([0.0, 50.0]), scheme=BackwardEuler(max_iter=1), dt=50.0)
-    assert fixed["nsteps"] == 1 and fixed["nfev"] > 10 and Z.min() >= 0
-    assert np.abs(Z[-1] - Y[-1]).sum() * 2 * np.pi / cells < 0.05
+    assert sum(failures) > 0 and info["nrejected"] >= sum(failures)
+    assert Y.min() >= 0 and abs(Y[-1].sum() * 2 * np.pi / cells - 1) < 1e-12
+    Z, fixed = integrate(op, rho0, np.array([0.0, 50.0]), scheme="backward_euler", dt=50.0)
+    assert fixed["nsteps"] == 1 and fixed["nfev"] > 100 and Z.min() >= 0
+    assert abs(Z[-1].sum() * 2 * np.pi / cells - 1) < 1e-12
 
 
 def test_newton_that_cannot_converge_stops_with_an_error():
@@ -177,19 +185,20 @@ class Interrupted(Exception):
     pass
 
 
-@pytest.mark.parametrize("scheme", ["backward_euler", "auto"])
-def test_resumes_bit_for_bit(monkeypatch, tmp_path, scheme):
+@pytest.mark.parametrize("scheme, after", [("backward_euler", 17), ("auto", 3)])
+def test_resumes_bit_for_bit(monkeypatch, tmp_path, scheme, after):
     rho0 = 1 + 0.5 * np.cos(circle.cell_angles(128) - 1.0)
     t = np.linspace(0.0, 50.0, 6)
 
     def solve(**kw):
         return circle.solve(mf.SA(3.0), rho0, t, cells=128, scheme=scheme, progress=False, **kw)
     full = solve()
+    assert full.info["nsteps"] > after
     real, calls = BackwardEuler.step, [0]
 
     def stopping(self, *args, **kwargs):
         calls[0] += 1
-        if calls[0] > 17:
+        if calls[0] > after:
             raise Interrupted
         return real(self, *args, **kwargs)
     monkeypatch.setattr(BackwardEuler, "step", stopping)
