@@ -67,7 +67,7 @@ def test_sign_pattern_and_zero_weighted_column_sums(engine):
 
 # --- positivity and mass, every step size, through the solvers ----------------------------------
 
-@pytest.mark.parametrize("scheme", ["implicit_euler", "mprk22"])
+@pytest.mark.parametrize("scheme", ["implicit_euler", "mprk22", "backward_euler"])
 @pytest.mark.parametrize("state", ["dirac", "two clusters", "smooth"])
 def test_circle_solve_positive_and_conservative_for_every_step(scheme, state):
     cells = 256
@@ -80,7 +80,7 @@ def test_circle_solve_positive_and_conservative_for_every_step(scheme, state):
         assert sol.info["nsteps"] == 3
 
 
-@pytest.mark.parametrize("scheme", ["implicit_euler", "mprk22"])
+@pytest.mark.parametrize("scheme", ["implicit_euler", "mprk22", "backward_euler"])
 def test_sphere_solve_positive_and_conservative_for_every_step(scheme):
     mesh = sphere.icosphere(3)
     rng = np.random.default_rng(1)

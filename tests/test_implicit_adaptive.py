@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import adaptive, adaptive_circle
+from meanfield.solvers import adaptive, adaptive_circle, circle
 from meanfield.solvers.schemes import BackwardEuler
 from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
 
@@ -70,3 +70,17 @@ def test_stretch_state_round_trip_and_refusals():
         restored_stretch("ssprk3", saved)                       # an auto member for an explicit run
     with pytest.raises(ValueError, match="does not fit"):
         restored_stretch("auto", dict(saved, stretch_step=np.array(-1.0)))
+
+
+@pytest.mark.parametrize("scheme, after", [("backward_euler", 17), ("auto", 3)])
+def test_circle_backward_euler_and_auto_resume_bit_for_bit(monkeypatch, tmp_path, scheme, after):
+    """The fixed-grid engine too: a run stopped at a backward Euler step resumes bit for bit."""
+    rho0 = 1 + 0.5 * np.cos(circle.cell_angles(128) - 1.0)
+
+    def solve(**kw):
+        return circle.solve(mf.SA(3.0), rho0, np.linspace(0.0, 50.0, 6), cells=128, scheme=scheme, progress=False,
+                            **kw)
+    full = solve()
+    assert full.info["nsteps"] > after
+    resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=after)
+    assert np.array_equal(full.rho, resumed.rho) and resumed.info["nsteps"] == full.info["nsteps"]
