@@ -512,7 +512,9 @@ class BackwardEuler(LinearlyImplicit):
       Jacobian-vector product: P_k^{-1} J is the identity plus the field's dependence on the density,
       a few smooth harmonics, so GMRES needs few iterations;
     - z_{k+1} = max(z_k + δ, 0) (negative iterates are clipped before the field sees them: the solution
-      is ≥ 0, so this only brings the iterate closer);
+      is ≥ 0, so this only brings the iterate closer; only the difference quotients' states z + εv,
+      perturbed by about √eps |z|, may dip below 0 in empty cells, which SA's normalisation, a sum over
+      the whole mass, does not notice);
     - converged when η_k |δ_k| ≤ ``kappa`` (Hairer–Wanner's test, η_k = θ_k/(1 - θ_k), θ_k the ratio of
       successive updates; η_0 = 1), |·| the L1 norm relative to Σ(atol + rtol |y_n|).
 
