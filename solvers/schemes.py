@@ -36,6 +36,10 @@ dρ/dt = -A(ρ)ρ, A = ``Operator.linear_part(ρ)`` the first-order upwind trans
 at ρ: every stage solves (I + h A') x = ρ_n with a matrix A' of the transport sign pattern, an
 M-matrix (``implicit.m_matrix_solve``), so the densities stay non-negative and the mass exact for
 every step h, and the step is chosen by the error, not by the cells (docs/implicit.md).
+
+``BackwardEuler`` is fully implicit: it solves the step's nonlinear equation z - ρ_n + h A(z) z = 0 with the
+field at the new state (Newton–Krylov, each iteration preconditioned by such an M-matrix solve), and ends every
+step with one of these solves, so it keeps the same guarantees.
 """
 import abc
 from fractions import Fraction
