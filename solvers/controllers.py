@@ -15,7 +15,7 @@ loop (``stepping.integrate``), which owns output times, checkpoints and progress
   and retried with half the step.  The step depends only on (t, y), so a resumed run repeats it;
 - ``ErrorControl``: an embedded pair's error estimate sets the step (the usual controller, factor
   0.9 · err^(-1/(q+1)) within [0.2, 5] for an estimate of order q);
-- ``ImplicitControl``: the same for a linearly implicit scheme (``schemes.MPRK22``), with the L1 norm
+- ``ImplicitControl``: the same for an implicit scheme (``schemes.MPRK22``, ``schemes.BackwardEuler``), with the L1 norm
   of the error relative to atol + rtol |y| (mass-weighted errors: the RMS norm, dominated by the few
   cells of a cluster, cut the steps 2×), the growth capped at ``GROWTH`` per step, no positivity check
   (the scheme keeps y >= 0 for every h) and, in the fast phase, steps of at most ``dt``: from the start
@@ -23,7 +23,7 @@ loop (``stepping.integrate``), which owns output times, checkpoints and progress
   below ``dt``, or a density exceeds twice the mean (``clustered``) (from a
   near-uniform state the error estimate alone would step over the linear growth of the unstable modes
   and shift the clustering times; ``run.state["fast"]``);
-- ``AutoSwitch`` (``scheme="auto"``): SSP-RK3 under ``PositivityControl`` or MPRK22 under
+- ``AutoSwitch`` (``scheme="auto"``): SSP-RK3 under ``PositivityControl`` or backward Euler under
   ``ImplicitControl``, switching by ``choose_scheme``.
 
 A controller advances ``run.state`` (the integration counters, saved in checkpoints) and reports
@@ -45,6 +45,7 @@ SWITCH = 0.05         # auto: implicit once the explicit step is below this frac
 BACK = 0.1            # ... and explicit again once it is above this fraction
 PATIENCE = 3          # ... for this many consecutive steps
 COOLDOWN = 10         # ... (this many times more steps to return to the implicit scheme after going back)
+SPLITS = 30           # fixed steps: halvings of a step whose implicit (Newton) solve fails before giving up
 
 
 class Controller(abc.ABC):
@@ -130,7 +131,7 @@ class FixedSteps(Controller):
         while state["j"] < nsub:
             if self.advance is None:
                 count = 1
-                y_new, nf, _ = self.scheme.step(run.f, t0 + state["j"] * h, y, h)
+                y_new, nf = self.whole_step(run.f, t0 + state["j"] * h, y, h)
                 if self.kick is not None:
                     y_new = y_new + self.kick(y, h, state["nsteps"])
                 y = run.project(y_new)
@@ -141,6 +142,21 @@ class FixedSteps(Controller):
             state["nfev"] += nf
             run.accepted(y, h * count, state["j"] == nsub, count)
         return y
+
+
+    def whole_step(self, f, t: float, y: np.ndarray, h: float, depth: int = 0) -> tuple[np.ndarray, int]:
+        """One step of size h: (y_new, nfev); an implicit scheme's step whose nonlinear solve failed (an
+        infinite error estimate, ``schemes.BackwardEuler``) is taken as two halves, recursively (at most
+        ``SPLITS`` times)."""
+        y_new, nfev, err = self.scheme.step(f, t, y, h)
+        if not self.scheme.implicit or err is None or np.all(np.isfinite(err)):
+            return y_new, nfev
+        if depth >= SPLITS:
+            raise RuntimeError(f"{self.scheme.name}: the nonlinear solve of a step of {h:g} at t = {t:g} failed "
+                               f"after {SPLITS} halvings of dt")
+        first, n1 = self.whole_step(f, t, y, 0.5 * h, depth + 1)
+        second, n2 = self.whole_step(f, t + 0.5 * h, first, 0.5 * h, depth + 1)
+        return second, nfev + n1 + n2
 
 
 class PositivityControl(Controller):
@@ -339,6 +355,8 @@ class ImplicitControl(Controller):
         super().__init__(scheme)
         self.rtol, self.atol, self.cap, self.cfl = rtol, atol, cap, cfl
         self.exponent = 1.0 / (scheme.error_order + 1)
+        if hasattr(scheme, "set_tolerances"):        # a nonlinear solve (BackwardEuler's Newton) to these tolerances
+            scheme.set_tolerances(rtol, atol)
 
     def interval(self, run, y, t0, t1):
         t = run.state["t"]
@@ -424,7 +442,7 @@ def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: floa
     r"""The rule of ``scheme="auto"``: explicit while the cells set the pace, implicit once the dynamics slows.
 
     After each step, with r = h_explicit / h_implicit (h_explicit: the step the explicit scheme's
-    positivity bound allows, min(dt, cfl / rate); h_implicit: the step MPRK22's error estimate allows
+    positivity bound allows, min(dt, cfl / rate); h_implicit: the step the implicit scheme's error estimate allows
     to the tolerance):
 
     - from "explicit", a step counts towards the switch when the fast phase is over (``capped`` False:
@@ -495,10 +513,10 @@ def choose_scheme(current: str, streak: int, h_explicit: float, h_implicit: floa
 
 class AutoSwitch(Controller):
     r"""``scheme="auto"``: SSP-RK3 under ``PositivityControl`` while the cells' bound is what the dynamics
-    needs, MPRK22 under ``ImplicitControl`` once it has slowed, switching by ``choose_scheme``.
+    needs, backward Euler under ``ImplicitControl`` once it has slowed, switching by ``choose_scheme``.
 
     h_implicit is, while explicit, estimated free of charge from the SSP-RK3 step's first two stages:
-    MPRK22's error estimate is the implicit Euler step's local error ≈ (h²/2) y'', y'' ≈ (F(y + h F(y))
+    the implicit scheme's error estimate is the (backward) Euler step's local error ≈ (h²/2) y'', y'' ≈ (F(y + h F(y))
     - F(y)) / h, so h_implicit = 0.9 (2 Σ(atol + rtol |y|) / Σ|y''|)^{1/2}; while implicit it is the
     controller's next step, and h_explicit = min(dt, cfl / max_i A(y)_ii).  Steps of the explicit
     scheme shorter than half its bound (ending on an output time) do not count.  After a switch back to
@@ -513,7 +531,7 @@ class AutoSwitch(Controller):
     ----------
     auto : schemes.Auto
     rtol, atol : float
-        MPRK22's tolerances.
+        The implicit scheme's tolerances.
     cap : float
         dt: the explicit scheme's largest step (and the implicit one's in the fast phase).
     cfl : float
@@ -526,7 +544,7 @@ class AutoSwitch(Controller):
     >>> rho = 1 + 0.5 * np.cos(circle.cell_angles(256) - 1.0)            # one cluster forms, then rests
     >>> sol = circle.solve(mf.SA(3.0), rho, [0.0, 200.0], cells=256, scheme="auto", progress=False)
     >>> [name for _, name in sol.info["switches"]]
-    ['mprk22']
+    ['backward_euler']
     """
 
     NAMES = ("explicit", "implicit")

@@ -11,11 +11,11 @@ chooses (``controllers.py``):
 - error control for an embedded pair (``dopri5``), with ``rtol`` and ``atol``;
 - positivity control (``positivity=True``): the right-hand side returns ``(dy/dt, rate)`` and the
   steps follow the rate, every stage of a Shu–Osher scheme (``euler``, ``ssprk3``) checked;
-- a linearly implicit scheme (``implicit_euler``, ``mprk22``) needs ``f`` to be the engine's
+- an implicit scheme (``implicit_euler``, ``mprk22``, ``backward_euler``) needs ``f`` to be the engine's
   ``contract.Operator`` (its ``linear_part``): with ``positivity=True`` an embedded pair gets error
   control (``controllers.ImplicitControl``; ``dt`` then caps the steps only in the fast phase), else
   fixed steps of ``dt``, of any size; ``scheme="auto"`` (``positivity=True``) switches between SSP-RK3
-  and MPRK22 (``controllers.AutoSwitch``, ``info["switches"]``).
+  and backward Euler (``controllers.AutoSwitch``, ``info["switches"]``).
 
 The loop owns what every run needs: output times, a checkpoint every ``checkpoint_every`` steps
 (atomically: temporary file + rename) from which a resumed run repeats exactly the arithmetic of an
@@ -161,9 +161,9 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     Examples
     --------
     >>> from meanfield.solvers.stepping import next_stretch
-    >>> next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
+    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler")], "h": 2.5})
     (Auto(start='implicit'), 2.5)
-    >>> next_stretch("auto", {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})
+    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})
     (Auto(returned=True), None)
     >>> next_stretch("ssprk3", {})
     (SSPRK3(), None)
@@ -201,9 +201,9 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     Examples
     --------
     >>> from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
-    >>> scheme, step = next_stretch("auto", {"switches": [(3.0, "mprk22")], "h": 2.5})
-    >>> restored_stretch("auto", stretch_state(scheme, step, [(3.0, "mprk22")]))
-    (Auto(start='implicit'), 2.5, [(3.0, 'mprk22')])
+    >>> scheme, step = next_stretch("auto", {"switches": [(3.0, "backward_euler")], "h": 2.5})
+    >>> restored_stretch("auto", stretch_state(scheme, step, [(3.0, "backward_euler")]))
+    (Auto(start='implicit'), 2.5, [(3.0, 'backward_euler')])
     """
     scheme = as_scheme(scheme)
     mode = int(scheme.start == "implicit") + 2 * scheme.returned if isinstance(scheme, Auto) else -1
@@ -469,13 +469,13 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     ``hmin`` and ``hmax``; ``context`` is named in the error of a step that underflows).  Otherwise a
     scheme with an error estimate gets ``controllers.ErrorControl`` and any other ``FixedSteps``.
 
-    A linearly implicit scheme (``implicit = True``: ``"implicit_euler"``, ``"mprk22"``) takes ``f``
+    An implicit scheme (``implicit = True``: ``"implicit_euler"``, ``"mprk22"``, ``"backward_euler"``) takes ``f``
     the engine's Operator (``contract.Operator``, with ``linear_part``); with ``positivity=True`` an
     embedded pair's steps follow its error estimate to ``rtol``/``atol`` (``controllers.ImplicitControl``:
     the L1 norm, growth at most 5× per step, no positivity check since every step keeps y >= 0, and
     ``dt`` caps the steps only while the explicit bound cfl / rate exceeds it), otherwise fixed steps
     of ``dt``, of any size.  ``scheme="auto"`` (``positivity=True``) starts with SSP-RK3 under
-    positivity control and switches to MPRK22 under error control when the explicit step falls below
+    positivity control and switches to backward Euler under error control when the explicit step falls below
     1/20 of the implicit one for 3 steps, back when it exceeds 1/10 for 3 steps
     (``controllers.choose_scheme``); ``info["switches"]`` lists (t, scheme name) of each switch.
 
@@ -490,7 +490,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         Increasing output times; the run starts at ``t_eval[0]``.
     scheme : str, Scheme subclass or Scheme
         A name of ``schemes.SCHEMES`` (``"euler"``, ``"rk4"``, ``"ssprk3"``, ``"dopri5"``,
-        ``"implicit_euler"``, ``"mprk22"``, ``"auto"``), or a scheme (``schemes.as_scheme``).
+        ``"implicit_euler"``, ``"mprk22"``, ``"backward_euler"``, ``"auto"``), or a scheme (``schemes.as_scheme``).
     dt : float, optional
         The fixed step (the largest step with ``positivity``); unused by an error-controlled pair.
     rtol, atol : float
@@ -581,7 +581,8 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
     elif isinstance(controller, PositivityControl):    # steps of at most dt: a lower bound on the steps needed
         check_fixed_steps(run.budget, t_eval, controller.dt, lambda: run.f(float(t_eval[0]), y),
                           controller.scheme.stages, run.what)
-    if not isinstance(controller, ErrorControl) and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:
+    if not isinstance(controller, (ErrorControl, ImplicitControl, AutoSwitch)) \
+            and not (t_eval[-1] - t_eval[0]) / dt <= MAX_STEPS:    # error-controlled steps: dt is a cap only
         where = "" if context is None else f" for {context}"
         raise ValueError(f"dt = {dt:g} would take more than {MAX_STEPS:.0e} steps to span t_eval "
                          f"({t_eval[0]:g} to {t_eval[-1]:g}){where}; shorten t_eval or choose a larger dt")
@@ -663,7 +664,7 @@ def _controller(scheme, dt, rtol, atol, positivity, cfl, kick, advance, context,
             return AutoSwitch(scheme, rtol, atol, as_positive(dt, "dt"), cfl, context)
         if not scheme.adaptive:
             raise ValueError(f"the scheme {scheme.name!r} has no error estimate: give a fixed dt (any size), or use "
-                             f"'mprk22' for steps chosen by the error")
+                             f"'backward_euler' or 'mprk22' for steps chosen by the error")
         return ImplicitControl(scheme, rtol, atol, as_positive(dt, "dt"), cfl)
     if not scheme.adaptive or positivity or scheme.implicit:
         if dt is None:

@@ -1,12 +1,12 @@
 """scheme="auto" on the adaptive engines (adaptive S², adaptive circle): a run interrupted after its switch
-to MPRK22 and resumed from its checkpoint repeats the uninterrupted run bit for bit (the member in use, the
+to backward Euler and resumed from its checkpoint repeats the uninterrupted run bit for bit (the member in use, the
 implicit step and the switches are saved at each check, ``stepping.stretch_state``)."""
 import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.solvers import adaptive, adaptive_circle
-from meanfield.solvers.schemes import MPRK22
+from meanfield.solvers import adaptive, adaptive_circle, circle
+from meanfield.solvers.schemes import BackwardEuler
 from meanfield.solvers.stepping import next_stretch, restored_stretch, stretch_state
 
 
@@ -15,15 +15,15 @@ class Interrupted(Exception):
 
 
 def _interrupted_then_resumed(monkeypatch, path, solve, after):
-    """The run stopped at the ``after``-th MPRK22 step (past the switch), then resumed from ``path``."""
-    real, calls = MPRK22.step, [0]
+    """The run stopped at the ``after``-th backward Euler step (past the switch), then resumed from ``path``."""
+    real, calls = BackwardEuler.step, [0]
 
     def stopping(self, *args, **kwargs):
         calls[0] += 1
         if calls[0] > after:
             raise Interrupted
         return real(self, *args, **kwargs)
-    monkeypatch.setattr(MPRK22, "step", stopping)
+    monkeypatch.setattr(BackwardEuler, "step", stopping)
     with pytest.raises(Interrupted):
         solve(checkpoint=path, checkpoint_every=1)
     monkeypatch.undo()
@@ -41,7 +41,7 @@ def test_adaptive_sphere_auto_resumes_bit_for_bit(monkeypatch, tmp_path):
         return adaptive.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 2], [0.0, 5.0, 20.0, 30.0], base=1, finest=3,
                               bulk=2, scheme="auto", energy=False, progress=False, **kw)
     full = solve()
-    assert [name for _, name in full.info["switches"]][:1] == ["mprk22"] and full.info["remeshes"] > 0
+    assert [name for _, name in full.info["switches"]][:1] == ["backward_euler"] and full.info["remeshes"] > 0
     resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=12)
     _same(full, resumed)
 
@@ -51,21 +51,36 @@ def test_adaptive_circle_auto_resumes_bit_for_bit(monkeypatch, tmp_path):
         return adaptive_circle.solve(mf.SA(3.0), lambda x: 1 + 0.5 * x[:, 0], [0.0, 5.0, 20.0, 200.0], cells=32,
                                      finest_cells=256, scheme="auto", energy=False, progress=False, **kw)
     full = solve()
-    assert [name for _, name in full.info["switches"]][:1] == ["mprk22"]
+    assert [name for _, name in full.info["switches"]][:1] == ["backward_euler"]
     resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=3)
     _same(full, resumed)
 
 
 def test_stretch_state_round_trip_and_refusals():
     auto = adaptive.sphere_fv.auto_scheme("auto")
-    saved = stretch_state(next_stretch(auto, {"switches": [(3.0, "mprk22")], "h": 0.25})[0], 0.25, [(3.0, "mprk22")])
+    switched = [(3.0, "backward_euler")]
+    saved = stretch_state(next_stretch(auto, {"switches": switched, "h": 0.25})[0], 0.25, switched)
     scheme, step, switches = restored_stretch(auto, saved)
-    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, [(3.0, "mprk22")])
+    assert (scheme.start, scheme.switch, scheme.back, step, switches) == ("implicit", 0.5, 1.0, 0.25, switched)
     assert restored_stretch("ssprk3", stretch_state("ssprk3", None, [])) == ("ssprk3", None, [])
-    back = next_stretch(auto, {"switches": [(3.0, "mprk22"), (4.0, "ssprk3")]})[0]      # went back: remembered
+    back = next_stretch(auto, {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})[0]      # went back: remembered
     assert back.returned and restored_stretch(auto, stretch_state(back, None, []))[0].returned
     assert next_stretch(back, {})[0].returned and not next_stretch(auto, {})[0].returned
     with pytest.raises(ValueError, match="does not fit"):
         restored_stretch("ssprk3", saved)                       # an auto member for an explicit run
     with pytest.raises(ValueError, match="does not fit"):
         restored_stretch("auto", dict(saved, stretch_step=np.array(-1.0)))
+
+
+@pytest.mark.parametrize("scheme, after", [("backward_euler", 17), ("auto", 3)])
+def test_circle_backward_euler_and_auto_resume_bit_for_bit(monkeypatch, tmp_path, scheme, after):
+    """The fixed-grid engine too: a run stopped at a backward Euler step resumes bit for bit."""
+    rho0 = 1 + 0.5 * np.cos(circle.cell_angles(128) - 1.0)
+
+    def solve(**kw):
+        return circle.solve(mf.SA(3.0), rho0, np.linspace(0.0, 50.0, 6), cells=128, scheme=scheme, progress=False,
+                            **kw)
+    full = solve()
+    assert full.info["nsteps"] > after
+    resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=after)
+    assert np.array_equal(full.rho, resumed.rho) and resumed.info["nsteps"] == full.info["nsteps"]

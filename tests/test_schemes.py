@@ -185,7 +185,7 @@ def test_a_run_past_its_budget_saves_and_resumes_bit_for_bit(tmp_path, scheme, p
 def test_as_scheme_names_classes_instances_and_errors():
     assert {name: type(as_scheme(name)).__name__ for name in SCHEMES} == {
         "euler": "ForwardEuler", "ssprk3": "SSPRK3", "rk4": "RK4", "dopri5": "DormandPrince",
-        "implicit_euler": "ImplicitEuler", "mprk22": "MPRK22", "auto": "Auto"}
+        "implicit_euler": "ImplicitEuler", "mprk22": "MPRK22", "backward_euler": "BackwardEuler", "auto": "Auto"}
     scheme = SSPRK2()
     assert as_scheme(scheme) is scheme and isinstance(as_scheme(SSPRK2), SSPRK2)
     with pytest.raises(ValueError, match="unknown scheme 'heun'; choose one of 'euler', 'ssprk3', 'rk4', 'dopri5'"):

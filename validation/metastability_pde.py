@@ -18,13 +18,14 @@ in ``metastable_lifetimes``).
 
 The PDE is run with the positivity-controlled SSP-RK3 steps and the first-order upwind flux (a
 one-cell cluster moves with its particle velocity), the semi-discrete system the implicit schemes
-integrate.  Beside it, the same system with ``scheme="auto"`` (default rtol 1e-3) for β up to
-where L ≈ 10⁶: the linearly implicit steps freeze the field over a step, and a cluster narrower
-than a cell drifts only through the split of its mass between two cells, which relaxes at the
-self-attraction rate (≈ 1 for SA); a frozen-field step of size dt therefore moves it by about
-one relaxation time's worth of drift, not dt's, and MPRK22's error estimate (a difference of two
-such steps) does not see it.  Those runs merge late by a factor that grows with L; they are
-recorded and drawn, not checked (docs/experiments.md).
+integrate.  Beside it, for β = 7 … 11 (L ≈ 3·10³ … 8·10⁵), the same system with ``scheme="auto"``
+(SSP-RK3 through the collapse, then backward Euler, default rtol 1e-3): the fully implicit step
+evaluates the field at the new state, so a cluster narrower than a cell drifts at its true speed
+(a step that freezes the field moves it by about dt/(1 + dt) of its drift: ``frozen_field_drift``
+measures both).  On a fixed grid a cluster whose pull from the other is weaker than its own
+self-attraction across one cell is pinned (a stationary state of the upwind system, which the
+explicit solver relaxes to as well: 256 cells pin the clusters at β = 9), so these runs take
+256 · 2^(β - 7) cells.
 
 Energy staircase.  ρ_0 = (1 + A Σ_{l=1}^{8} cos(lθ + φ_l)/8)/(2π), A = 0.1, random phases, SA
 β = 8: a few clusters form by t ≈ 15 and merge one pair at a time.  The normalised energy of
@@ -38,10 +39,14 @@ the plateau's last output.
 
 Checks: every PDE lifetime within 1 % of the particles' and of the two-Dirac prediction; the
 fitted slopes c of the PDE and of the particles agree within their 95 % intervals (the intervals
-overlap) over >= 4 β; the staircase: the PDE and the particles go through the same cluster counts,
-every merge of the PDE within 10 % of the particles' time, and every jump of Ê (PDE and particles)
-within X_before + X_after + 2 % of 2 m_a m_b.
+overlap) over >= 4 β; the backward Euler lifetimes (β = 7 … 11) within 1 % of the two-Dirac
+prediction and their slope within the 95 % interval of the two-Dirac fit over the same β (particles
+are not run there: 64 tokens to t ≈ 10⁶ take the explicit adaptive particle solver millions of steps);
+backward Euler keeps the explicit drift of collapsed clusters; the staircase: the PDE and the particles
+go through the same cluster counts, every merge of the PDE within 10 % of the particles' time, and every
+jump of Ê (PDE and particles) within X_before + X_after + 2 % of 2 m_a m_b.
 """
+import time
 import warnings
 
 import numpy as np
@@ -58,7 +63,6 @@ CELLS = 256          # PDE cells (h = 0.0245)
 WIDTH = 0.05         # standard deviation of each initial bump (radians)
 PHI = 2 * np.pi / 3  # initial angle between the two clusters (gap 1 - cos φ = 3/2)
 T_COLLAPSE = 10.0    # the bumps have collapsed to near-Diracs by then
-T_AUTO = 9.9e5       # "auto" refuses spans over 1e7 of its fast-phase cap max_dt = 0.1 (stepping.MAX_STEPS)
 TOKENS = 64          # particles quantised from ρ_0 (lifetimes)
 FLUX = "upwind"      # first order: one-cell clusters travel at their particle speed
 TOL = 0.05           # token clusters: single linkage at this geodesic scale
@@ -109,16 +113,21 @@ def measured_lifetime(t, angle):
     return crossing(t, angle, angle[0] / 2), float(np.interp(T_COLLAPSE, t, angle))
 
 
-def pde_lifetime(beta, scheme="ssprk3", T=None, model=mf.SA):
+def implicit_cells(beta):
+    """Cells of the backward Euler runs: CELLS up to β = 7, doubled per unit of β above (pinning, module docstring)."""
+    return CELLS * 2 ** max(0, int(np.ceil(beta - 7.0)))
+
+
+def pde_lifetime(beta, scheme="ssprk3", T=None, model=mf.SA, cells=CELLS):
     """(L, φ_c, steps, final angle) of the PDE of ``model(beta)`` from ``two_bumps`` (L = inf if no merge by T)."""
-    rho0 = two_bumps(CELLS)
+    rho0 = two_bumps(cells)
     t = lifetime_times(dirac_merge_time(beta, PHI, PHI / 2)) if T is None else \
         np.concatenate([np.linspace(0.0, T_COLLAPSE, 41), np.geomspace(T_COLLAPSE, T, 1500)[1:]])
     with warnings.catch_warnings():              # the pinned-cluster detector: see the module docstring
         warnings.simplefilter("ignore")
-        sol = circle.solve(model(beta), rho0, t, cells=CELLS, flux=FLUX, scheme=scheme, energy=False,
+        sol = circle.solve(model(beta), rho0, t, cells=cells, flux=FLUX, scheme=scheme, energy=False,
                            progress=False, budget=None)
-    angle = pair_angle(circle.cell_angles(CELLS), sol.rho)
+    angle = pair_angle(circle.cell_angles(cells), sol.rho)
     return (*measured_lifetime(t, angle), int(sol.info["nsteps"]), float(angle[-1]))
 
 
@@ -145,23 +154,26 @@ def lifetime_runs(betas, pde_model=mf.SA):
     return rows
 
 
-def auto_runs(betas):
-    """Per β: the PDE with scheme="auto" (default tolerances) run to 3 × the two-Dirac time, at most to T_AUTO."""
+def implicit_runs(betas):
+    """Per β: the PDE with scheme="auto" (SSP-RK3, then backward Euler; default tolerances) on ``implicit_cells(β)``
+    cells, its lifetime (inf: no merge by 1.4 × the two-Dirac time) against the two-Dirac prediction from its φ_c."""
     rows = []
     for beta in betas:
-        dirac = T_COLLAPSE + dirac_merge_time(beta, PHI, PHI / 2)
-        L, phi_c, steps, end = pde_lifetime(beta, scheme="auto", T=min(3 * dirac, T_AUTO))
-        rows.append(dict(beta=beta, auto=L, dirac=T_COLLAPSE + dirac_merge_time(beta, phi_c, PHI / 2), steps=steps,
-                         T=min(3 * dirac, T_AUTO), angle_at_T=end))
-        print(f"beta={beta:g}: auto L {L:.5g} ({steps} steps), two-Dirac {rows[-1]['dirac']:.5g}")
+        start = time.process_time()
+        L, phi_c, steps, end = pde_lifetime(beta, scheme="auto", cells=implicit_cells(beta))
+        rows.append(dict(beta=beta, cells=implicit_cells(beta), implicit=L, steps=steps, angle_at_end=end,
+                         dirac=T_COLLAPSE + dirac_merge_time(beta, phi_c, PHI / 2),
+                         cpu_s=round(time.process_time() - start, 1)))
+        print(f"beta={beta:g}: backward Euler L {L:.5g} ({steps} steps, {rows[-1]['cells']} cells), two-Dirac "
+              f"{rows[-1]['dirac']:.5g}")
     return rows
 
 
-def frozen_field_drift(beta, steps, span=60.0):
-    """How far fixed implicit Euler steps (the frozen-field step of the implicit schemes) of each size in ``steps``
-    carry the two clusters of ``two_bumps`` after their collapse, as a fraction of the SSP-RK3 solution's drift over
-    ``span``: {dt: fraction}.  A one-cell cluster's drift is the slow shift of its mass between two cells, relaxing at
-    rate λ ≈ 1, so a frozen-field step moves it by about dt/(1 + λ dt) of dt's drift."""
+def frozen_field_drift(beta, steps, span=60.0, scheme="implicit_euler"):
+    """How far fixed steps of ``scheme`` of each size in ``steps`` carry the two clusters of ``two_bumps`` after their
+    collapse, as a fraction of the SSP-RK3 solution's drift over ``span``: {dt: fraction}.  A one-cell cluster's
+    drift is the slow shift of its mass between two cells, relaxing at rate λ ≈ 1, so a frozen-field step
+    ("implicit_euler") moves it by about dt/(1 + λ dt) of dt's drift, a backward Euler step by all of it."""
     rho = two_bumps(CELLS)
     theta = circle.cell_angles(CELLS)
     kw = dict(cells=CELLS, flux=FLUX, energy=False, progress=False)
@@ -172,7 +184,7 @@ def frozen_field_drift(beta, steps, span=60.0):
         drift = pair_angle(theta, ref[-1]) - pair_angle(theta, ref[0])
         out = {}
         for dt in steps:
-            y = circle.solve(mf.SA(beta), start, [0.0, span], scheme="implicit_euler", dt=dt, **kw).rho
+            y = circle.solve(mf.SA(beta), start, [0.0, span], scheme=scheme, dt=dt, **kw).rho
             out[dt] = float((pair_angle(theta, y[-1]) - pair_angle(theta, y[0])) / drift)
     return out
 
@@ -304,7 +316,7 @@ def lifetimes_agree(rows, rtol=0.01):
 def main(argv=None):
     exp = Experiment("metastability_pde", __doc__.splitlines()[0], argv)
     betas = exp.size([3.0, 3.5, 4.0, 4.5], [4.0, 4.5, 5.0, 5.5, 6.0])
-    auto_betas = exp.size([3.5, 4.5], [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+    implicit_betas = exp.size([3.0, 3.5, 4.0, 4.5], [7.0, 8.0, 9.0, 10.0, 11.0])
     rows = lifetime_runs(betas)
     worst, ok = lifetimes_agree(rows)
     exp.check("every PDE lifetime within 1 % of the particles' and of the two-Dirac prediction", ok,
@@ -314,29 +326,45 @@ def main(argv=None):
     exp.check(f"log(beta L) = a + c beta: PDE and particle slopes agree within their 95 % intervals "
               f"({len(betas)} beta)", len(betas) >= 4 and intervals_overlap(fits["pde"], fits["particles"]),
               pde=fits["pde"][1:], particles=fits["particles"][1:], dirac=fits["dirac"][1:])
-    auto = auto_runs(auto_betas)
+    implicit = implicit_runs(implicit_betas)
+    worst = max(abs(r["implicit"] / r["dirac"] - 1) for r in implicit)
+    exp.check("every backward Euler lifetime within 1 % of the two-Dirac prediction", worst <= 0.01,
+              worst_relative_difference=worst, implicit=[r["implicit"] for r in implicit],
+              dirac=[r["dirac"] for r in implicit])
+    fits["implicit"] = law_fit(implicit_betas, [r["implicit"] for r in implicit])
+    fits["dirac_implicit"] = law_fit(implicit_betas, [r["dirac"] for r in implicit])
+    exp.check(f"log(beta L) = a + c beta: backward Euler and two-Dirac slopes agree within their 95 % intervals "
+              f"({len(implicit_betas)} beta)",
+              len(implicit_betas) >= 4 and intervals_overlap(fits["implicit"], fits["dirac_implicit"]),
+              implicit=fits["implicit"][1:], dirac=fits["dirac_implicit"][1:])
     drift = frozen_field_drift(12.0, [1.0, 10.0, 30.0])
-    print("frozen-field implicit Euler: drift over 60 time units as a fraction of SSP-RK3's, by dt:", drift)
+    drift_be = frozen_field_drift(12.0, [1.0, 10.0, 30.0], scheme="backward_euler")
+    print("drift over 60 time units as a fraction of SSP-RK3's, by dt: implicit Euler", drift, "backward Euler",
+          drift_be)
+    exp.check("backward Euler keeps the explicit drift of collapsed clusters (within 2 % for dt = 1, 10, 30)",
+              all(abs(v - 1) < 0.02 for v in drift_be.values()), fractions=list(drift_be.values()))
     S = STAIRCASE
     t, runs = staircase_runs(S["beta"], S["amplitude"], S["modes"], S["seed"], exp.size(128, S["tokens"]),
                              exp.size(40.0, 2500.0), exp.size(60, 240))
     check_staircase(exp, runs)
     results = dict(cells=CELLS, width=WIDTH, phi=PHI, tokens=TOKENS, flux=FLUX, t_collapse=T_COLLAPSE, lifetimes=rows,
-                   fits={k: dict(intercept=v[0], rate_c=v[1], ci95=v[2]) for k, v in fits.items()}, auto=auto,
-                   frozen_field_drift=dict(beta=12.0, span=60.0, fraction=drift,
+                   fits={k: dict(intercept=v[0], rate_c=v[1], ci95=v[2]) for k, v in fits.items()},
+                   implicit=implicit,
+                   frozen_field_drift=dict(beta=12.0, span=60.0, fraction=drift, backward_euler=drift_be,
                                            one_over_one_plus_dt={k: 1 / (1 + k) for k in drift}),
                    staircase=dict(S, tokens=exp.size(128, S["tokens"]), t=t, runs=runs))
     exp.finish(figure(results), results)
 
 
 def figure(results):
-    """Lifetimes against β (PDE, particles, two-Dirac, "auto"), their ratios, and the energy staircase."""
+    """Lifetimes against β (PDE, particles, two-Dirac, backward Euler), their ratios, and the energy staircase."""
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 3, figsize=(24, 7.5), constrained_layout=True)
-    rows, auto, fits = results["lifetimes"], results["auto"], results["fits"]
+    rows, implicit, fits = results["lifetimes"], results["implicit"], results["fits"]
     b = np.array([r["beta"] for r in rows])
     ax = axes[0]
-    grid = np.linspace(b.min() - 0.5, max(r["beta"] for r in auto) + 0.5, 100)
+    grid = np.linspace(min(b.min(), min(r["beta"] for r in implicit)) - 0.5,
+                       max(r["beta"] for r in implicit) + 0.5, 100)
     ax.semilogy(grid, [dirac_merge_time(x, PHI, PHI / 2) for x in grid], "k-", lw=1,
                 label="two Diracs from φ = 2π/3 at t = 0")
     ax.semilogy(b, [r["dirac"] for r in rows], "kx", ms=12, mew=2, label="two-Dirac prediction from φ(t_c), t_c = 10")
@@ -345,13 +373,14 @@ def figure(results):
         f, pde = fits[key], key == "pde"
         ax.semilogy(b, [r[key] for r in rows], mk, ms=11 if pde else 7, color=c, mfc="none" if pde else c, mew=2,
                     label=f"{what}: c = {f['rate_c']:.4f} ± {f['ci95']:.4f}")
-    ab = np.array([r["beta"] for r in auto])
-    La = np.array([float(r["auto"]) for r in auto])
-    Ta = np.array([float(r["T"]) for r in auto])
+    ab = np.array([r["beta"] for r in implicit])
+    La = np.array([float(r["implicit"]) for r in implicit])
     done = np.isfinite(La)
-    ax.semilogy(ab[done], La[done], "^", ms=11, color="C3", label='PDE, scheme="auto" (rtol 1e-3): merged')
-    ax.semilogy(ab[~done], Ta[~done], "^", ms=11, color="C3", mfc="none", mew=2,
-                label='PDE, "auto": no merge by T (drawn at T, a lower bound)')
+    f = fits["implicit"]
+    ax.semilogy(ab[done], La[done], "^", ms=11, color="C3", label=f'PDE, scheme="auto" (backward Euler, '
+                f'256·2^(β-7) cells): c = {f["rate_c"]:.4f} ± {f["ci95"]:.4f}')
+    ax.semilogy(ab[done], [r["dirac"] for r, d in zip(implicit, done) if d], "k+", ms=12, mew=2,
+                label="two-Dirac prediction for those runs")
     ax.set(xlabel="β", ylabel="lifetime L (time until the clusters' angle halves)",
            title=f"SA on S¹, two clusters at φ = 2π/3, {results['cells']} cells: lifetime vs β\n"
                  f"(fit log(βL) = a + cβ, 95 % intervals; gap 1 − cos φ = 3/2)")
@@ -361,10 +390,8 @@ def figure(results):
     ax.plot(b, pct([r["pde"] / r["dirac"] for r in rows]), "o-", ms=9, label="PDE (SSP-RK3) / two-Dirac")
     ax.plot(b, pct([r["particles"] / r["dirac_particles"] for r in rows]), "s-", ms=7, label="particles / two-Dirac")
     ax.plot(b, pct([r["pde"] / r["particles"] for r in rows]), "d--", ms=7, label="PDE / particles")
-    ax.plot(ab[done], pct(La[done] / np.array([r["dirac"] for r in auto])[done]), "^-", ms=10, color="C3",
-            label='PDE "auto" / two-Dirac')
-    ax.plot(ab[~done], pct(Ta[~done] / np.array([r["dirac"] for r in auto])[~done]), "^", ms=10, color="C3",
-            mfc="none", mew=2, label='PDE "auto": no merge by T (T / two-Dirac, a lower bound)')
+    ax.plot(ab[done], pct(La[done] / np.array([r["dirac"] for r in implicit])[done]), "^-", ms=10, color="C3",
+            label='PDE "auto" (backward Euler) / two-Dirac')
     ax.axhline(0.0, color="k", lw=0.8)
     ax.set_yscale("symlog", linthresh=1.0)
     ticks = [-1, -0.5, 0, 0.5, 1, 3, 10, 30, 100, 300]
