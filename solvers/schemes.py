@@ -434,7 +434,7 @@ class MPRK22(LinearlyImplicit):
     .. math::
 
         (I + h A_n)\,y^{(2)} = y_n, \qquad
-        \Bigl(I + 	frac{h}{2}igl(A_n D + A(y^{(2)})igr)\Bigr) y_{n+1} = y_n, \qquad
+        \Bigl(I + \frac{h}{2}\bigl(A_n D + A(y^{(2)})\bigr)\Bigr) y_{n+1} = y_n, \qquad
         D = \operatorname{diag}(y_n / y^{(2)}).
 
     A_n D keeps A_n's sign pattern and zero weighted column sums, so both matrices are M-matrices of

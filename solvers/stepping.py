@@ -348,11 +348,13 @@ class Checkpoint:
 
     Examples
     --------
+    >>> import os, tempfile
     >>> import numpy as np
     >>> from meanfield.solvers.stepping import Checkpoint, integrate
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.npz")
     >>> t = np.linspace(0.0, 1.0, 3)
-    >>> Y, info = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint("run.npz", every=5))
-    >>> Z, _ = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint("run.npz"), resume=True)
+    >>> Y, info = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint(path, every=5))
+    >>> Z, _ = integrate(lambda y: -y, np.ones(1), t, dt=0.1, checkpoint=Checkpoint(path), resume=True)
     >>> bool(np.array_equal(Y, Z))
     True
     """

@@ -384,7 +384,8 @@ def figure(results):
     ax.set(xlabel="β", ylabel="lifetime L (time until the clusters' angle halves)",
            title=f"SA on S¹, two clusters at φ = 2π/3, {results['cells']} cells: lifetime vs β\n"
                  f"(fit log(βL) = a + cβ, 95 % intervals; gap 1 − cos φ = 3/2)")
-    ax.legend(fontsize=11, loc="upper left")
+    ax.set_ylim(top=ax.get_ylim()[1] * 60)              # room for the legend above the points
+    ax.legend(fontsize=10, loc="upper left")
     ax = axes[1]
     pct = lambda x: 100 * (np.asarray(x, float) - 1)      # noqa: E731
     ax.plot(b, pct([r["pde"] / r["dirac"] for r in rows]), "o-", ms=9, label="PDE (SSP-RK3) / two-Dirac")
