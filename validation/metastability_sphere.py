@@ -1,6 +1,6 @@
 """Metastability from the density PDE on S^2: clusters of the fast phase and their merges to one, against particles.
 
-Start.  ρ_0 = (1 + A Σ_{k=1}^{K} cos(f_k <x, u_k> + φ_k)/√K)/(4π), A = 0.1, K = 12 random ridges (directions u_k
+Start.  ρ_0 ∝ 1 + A Σ_{k=1}^{K} cos(f_k <x, u_k> + φ_k)/√K (unit mass), A = 0.1, K = 12 random ridges (directions u_k
 uniform, frequencies f_k uniform in [1, 3], phases φ_k uniform; seed 7): a near-uniform density whose perturbation
 holds the low spherical-harmonic degrees.  SA at β = 5: the fast phase forms three clusters by t ≈ 10, which
 merge one pair at a time to one cluster (at t ≈ 60 and t ≈ 700).
@@ -50,7 +50,8 @@ QUICK = dict(base=2, finest=6, T=100.0)   # --quick: cells coarser than sphere.s
 
 
 def near_uniform(amplitude, ridges, seed):
-    """ρ_0(x) = (1 + A Σ_k cos(f_k <x, u_k> + φ_k)/√K)/(4π): a callable of points (N, 3)."""
+    """ρ_0(x) = (1 + A Σ_k cos(f_k <x, u_k> + φ_k)/√K)/(4π): a callable of points (N, 3), of mass 1 + O(A) (the
+    solvers and ``discretise`` normalise it)."""
     rng = np.random.default_rng(seed)
     u = mf.normalise(rng.normal(size=(ridges, 3)))
     frequency, phase = rng.uniform(1, 3, ridges), rng.uniform(0, 2 * np.pi, ridges)
@@ -218,6 +219,8 @@ def figure(results):
         dict(color=f"C{k + 1}", lw=1.8, ls="--", label=f"{results['tokens']} tokens, seed {r['seed']}")
         for k, r in enumerate(runs)]
     ax = axes[0]
+    ax.axvspan(t[1], results["t_fast"], color="0.92", zorder=0)
+    ax.text(results["t_fast"] * 0.95, 0.2, "fast phase", ha="right", fontsize=13, color="0.4")
     for r, st in zip([pde] + runs, styles):
         ax.step(t[1:], np.asarray(r["counts"])[1:], where="post", **st)
     ax.set_xscale("log")
