@@ -212,6 +212,7 @@ def main(argv=None):
 def figure(results):
     """Cluster counts and Ê against t (PDE and every seed), and the merge times side by side."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
     fig, axes = plt.subplots(1, 3, figsize=(24, 7.5), constrained_layout=True)
     t = np.asarray(results["t"], float)
     pde, runs = results["pde"], results["particles"]
@@ -220,7 +221,7 @@ def figure(results):
         for k, r in enumerate(runs)]
     ax = axes[0]
     ax.axvspan(t[1], results["t_fast"], color="0.92", zorder=0)
-    ax.text(results["t_fast"] * 0.95, 0.2, "fast phase", ha="right", fontsize=13, color="0.4")
+    ax.text(1.1 * t[1], 2.0, "fast\nphase", ha="left", fontsize=14, color="0.4")
     for r, st in zip([pde] + runs, styles):
         ax.step(t[1:], np.asarray(r["counts"])[1:], where="post", **st)
     ax.set_xscale("log")
@@ -234,8 +235,8 @@ def figure(results):
         ax.semilogx(t[1:], np.asarray(r["energy"], float)[1:], **st)
     for j in pde["jumps"]:
         ax.axvline(j["time"], color="0.6", lw=1, zorder=0)
-        ax.annotate(f"jump {j['jump']:.3f}\n2 m_a m_b = {j['predicted']:.3f}", (j["time"], 0.03), xytext=(6, 0),
-                    textcoords="offset points", xycoords=("data", "axes fraction"), fontsize=13)
+        ax.annotate(f"jump {j['jump']:.3f}\n2 m_a m_b = {j['predicted']:.3f}", (j["time"], 0.03), xytext=(-6, 0),
+                    textcoords="offset points", xycoords=("data", "axes fraction"), ha="right", fontsize=13)
     ax.set(xlabel="t", ylabel=r"$\hat E = 2\beta e^{-\beta} E_\beta$   ($\sum_a m_a^2$ on point clusters)",
            title="energy staircase: a jump of 2 m_a m_b at each merge")
     ax.legend(fontsize=13, loc="upper left")
@@ -250,6 +251,9 @@ def figure(results):
         ax.plot([row["pde"]], [k + 0.12], "o", color="C0", ms=14, label="PDE" if k == 0 else None)
         ax.annotate(label, (row["pde"], k + 0.3), ha="center", fontsize=15)
     ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ticks = [v for v in (20, 50, 100, 200, 500, 1000, 2000) if v <= 1.5 * max(r["mean"] + r["tolerance"] for r in rows)]
+    ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
     ax.set_yticks(range(len(rows)), [f"merge {k + 1}" for k in range(len(rows))])
     ax.set_ylim(-0.6, len(rows) - 0.2)
     ax.set(xlabel="merge time t", title="merge times: PDE against the particles' seed spread")
