@@ -62,6 +62,25 @@ def test_transfer_moves_mass_at_most_one_cell():
     assert moved[distance > reach].sum() == 0 and abs(moved.sum() - 1) < 1e-14
 
 
+def test_transfer_of_an_emptied_region_at_subnormal_densities():
+    """Cells of an emptied region hold ρ ~ 1e-320 (subnormal) on long runs; their integrals over small intersections
+    used to round to zero ("old cells overlap no new cell", the S² run to T = 1e4).  Each old cell's shares are
+    scale-free: a cluster beside a subnormal tail moves with mass to round-off and ρ ≥ 0, and the tail alone moves as
+    2^-1060 times the same tail at normal scale (to the 14 bits the subnormal densities carry)."""
+    coarse, fine = _two_meshes()
+    x = coarse.mesh.points @ AXIS
+    tail = np.ldexp(np.random.default_rng(2).uniform(1, 2, coarse.size), -1060)     # exact subnormals
+    rho = np.where(x > 0.8, np.exp(30 * (x - 1)), tail)
+    for old, new in ((coarse, fine), (fine, coarse)):
+        moved = transfer(old, new, rho)
+        assert moved.min() >= 0 and abs(moved @ new.mesh.areas - rho @ old.mesh.areas) < 1e-15
+        tail_only = np.where(rho < 1e-300, rho, 0.0)
+        scaled = np.ldexp(transfer(old, new, np.ldexp(tail_only, 1060)), -1060)
+        error = np.abs(transfer(old, new, tail_only) - scaled) * new.mesh.areas
+        assert np.all(error <= 1e-2 * scaled * new.mesh.areas + 4 * 2.0 ** -1074)   # measured 3e-3: 14-bit inputs
+        rho = moved
+
+
 def test_transfer_keeps_uniform_and_unchanged_cells_and_is_second_order_for_linear_data():
     coarse, fine = _two_meshes()
     uniform = np.full(coarse.size, 1 / (4 * np.pi))

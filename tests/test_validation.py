@@ -13,7 +13,7 @@ EXPERIMENTS = ["trajectories", "high_dimension", "phase_diagram", "metastability
                "energy", "landscape", "high_dimension_pde", "euclidean", "noise", "cone_collapse",
                "mean_field_limit", "causal", "hardmax", "long_context", "phase_diagram_paper", "finite_dimension",
                "phase_diagram_random",
-               "metastable_lifetimes", "repulsive_generic", "full_model", "metastability_pde"]
+               "metastable_lifetimes", "repulsive_generic", "full_model", "metastability_pde", "metastability_sphere"]
 
 
 @pytest.fixture(scope="module")

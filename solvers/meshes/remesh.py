@@ -24,7 +24,10 @@ C_i's vertices between the extremes of ρ over C_i and its neighbours), and
     I_ij = max(0, ρ_i |P_ij| + α_i <g_i, ∫_{P_ij} x dσ>),   M_ij = m_i I_ij / Σ_k I_ik,
     ρ'_j = Σ_i M_ij / |D_j|.
 
-Each old cell gives away exactly its mass m_i, only to new cells that overlap it (no mass moves
+The shares M_ij / m_i do not change when cell i's ρ_i and g_i are scaled together, and they are computed
+scaled by the power of two that brings ρ_i + ‖α_i g_i‖_∞ to [1/2, 1): the same bits for densities of normal size, and
+the integrals of an emptied region's cells (ρ ~ 1e-320, subnormal, on long runs) over small intersections do not
+round to zero.  Each old cell gives away exactly its mass m_i, only to new cells that overlap it (no mass moves
 farther than the two cells), and never a negative amount: total mass is conserved to round-off
 and ρ' ≥ 0.  A uniform density stays uniform to round-off (g = 0, Σ_i |P_ij| = |D_j|).  A cell
 whose polygon is unchanged (the same generator with the same neighbours: a Voronoi cell is the
@@ -516,7 +519,9 @@ def transfer(old, new, rho):
     _intersections(i, j, old.vertices, old.polygon_ptr, old.polygon, old.mesh.points, new.mesh.points,
                    new.mesh.cell_ptr, new.mesh.cell_neighbours, area, moment)
     slope = _limited_gradient(old, rho)
-    integral = np.maximum(rho[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
+    exponent = np.frexp(rho + np.abs(slope).max(axis=1))[1]       # per old cell: its shares are scale-free
+    value, slope = np.ldexp(rho, -exponent), np.ldexp(slope, -exponent[:, None])
+    integral = np.maximum(value[i] * area + np.einsum("ij,ij->i", slope[i], moment), 0.0)
     total = np.bincount(i, integral, minlength=old.size)
     share = np.where(total[i] > 0, integral / np.where(total[i] > 0, total[i], 1.0), 0.0)
     lost = (total[changed_old] == 0) & (masses[changed_old] > 0)
