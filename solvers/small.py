@@ -323,10 +323,11 @@ def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
-           log_phi):
-    """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi):
+    """The field before its projection, V G_i / z_i (SA) or V G_i e^{M_i} (USA), into outT (d, n), the
+    dots <outT_i, x_i> into m and log Φ (into log_phi, unless it is empty) of one system given as
     xT (d, n).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
@@ -347,18 +348,34 @@ def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, ca
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
+    lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see _row_pair)
+    for i in range(lo, un):
+        m[i] = 0.0
     if general_V:
         tile_product(V.T, GT[:d], outT, False)
         for c in range(d):
-            for i in range(n):
-                outT[c, i] *= z[i]
+            for i in range(lo, un):
+                value = outT[c, i] * z[i]
+                outT[c, i] = value
+                m[i] += value * xT[c, i]
     else:
         for c in range(d):
-            for i in range(n):
-                outT[c, i] = (v_scale * z[i]) * GT[c, i]
-    _column_dots(outT, xT, m)
-    for c in range(d):
-        for i in range(n):
+            for i in range(lo, un):
+                value = (v_scale * z[i]) * GT[c, i]
+                outT[c, i] = value
+                m[i] += value * xT[c, i]
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+           log_phi):
+    """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
+    xT (d, n): ``_values``, then the projection outT_i <- outT_i - <outT_i, x_i> x_i."""
+    _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi)
+    lo, un = np.uint64(0), np.uint64(xT.shape[1])
+    for c in range(xT.shape[0]):
+        for i in range(lo, un):
             outT[c, i] -= m[i] * xT[c, i]
 
 
@@ -376,7 +393,7 @@ def _scratch(n, d):
     return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n)
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out, log_phi):
     r"""The attention field X and log Φ of each small system of tokens that are their own sources.
 
@@ -474,7 +491,36 @@ def _stage(yT, h, kT, sT):
             sT[c, i] = yT[c, i] + h * kT[c, i]
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
+def _euler_tail(yT, xT, kT, sT, m, norm, h):
+    """The rest of a forward Euler step after ``_values`` (kT = V G_i / z_i, m = <kT_i, x_i>), in three
+    passes: s = y + h (k - m x) with |s|^2, y = s/|s| with |y|^2, x = y/|y| (the next step's stage):
+    the arithmetic of ``_field``'s projection, ``_stage`` and two ``_unit_columns``, element by element."""
+    d = yT.shape[0]
+    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see _row_pair)
+    for i in range(lo, n):
+        norm[i] = 0.0
+    for c in range(d):
+        for i in range(lo, n):
+            s = yT[c, i] + h * (kT[c, i] - m[i] * xT[c, i])
+            sT[c, i] = s
+            norm[i] += s * s
+    for i in range(lo, n):
+        norm[i] = 1.0 / math.sqrt(norm[i])
+        m[i] = 0.0
+    for c in range(d):
+        for i in range(lo, n):
+            y = sT[c, i] * norm[i]
+            yT[c, i] = y
+            m[i] += y * y
+    for i in range(lo, n):
+        m[i] = 1.0 / math.sqrt(m[i])
+    for c in range(d):
+        for i in range(lo, n):
+            xT[c, i] = yT[c, i] * m[i]
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
     r"""``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
     x (B, n, d), each followed by renormalisation; the result goes into out (B, n, d).
@@ -524,29 +570,33 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     for b in prange(B):
         UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
+        norm = np.empty(n)
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
         wb = w[b]
         _transpose(x[b], yT)
+        _unit_columns(yT, xT, m)
         for _ in range(count):
-            _unit_columns(yT, xT, m)
+            if not rk4:
+                _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                        kT, lp)
+                _euler_tail(yT, xT, kT, sT, m, norm, h)
+                continue
             _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                    lp)
-            if rk4:
+            for c in range(d):
+                for i in range(n):
+                    aT[c, i] = kT[c, i]
+            for s in range(3):
+                _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
+                _unit_columns(sT, xT, m)
+                _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                       ST, GT, m, kT, lp)
+                two = 2.0 if s < 2 else 1.0
                 for c in range(d):
                     for i in range(n):
-                        aT[c, i] = kT[c, i]
-                for s in range(3):
-                    _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
-                    _unit_columns(sT, xT, m)
-                    _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
-                           ST, GT, m, kT, lp)
-                    two = 2.0 if s < 2 else 1.0
-                    for c in range(d):
-                        for i in range(n):
-                            aT[c, i] = aT[c, i] + two * kT[c, i]
-                _stage(yT, h / 6.0, aT, sT)
-            else:
-                _stage(yT, h, kT, sT)
+                        aT[c, i] = aT[c, i] + two * kT[c, i]
+            _stage(yT, h / 6.0, aT, sT)
             _unit_columns(sT, yT, m)
+            _unit_columns(yT, xT, m)
         _transpose(yT, out[b])
