@@ -39,7 +39,9 @@ from . import _numba_env  # noqa: F401
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
 from .kernels.tiles import ROWS, tile_product, tile_start
@@ -379,6 +381,25 @@ def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, ca
             outT[c, i] -= m[i] * xT[c, i]
 
 
+@intrinsic
+def _take(typingctx, counter):
+    """counter[0] += 1 as one atomic operation; the value before.
+
+    The parallel entries loop over ``prange(B)`` but take their systems from a shared counter: the
+    first iteration a thread runs pulls systems until none is left, the others find none.  A thread
+    that shares its core with other work thus takes fewer systems instead of holding up the others at
+    the end (prange's static split would), whatever the thread count.  Every system is computed
+    alone, so the results do not depend on which thread took it."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", array.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
 @njit(cache=True, inline="always")
 def _transpose(src, dst):
     r, s = src.shape
@@ -439,14 +460,20 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
            [0.2689, 0.    ]])
     """
     B, n, d = x.shape
-    for b in prange(B):
+    taken = np.zeros(1, np.int64)          # systems pulled so far (``_take``)
+    for _ in prange(B):
+        b = _take(taken)
+        if b >= B:
+            continue
         UT, GT, ST, m = _scratch(n, d)
         xT = np.empty((d, n))
         oT = np.empty((d, n))
-        _transpose(x[b], xT)
-        _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, oT,
-               log_phi[b])
-        _transpose(oT, out[b])
+        while b < B:
+            _transpose(x[b], xT)
+            _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                   oT, log_phi[b])
+            _transpose(oT, out[b])
+            b = _take(taken)
 
 
 def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal):
@@ -520,6 +547,39 @@ def _euler_tail(yT, xT, kT, sT, m, norm, h):
             xT[c, i] = yT[c, i] * m[i]
 
 
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _advance_one(xb, wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, outb,
+                 UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp):
+    """``advance`` of one system xb (n, d) into outb, with the job's scratch."""
+    n, d = xb.shape
+    _transpose(xb, yT)
+    _unit_columns(yT, xT, m)
+    for _ in range(count):
+        if not rk4:
+            _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                    kT, lp)
+            _euler_tail(yT, xT, kT, sT, m, norm, h)
+            continue
+        _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+               lp)
+        for c in range(d):
+            for i in range(n):
+                aT[c, i] = kT[c, i]
+        for s in range(3):
+            _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
+            _unit_columns(sT, xT, m)
+            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                   ST, GT, m, kT, lp)
+            two = 2.0 if s < 2 else 1.0
+            for c in range(d):
+                for i in range(n):
+                    aT[c, i] = aT[c, i] + two * kT[c, i]
+        _stage(yT, h / 6.0, aT, sT)
+        _unit_columns(sT, yT, m)
+        _unit_columns(yT, xT, m)
+    _transpose(yT, outb)
+
+
 @njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
     r"""``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
@@ -567,36 +627,17 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     (True, True)
     """
     B, n, d = x.shape
-    for b in prange(B):
+    taken = np.zeros(1, np.int64)          # systems pulled so far (``_take``)
+    for _ in prange(B):
+        b = _take(taken)
+        if b >= B:
+            continue
         UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
         norm = np.empty(n)
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
-        wb = w[b]
-        _transpose(x[b], yT)
-        _unit_columns(yT, xT, m)
-        for _ in range(count):
-            if not rk4:
-                _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                        kT, lp)
-                _euler_tail(yT, xT, kT, sT, m, norm, h)
-                continue
-            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
-                   lp)
-            for c in range(d):
-                for i in range(n):
-                    aT[c, i] = kT[c, i]
-            for s in range(3):
-                _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
-                _unit_columns(sT, xT, m)
-                _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
-                       ST, GT, m, kT, lp)
-                two = 2.0 if s < 2 else 1.0
-                for c in range(d):
-                    for i in range(n):
-                        aT[c, i] = aT[c, i] + two * kT[c, i]
-            _stage(yT, h / 6.0, aT, sT)
-            _unit_columns(sT, yT, m)
-            _unit_columns(yT, xT, m)
-        _transpose(yT, out[b])
+        while b < B:
+            _advance_one(x[b], w[b], h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
+                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp)
+            b = _take(taken)
