@@ -15,16 +15,20 @@ computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system i
 transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory.  The
 products are ``kernels.tiles.tile_product``: register tiles at the machine's vector width, each
 entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
-why: bit-exact resume across processes), the same bits whatever the width.  ``row_pair_product``
-(the same chains by vectorised loops, float32 as well) serves the ``gemm`` engine's small d.
+why: bit-exact resume across processes), the same bits whatever the width; the ``gemm`` engine
+uses the same kernel for its products at small d.  The element-wise passes (normalisation,
+projection, the Euler update) are loops LLVM vectorises: unsigned indices and the NumPy error model
+(no zero-division test per element); a forward Euler step after the value product is three passes
+(``_euler_tail``).
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
 only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
-One parallel job per system; its scratch (a few d × n and n × n arrays) is allocated once per
-job and reused by every stage of every step.
+Threads pull systems one at a time from a shared counter (``_take``), so that a thread slowed by
+other work on its core takes fewer systems; each thread's scratch (a few d × n and n × n arrays) is
+allocated once and reused by every stage of every step of its systems.
 
 ``advance`` takes ``count`` fixed steps of forward Euler or RK4 of every system, each stage's
 field evaluated at the renormalised stage and the step followed by x <- x/|x|: the scheme of
@@ -48,72 +52,6 @@ from .kernels.tiles import ROWS, tile_product, tile_start
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def _row_pair(p, q, C, o, u):
-    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i], each summed over k in order (one
-    FMA chain per element), four terms k per load and store of o and u."""
-    K, n = C.shape
-    K4 = K - K % 4
-    lo, n = np.uint64(0), np.uint64(n)     # unsigned column indices: no wrap-around test, so the loops vectorise
-    for i in range(lo, n):
-        o[i] = 0.0
-        u[i] = 0.0
-    for k in range(0, K4, 4):
-        a0, a1, a2, a3 = p[k], p[k + 1], p[k + 2], p[k + 3]
-        b0, b1, b2, b3 = q[k], q[k + 1], q[k + 2], q[k + 3]
-        for i in range(lo, n):
-            c0, c1, c2, c3 = C[k, i], C[k + 1, i], C[k + 2, i], C[k + 3, i]
-            o[i] = o[i] + a0 * c0 + a1 * c1 + a2 * c2 + a3 * c3
-            u[i] = u[i] + b0 * c0 + b1 * c1 + b2 * c2 + b3 * c3
-    for k in range(K4, K):
-        a0, b0 = p[k], q[k]
-        for i in range(lo, n):
-            o[i] = o[i] + a0 * C[k, i]
-            u[i] = u[i] + b0 * C[k, i]
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, spare: np.ndarray) -> None:
-    r"""The matrix product into ``out``, in order, vectorised along the columns, two rows at a time:
-
-    .. math::
-
-        \mathrm{out}_{rj} = \sum_{k} P_{rk} C_{kj},
-
-    each sum taken in the order of k with fused multiply-adds (no reassociation: the same bits as
-    the small engines' other loops, where a dgemm call would cost more than the product).
-
-    Parameters
-    ----------
-    P : numpy.ndarray, shape (R, K)
-    C : numpy.ndarray, shape (K, n)
-    out : numpy.ndarray, shape (R, n)
-        Written in place.
-    spare : numpy.ndarray, shape (n,)
-        Scratch: an odd last row is paired with itself and its twin written here.
-
-    Returns
-    -------
-    None
-        The product is in ``out``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meanfield.solvers.small import row_pair_product
-    >>> P, C = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
-    >>> out, spare = np.empty((3, 4)), np.empty(4)
-    >>> row_pair_product(P, C, out, spare)
-    >>> bool(np.array_equal(out, P @ C))
-    True
-    """
-    R = P.shape[0]
-    for r in range(0, R - 1, 2):
-        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1])
-    if R % 2:
-        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare)
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
@@ -214,7 +152,7 @@ def weighted_exponentials(ST, w, m, z, shift):
         lo = first_target(j, shift, n)
         for i in range(lo):
             ST[j, i] = 0.0
-        for i in range(np.uint64(lo), np.uint64(n)):     # unsigned: vectorises (see _row_pair)
+        for i in range(np.uint64(lo), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
             e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
             ST[j, i] = e
             z[i] += e
@@ -259,7 +197,7 @@ def _exponentials(rows, lo, scale, shift):
     """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo, the rows (at most ``ROWS``)
     side by side in one loop (independent polynomial chains)."""
     n = rows.shape[1]
-    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see _row_pair)
+    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see tiles._entries)
     if rows.shape[0] < ROWS:
         for row in rows:
             for i in range(lo, n):
@@ -350,7 +288,7 @@ def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, c
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
-    lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see _row_pair)
+    lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see tiles._entries)
     for i in range(lo, un):
         m[i] = 0.0
     if general_V:
@@ -524,7 +462,7 @@ def _euler_tail(yT, xT, kT, sT, m, norm, h):
     passes: s = y + h (k - m x) with |s|^2, y = s/|s| with |y|^2, x = y/|y| (the next step's stage):
     the arithmetic of ``_field``'s projection, ``_stage`` and two ``_unit_columns``, element by element."""
     d = yT.shape[0]
-    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see _row_pair)
+    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see tiles._entries)
     for i in range(lo, n):
         norm[i] = 0.0
     for c in range(d):

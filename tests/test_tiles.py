@@ -1,25 +1,40 @@
 """The register-tiled products (meanfield.solvers.kernels.tiles): PTᵀ C to round-off against
-NumPy, to the bit against the in-order loops of ``small.row_pair_product`` (the same FMA chains),
-whole tiles and remainders alike; the upper part of symmetric products; the vector-unit choice."""
+NumPy, to the bit against plain in-order FMA loops (the same chains), whole tiles and remainders
+alike, float64 and float32; the upper part of symmetric products; the vector-unit choice."""
 import numpy as np
 import pytest
+from numba import njit
 
-from meanfield.solvers import small
 from meanfield.solvers.kernels import tiles
+from meanfield.solvers.kernels.direct import FASTMATH
 
 RNG = np.random.default_rng(3)
 
 
+@njit(fastmath=FASTMATH)
+def in_order(PT, C):
+    """out[r, i] = sum_k PT[k, r] C[k, i], one scalar multiply-add (fused: "contract") per k, in order."""
+    K, R = PT.shape
+    out = np.empty((R, C.shape[1]), C.dtype)
+    for r in range(R):
+        for i in range(C.shape[1]):
+            acc = C.dtype.type(0.0)
+            for k in range(K):
+                acc = acc + PT[k, r] * C[k, i]
+            out[r, i] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("K, R, n", [(32, 32, 32), (32, 33, 32), (3, 7, 13), (1, 4, tiles.COLUMNS),
                                      (65, 36, 2 * tiles.COLUMNS + 3), (0, 5, 9)])
-def test_product_equals_in_order_loops_bit_for_bit(K, R, n):
-    PT, C = RNG.normal(size=(K, R)), RNG.normal(size=(K, n))
-    out = np.full((R, n), np.nan)
+def test_product_equals_in_order_loops_bit_for_bit(K, R, n, dtype):
+    PT, C = RNG.normal(size=(K, R)).astype(dtype), RNG.normal(size=(K, n)).astype(dtype)
+    out = np.full((R, n), np.nan, dtype)
     tiles.tile_product(PT, C, out, False)
-    assert np.allclose(out, PT.T @ C, rtol=1e-13, atol=1e-13)
-    loops = np.empty((R, n))
-    small.row_pair_product(np.ascontiguousarray(PT.T), C, loops, np.empty(n))
-    assert np.array_equal(out, loops)
+    tol = 1e-13 if dtype == np.float64 else 1e-5
+    assert np.allclose(out, PT.T.astype(float) @ C.astype(float), rtol=tol, atol=tol)
+    assert np.array_equal(out, in_order(PT, C))
 
 
 def test_left_factor_of_any_strides():

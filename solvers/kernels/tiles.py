@@ -4,8 +4,9 @@
 ``COLUMNS`` columns held in vector registers for the whole inner loop: per inner index k, ``ROWS``
 broadcasts of PT[k, r..r+ROWS) and one load of C[k, i..i+COLUMNS), then ``ROWS`` fused multiply-adds
 of ``COLUMNS``-wide vectors.  Every entry is one FMA chain over k = 0, 1, ..., K-1 starting from 0
-(no reassociation), so the result has the same bits as any other in-order FMA loop
-(``small.row_pair_product``), whichever width ran, compiled or loaded from the cache.
+(no reassociation), so the result has the same bits as any other in-order FMA loop, whichever
+width ran, compiled or loaded from the cache.  float64 and float32 alike (the ``gemm`` engine's
+single-precision products).
 
 The width is chosen per machine when this module is imported (``vector_unit``): ``COLUMNS`` is twice
 the number of doubles in the widest vector register (AVX-512: 16, AVX2/AVX: 8, SSE2 or other: 4),
@@ -67,27 +68,30 @@ CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles
 @intrinsic
 def _tile(typingctx, PT, C, out, r, i):
     """out[r:r+ROWS, i:i+COLUMNS] = PT[:, r:r+ROWS]ᵀ C[:, i:i+COLUMNS], accumulators in registers
-    (C and out with contiguous rows; PT any strides)."""
+    (C and out with contiguous rows; PT any strides; all float64 or all float32)."""
     arrays = (PT, C, out)
-    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays):
+    if not all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays):
+        return None
+    if PT.dtype not in (types.float64, types.float32) or C.dtype != PT.dtype or out.dtype != PT.dtype:
         return None
     if C.layout != "C" or out.layout != "C":
         return None
+    single = PT.dtype == types.float32
 
     def codegen(context, builder, signature, args):
-        double, index = ir.DoubleType(), ir.IntType(64)
-        vector = ir.VectorType(double, COLUMNS)
+        real, index = ir.FloatType() if single else ir.DoubleType(), ir.IntType(64)
+        vector = ir.VectorType(real, COLUMNS)
         pt, c, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
         row0, col0 = args[3], args[4]
-        eight = ir.Constant(index, 8)
-        pt_rows, pt_cols = (builder.sdiv(s, eight) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
-        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], eight)
-        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], eight)
+        size = ir.Constant(index, 4 if single else 8)
+        pt_rows, pt_cols = (builder.sdiv(s, size) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
+        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], size)
+        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], size)
         K = cgutils.unpack_tuple(builder, c.shape, 2)[0]
         zero = ir.Constant(vector, [0.0] * COLUMNS)
         splat = ir.Constant(ir.VectorType(ir.IntType(32), COLUMNS), [0] * COLUMNS)
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                            f"llvm.fmuladd.v{COLUMNS}f64")   # fused where FMA exists, as "contract"
+                                            f"llvm.fmuladd.v{COLUMNS}f{32 if single else 64}")  # fused where FMA exists
 
         def vector_at(data, row_stride, row, col):
             offset = builder.add(builder.mul(row, row_stride), col)
@@ -106,7 +110,7 @@ def _tile(typingctx, PT, C, out, r, i):
             a.add_incoming(zero, start)
         builder.cbranch(builder.icmp_signed("<", k, K), body, done)
         builder.position_at_end(body)
-        cols = builder.load(vector_at(c.data, c_row, k, col0), align=8)
+        cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
         pt_k = builder.mul(k, pt_rows)
         new = []
         for t in range(ROWS):
@@ -124,7 +128,7 @@ def _tile(typingctx, PT, C, out, r, i):
         builder.position_at_end(done)
         for t in range(ROWS):
             row = builder.add(row0, ir.Constant(index, t))
-            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=8)
+            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=4 if single else 8)
         return context.get_dummy_value()
 
     return types.none(PT, C, out, r, i), codegen
@@ -140,7 +144,7 @@ def _entries(PT, C, out, r0, r1, i0):
             o[i] = 0.0
         for k in range(K):
             p = PT[k, r]
-            for i in range(np.uint64(i0), np.uint64(n)):    # unsigned: vectorises (see small._row_pair)
+            for i in range(np.uint64(i0), np.uint64(n)):    # unsigned: no wrap-around test, so LLVM vectorises
                 o[i] = o[i] + p * C[k, i]
 
 
