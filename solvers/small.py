@@ -48,7 +48,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
-from .kernels.tiles import ROWS, tile_product, tile_start
+from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product, tile_start
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
@@ -194,21 +194,18 @@ def symmetric(beta, a, general_A, causal):
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
 def _exponentials(rows, lo, scale, shift):
-    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo, the rows (at most ``ROWS``)
-    side by side in one loop (independent polynomial chains)."""
+    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo: ``ROWS`` rows by ``tiles.exp_tile``
+    (the rows' polynomial chains interleaved, ``WIDTH`` columns at a time), fewer rows and the last
+    columns by ``exp_nonpositive`` (the same operations, so the same bits)."""
     n = rows.shape[1]
-    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see tiles._entries)
-    if rows.shape[0] < ROWS:
-        for row in rows:
-            for i in range(lo, n):
-                row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
-        return
-    a, b, c, e = rows[0], rows[1], rows[2], rows[3]
-    for i in range(lo, n):
-        a[i] = exp_nonpositive(min(scale * a[i] - shift, 0.0))
-        b[i] = exp_nonpositive(min(scale * b[i] - shift, 0.0))
-        c[i] = exp_nonpositive(min(scale * c[i] - shift, 0.0))
-        e[i] = exp_nonpositive(min(scale * e[i] - shift, 0.0))
+    start = lo
+    if rows.shape[0] == ROWS:
+        while start + WIDTH <= n:
+            exp_tile(rows, start, scale, shift)
+            start += WIDTH
+    for row in rows:
+        for i in range(np.uint64(start), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
+            row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
 
 
 @njit(cache=True, fastmath=FASTMATH)
