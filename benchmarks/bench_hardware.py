@@ -4,6 +4,7 @@ One command (about 4 minutes on a quiet 2-core machine; every contender that is 
 
     python benchmarks/bench_hardware.py                        # 2 threads, 3 rounds
     python benchmarks/bench_hardware.py --threads 1 --rounds 5 --json out.json
+    python benchmarks/bench_hardware.py --phase-d 8,32 --velocities "" --contenders meanfield,jax,jax_einsum
 
 1. The hardware: the CPU model, the widest vector unit (``meanfield.solvers.kernels.tiles``), the
    DGEMM peak (numpy matmul of 2048 × 2048 matrices, 1 and all threads, best of 5) measured in a
@@ -42,6 +43,7 @@ PHASE_D = (2, 8, 32, 64, 128)
 VELOCITY = ((1024, 3), (4096, 3), (16384, 3), (1024, 64), (4096, 64), (16384, 64))
 PAPER_STEPS = 300
 PINNING = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+SLOW = ("torch", "numpy")        # phase: ``--slow-steps`` steps, scaled
 
 
 def cpu_model():
@@ -95,12 +97,16 @@ def contender_worker(name, cases, repeats):
         except ImportError:
             return dict(missing=True)
         result = run()
+        check = None
+        if "check_steps" in case:       # the result after the slow contenders' steps, to compare with theirs
+            check = RUNNERS[name](dict(case, steps=case["check_steps"]), initial(case))()
+            check = np.asarray(check).ravel()[:64].tolist()
         runs = [_timed(run, cpu=True) for _ in range(repeats)]
         while case["kind"] == "velocity" and len(runs) < 5 and sum(w for w, _ in runs) < 1.0:
             runs.append(_timed(run, cpu=True))                  # short velocities: up to 5 runs or 1 s
         rows.append(dict(seconds=float(np.median([w for w, _ in runs])),
                          cpu_seconds=float(np.median([c for _, c in runs])),
-                         result=np.asarray(result).ravel()[:64].tolist()))
+                         result=np.asarray(result).ravel()[:64].tolist(), check=check))
     info = {}
     if name == "meanfield":
         from meanfield.solvers.kernels import tiles
@@ -143,11 +149,11 @@ def peaks(rounds):
     return dict(dgemm=best, bandwidth_gbytes_per_second=max(r["bandwidth"] for r in rounds))
 
 
-def cases(steps, slow_steps):
+def cases(steps, slow_steps, phase_d=PHASE_D, velocities=VELOCITY):
     """The workloads: phase cases per contender group (fast contenders run ``steps``), velocities."""
-    phase = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=steps, dt=0.1) for d in PHASE_D]
+    phase = [dict(kind="phase", B=2048, n=32, d=d, beta=4.0, steps=steps, dt=0.1) for d in phase_d]
     slow = [dict(c, steps=slow_steps) for c in phase]
-    velocity = [dict(kind="velocity", n=n, d=d, beta=1.0) for n, d in VELOCITY]
+    velocity = [dict(kind="velocity", n=n, d=d, beta=1.0) for n, d in velocities]
     return phase, slow, velocity
 
 
@@ -156,19 +162,23 @@ def per_run(case, seconds):
     return seconds * PAPER_STEPS / case["steps"] if case["kind"] == "phase" else seconds
 
 
-def measure(threads, rounds, repeats, steps, slow_steps, contenders):
+def measure(threads, rounds, repeats, steps, slow_steps, contenders, phase_d=PHASE_D, velocities=VELOCITY):
     """Interleaved rounds of every contender over every case; after each round, the table so far
-    (per case the median seconds), meanfield's info, the load range and the peaks."""
-    phase, slow, velocity = cases(steps, slow_steps)
+    (per case the median seconds), meanfield's info, the load range and the peaks.  meanfield also
+    returns its phase results after ``slow_steps`` steps (untimed), which the slow contenders'
+    results are compared with."""
+    phase, slow, velocity = cases(steps, slow_steps, phase_d, velocities)
     jobs = {}
     for name in contenders:
-        jobs[(name, "phase")] = slow if name in ("torch", "numpy") else phase
-        if name != "jax_einsum":                                  # for one velocity it is ``jax``
+        if phase:
+            jobs[(name, "phase")] = (slow if name in SLOW else
+                                     [dict(c, check_steps=slow_steps) for c in phase] if name == "meanfield" else phase)
+        if velocity and name != "jax_einsum":                     # for one velocity it is ``jax``
             jobs[(name, "velocity")] = velocity
     keys = list(jobs) + [("hardware", "")]
     times = {key: [] for key in keys}
     cpu = {key: [] for key in keys}
-    answers, info, loads, rates = {}, {}, [], []
+    answers, checks, info, loads, rates = {}, {}, {}, [], []
     for r in range(rounds):
         for key in keys[r % len(keys):] + keys[:r % len(keys)]:
             loads.append(os.getloadavg()[0])
@@ -181,13 +191,16 @@ def measure(threads, rounds, repeats, steps, slow_steps, contenders):
             times[key].append([per_run(c, row["seconds"]) for c, row in zip(jobs[key], got["rows"])])
             cpu[key].append([per_run(c, row["cpu_seconds"]) for c, row in zip(jobs[key], got["rows"])])
             answers[key] = [np.array(row["result"]) for row in got["rows"]]
+            checks[key] = [np.array(row["check"] if row.get("check") is not None else np.nan) for row in got["rows"]]
             info.update(got["info"])
             print(f"  round {r + 1}/{rounds}: {key[0]} {key[1]} done", file=sys.stderr, flush=True)
-        yield tabulate(phase, velocity, keys, times, cpu, answers), info, [min(loads), max(loads)], peaks(rates)
+        yield tabulate(phase, velocity, keys, times, cpu, answers, checks), info, [min(loads), max(loads)], peaks(rates)
 
 
-def tabulate(phase, velocity, keys, times, cpu, answers):
-    """Per case: median seconds (wall, CPU) over the rounds, all rounds' seconds, agreement."""
+def tabulate(phase, velocity, keys, times, cpu, answers, checks):
+    """Per case: median seconds (wall, CPU) over the rounds, all rounds' seconds, agreement with
+    meanfield after the same number of steps (the slow contenders' phase results against meanfield's
+    ``checks``)."""
     table = []
     for kind, group in (("phase", phase), ("velocity", velocity)):
         for i, case in enumerate(group):
@@ -195,10 +208,11 @@ def tabulate(phase, velocity, keys, times, cpu, answers):
                        for (name, k) in keys if k == kind and times[(name, k)]}
             cpu_seconds = {name: float(np.median([t[i] for t in cpu[(name, k)]]))
                            for (name, k) in keys if k == kind and cpu[(name, k)]}
-            ref = answers[("meanfield", kind)][i]
-            agree = {name: float(np.max(np.abs(answers[(name, k)][i] - ref)))    # same steps only
-                     for (name, k) in keys if k == kind and (name, k) in answers
-                     and (kind == "velocity" or name not in ("torch", "numpy"))}
+            agree = {}
+            for (name, k) in keys:
+                if k == kind and (name, k) in answers:
+                    ours = (checks if kind == "phase" and name in SLOW else answers)[("meanfield", kind)][i]
+                    agree[name] = float(np.max(np.abs(answers[(name, k)][i] - ours)))
             case = dict(case, steps=PAPER_STEPS) if kind == "phase" else case
             table.append(dict(case=case, seconds=seconds, cpu_seconds=cpu_seconds, max_difference=agree,
                               all_seconds={name: [t[i] for t in times[(name, k)]]
@@ -244,6 +258,10 @@ def main():
     parser.add_argument("--steps", type=int, default=PAPER_STEPS, help="phase steps of meanfield and JAX per run")
     parser.add_argument("--slow-steps", type=int, default=3, help="phase steps of NumPy and PyTorch per run")
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
+    parser.add_argument("--phase-d", default=",".join(map(str, PHASE_D)),
+                        help="the phase workload's dimensions (comma-separated; empty: none)")
+    parser.add_argument("--velocities", default=",".join(f"{n}x{d}" for n, d in VELOCITY),
+                        help="single velocities as NxD (comma-separated; empty: none)")
     parser.add_argument("--json", help="the results file (default benchmarks/results/hardware_<vector unit>.json)")
     parser.add_argument("--worker")
     parser.add_argument("--cases")
@@ -266,8 +284,11 @@ def main():
           f"{PAPER_STEPS} steps, (ratio) = time / meanfield's, > 1: meanfield faster", flush=True)
     path = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                      f"hardware_{host['vector_unit']}.json")
+    phase_d = tuple(int(d) for d in args.phase_d.split(",") if d)
+    velocities = tuple(tuple(int(v) for v in nd.split("x")) for nd in args.velocities.split(",") if nd)
     for done, (table, info, loads, host["peak"]) in enumerate(measure(
-            args.threads, args.rounds, args.repeats, args.steps, args.slow_steps, tuple(args.contenders.split(",")))):
+            args.threads, args.rounds, args.repeats, args.steps, args.slow_steps, tuple(args.contenders.split(",")),
+            phase_d, velocities)):
         best = host["peak"]["dgemm"]
         for row in table:
             rate(row, best[str(args.threads)])

@@ -15,16 +15,20 @@ computed as matrix products of the whole system (n ≤ ``SMALL_N``).  A system i
 transposed, x^T (d, n), so that every loop runs along the n targets in contiguous memory.  The
 products are ``kernels.tiles.tile_product``: register tiles at the machine's vector width, each
 entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
-why: bit-exact resume across processes), the same bits whatever the width.  ``row_pair_product``
-(the same chains by vectorised loops, float32 as well) serves the ``gemm`` engine's small d.
+why: bit-exact resume across processes), the same bits whatever the width; the ``gemm`` engine
+uses the same kernel for its products at small d.  The element-wise passes (normalisation,
+projection, the Euler update) are loops LLVM vectorises: unsigned indices and the NumPy error model
+(no zero-division test per element); a forward Euler step after the value product is three passes
+(``_euler_tail``).
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
 only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
-One parallel job per system; its scratch (a few d × n and n × n arrays) is allocated once per
-job and reused by every stage of every step.
+Threads pull systems one at a time from a shared counter (``_take``), so that a thread slowed by
+other work on its core takes fewer systems; each thread's scratch (a few d × n and n × n arrays) is
+allocated once and reused by every stage of every step of its systems.
 
 ``advance`` takes ``count`` fixed steps of forward Euler or RK4 of every system, each stage's
 field evaluated at the renormalised stage and the step followed by x <- x/|x|: the scheme of
@@ -39,79 +43,15 @@ from . import _numba_env  # noqa: F401
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
-from .kernels.tiles import ROWS, tile_product, tile_start
+from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product, tile_start
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def _row_pair(p, q, C, o, u):
-    """o[i] = sum_k p[k] C[k, i] and u[i] = sum_k q[k] C[k, i], each summed over k in order (one
-    FMA chain per element), four terms k per load and store of o and u."""
-    K, n = C.shape
-    K4 = K - K % 4
-    lo, n = np.uint64(0), np.uint64(n)     # unsigned column indices: no wrap-around test, so the loops vectorise
-    for i in range(lo, n):
-        o[i] = 0.0
-        u[i] = 0.0
-    for k in range(0, K4, 4):
-        a0, a1, a2, a3 = p[k], p[k + 1], p[k + 2], p[k + 3]
-        b0, b1, b2, b3 = q[k], q[k + 1], q[k + 2], q[k + 3]
-        for i in range(lo, n):
-            c0, c1, c2, c3 = C[k, i], C[k + 1, i], C[k + 2, i], C[k + 3, i]
-            o[i] = o[i] + a0 * c0 + a1 * c1 + a2 * c2 + a3 * c3
-            u[i] = u[i] + b0 * c0 + b1 * c1 + b2 * c2 + b3 * c3
-    for k in range(K4, K):
-        a0, b0 = p[k], q[k]
-        for i in range(lo, n):
-            o[i] = o[i] + a0 * C[k, i]
-            u[i] = u[i] + b0 * C[k, i]
-
-
-@njit(cache=True, fastmath=FASTMATH)
-def row_pair_product(P: np.ndarray, C: np.ndarray, out: np.ndarray, spare: np.ndarray) -> None:
-    r"""The matrix product into ``out``, in order, vectorised along the columns, two rows at a time:
-
-    .. math::
-
-        \mathrm{out}_{rj} = \sum_{k} P_{rk} C_{kj},
-
-    each sum taken in the order of k with fused multiply-adds (no reassociation: the same bits as
-    the small engines' other loops, where a dgemm call would cost more than the product).
-
-    Parameters
-    ----------
-    P : numpy.ndarray, shape (R, K)
-    C : numpy.ndarray, shape (K, n)
-    out : numpy.ndarray, shape (R, n)
-        Written in place.
-    spare : numpy.ndarray, shape (n,)
-        Scratch: an odd last row is paired with itself and its twin written here.
-
-    Returns
-    -------
-    None
-        The product is in ``out``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from meanfield.solvers.small import row_pair_product
-    >>> P, C = np.arange(6.0).reshape(3, 2), np.arange(8.0).reshape(2, 4)
-    >>> out, spare = np.empty((3, 4)), np.empty(4)
-    >>> row_pair_product(P, C, out, spare)
-    >>> bool(np.array_equal(out, P @ C))
-    True
-    """
-    R = P.shape[0]
-    for r in range(0, R - 1, 2):
-        _row_pair(P[r], P[r + 1], C, out[r], out[r + 1])
-    if R % 2:
-        _row_pair(P[R - 1], P[R - 1], C, out[R - 1], spare)
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
@@ -212,7 +152,7 @@ def weighted_exponentials(ST, w, m, z, shift):
         lo = first_target(j, shift, n)
         for i in range(lo):
             ST[j, i] = 0.0
-        for i in range(np.uint64(lo), np.uint64(n)):     # unsigned: vectorises (see _row_pair)
+        for i in range(np.uint64(lo), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
             e = wj * exp_nonpositive(min(ST[j, i] - m[i], 0.0))
             ST[j, i] = e
             z[i] += e
@@ -254,21 +194,18 @@ def symmetric(beta, a, general_A, causal):
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
 def _exponentials(rows, lo, scale, shift):
-    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo, the rows (at most ``ROWS``)
-    side by side in one loop (independent polynomial chains)."""
+    """rows[:, i] <- e^{min(scale rows[:, i] - shift, 0)} for i >= lo: ``ROWS`` rows by ``tiles.exp_tile``
+    (the rows' polynomial chains interleaved, ``WIDTH`` columns at a time), fewer rows and the last
+    columns by ``exp_nonpositive`` (the same operations, so the same bits)."""
     n = rows.shape[1]
-    lo, n = np.uint64(lo), np.uint64(n)         # unsigned: vectorises (see _row_pair)
-    if rows.shape[0] < ROWS:
-        for row in rows:
-            for i in range(lo, n):
-                row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
-        return
-    a, b, c, e = rows[0], rows[1], rows[2], rows[3]
-    for i in range(lo, n):
-        a[i] = exp_nonpositive(min(scale * a[i] - shift, 0.0))
-        b[i] = exp_nonpositive(min(scale * b[i] - shift, 0.0))
-        c[i] = exp_nonpositive(min(scale * c[i] - shift, 0.0))
-        e[i] = exp_nonpositive(min(scale * e[i] - shift, 0.0))
+    start = lo
+    if rows.shape[0] == ROWS:
+        while start + WIDTH <= n:
+            exp_tile(rows, start, scale, shift)
+            start += WIDTH
+    for row in rows:
+        for i in range(np.uint64(start), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
+            row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -323,10 +260,11 @@ def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
-@njit(cache=True, fastmath=FASTMATH)
-def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
-           log_phi):
-    """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi):
+    """The field before its projection, V G_i / z_i (SA) or V G_i e^{M_i} (USA), into outT (d, n), the
+    dots <outT_i, x_i> into m and log Φ (into log_phi, unless it is empty) of one system given as
     xT (d, n).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
@@ -347,19 +285,54 @@ def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, ca
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
+    lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see tiles._entries)
+    for i in range(lo, un):
+        m[i] = 0.0
     if general_V:
         tile_product(V.T, GT[:d], outT, False)
         for c in range(d):
-            for i in range(n):
-                outT[c, i] *= z[i]
+            for i in range(lo, un):
+                value = outT[c, i] * z[i]
+                outT[c, i] = value
+                m[i] += value * xT[c, i]
     else:
         for c in range(d):
-            for i in range(n):
-                outT[c, i] = (v_scale * z[i]) * GT[c, i]
-    _column_dots(outT, xT, m)
-    for c in range(d):
-        for i in range(n):
+            for i in range(lo, un):
+                value = (v_scale * z[i]) * GT[c, i]
+                outT[c, i] = value
+                m[i] += value * xT[c, i]
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _field(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+           log_phi):
+    """X^T (into outT (d, n)) and log Φ (into log_phi, unless it is empty) of one system given as
+    xT (d, n): ``_values``, then the projection outT_i <- outT_i - <outT_i, x_i> x_i."""
+    _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi)
+    lo, un = np.uint64(0), np.uint64(xT.shape[1])
+    for c in range(xT.shape[0]):
+        for i in range(lo, un):
             outT[c, i] -= m[i] * xT[c, i]
+
+
+@intrinsic
+def _take(typingctx, counter):
+    """counter[0] += 1 as one atomic operation; the value before.
+
+    The parallel entries loop over ``prange(B)`` but take their systems from a shared counter: the
+    first iteration a thread runs pulls systems until none is left, the others find none.  A thread
+    that shares its core with other work thus takes fewer systems instead of holding up the others at
+    the end (prange's static split would), whatever the thread count.  Every system is computed
+    alone, so the results do not depend on which thread took it."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        return builder.atomic_rmw("add", array.data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
 
 
 @njit(cache=True, inline="always")
@@ -376,7 +349,7 @@ def _scratch(n, d):
     return np.empty((d + 1, n)), np.empty((d + 1, n)), np.empty((n, n)), np.empty(n)
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out, log_phi):
     r"""The attention field X and log Φ of each small system of tokens that are their own sources.
 
@@ -422,14 +395,20 @@ def field(x, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, caus
            [0.2689, 0.    ]])
     """
     B, n, d = x.shape
-    for b in prange(B):
+    taken = np.zeros(1, np.int64)          # systems pulled so far (``_take``)
+    for _ in prange(B):
+        b = _take(taken)
+        if b >= B:
+            continue
         UT, GT, ST, m = _scratch(n, d)
         xT = np.empty((d, n))
         oT = np.empty((d, n))
-        _transpose(x[b], xT)
-        _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, oT,
-               log_phi[b])
-        _transpose(oT, out[b])
+        while b < B:
+            _transpose(x[b], xT)
+            _field(xT, w[b], beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                   oT, log_phi[b])
+            _transpose(oT, out[b])
+            b = _take(taken)
 
 
 def stays_in_span(n, d, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal):
@@ -474,7 +453,69 @@ def _stage(yT, h, kT, sT):
             sT[c, i] = yT[c, i] + h * kT[c, i]
 
 
-@njit(parallel=True, cache=True, fastmath=FASTMATH)
+@njit(cache=True, inline="always", fastmath=FASTMATH)
+def _euler_tail(yT, xT, kT, sT, m, norm, h):
+    """The rest of a forward Euler step after ``_values`` (kT = V G_i / z_i, m = <kT_i, x_i>), in three
+    passes: s = y + h (k - m x) with |s|^2, y = s/|s| with |y|^2, x = y/|y| (the next step's stage):
+    the arithmetic of ``_field``'s projection, ``_stage`` and two ``_unit_columns``, element by element."""
+    d = yT.shape[0]
+    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see tiles._entries)
+    for i in range(lo, n):
+        norm[i] = 0.0
+    for c in range(d):
+        for i in range(lo, n):
+            s = yT[c, i] + h * (kT[c, i] - m[i] * xT[c, i])
+            sT[c, i] = s
+            norm[i] += s * s
+    for i in range(lo, n):
+        norm[i] = 1.0 / math.sqrt(norm[i])
+        m[i] = 0.0
+    for c in range(d):
+        for i in range(lo, n):
+            y = sT[c, i] * norm[i]
+            yT[c, i] = y
+            m[i] += y * y
+    for i in range(lo, n):
+        m[i] = 1.0 / math.sqrt(m[i])
+    for c in range(d):
+        for i in range(lo, n):
+            xT[c, i] = yT[c, i] * m[i]
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _advance_one(xb, wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, outb,
+                 UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp):
+    """``advance`` of one system xb (n, d) into outb, with the job's scratch."""
+    n, d = xb.shape
+    _transpose(xb, yT)
+    _unit_columns(yT, xT, m)
+    for _ in range(count):
+        if not rk4:
+            _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                    kT, lp)
+            _euler_tail(yT, xT, kT, sT, m, norm, h)
+            continue
+        _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
+               lp)
+        for c in range(d):
+            for i in range(n):
+                aT[c, i] = kT[c, i]
+        for s in range(3):
+            _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
+            _unit_columns(sT, xT, m)
+            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
+                   ST, GT, m, kT, lp)
+            two = 2.0 if s < 2 else 1.0
+            for c in range(d):
+                for i in range(n):
+                    aT[c, i] = aT[c, i] + two * kT[c, i]
+        _stage(yT, h / 6.0, aT, sT)
+        _unit_columns(sT, yT, m)
+        _unit_columns(yT, xT, m)
+    _transpose(yT, outb)
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH, error_model="numpy")
 def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, out):
     r"""``count`` steps of size h (forward Euler, or RK4 when ``rk4``) of every system of
     x (B, n, d), each followed by renormalisation; the result goes into out (B, n, d).
@@ -521,32 +562,17 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
     (True, True)
     """
     B, n, d = x.shape
-    for b in prange(B):
+    taken = np.zeros(1, np.int64)          # systems pulled so far (``_take``)
+    for _ in prange(B):
+        b = _take(taken)
+        if b >= B:
+            continue
         UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
+        norm = np.empty(n)
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
-        wb = w[b]
-        _transpose(x[b], yT)
-        for _ in range(count):
-            _unit_columns(yT, xT, m)
-            _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
-                   lp)
-            if rk4:
-                for c in range(d):
-                    for i in range(n):
-                        aT[c, i] = kT[c, i]
-                for s in range(3):
-                    _stage(yT, (0.5 * h) if s < 2 else h, kT, sT)
-                    _unit_columns(sT, xT, m)
-                    _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT,
-                           ST, GT, m, kT, lp)
-                    two = 2.0 if s < 2 else 1.0
-                    for c in range(d):
-                        for i in range(n):
-                            aT[c, i] = aT[c, i] + two * kT[c, i]
-                _stage(yT, h / 6.0, aT, sT)
-            else:
-                _stage(yT, h, kT, sT)
-            _unit_columns(sT, yT, m)
-        _transpose(yT, out[b])
+        while b < B:
+            _advance_one(x[b], w[b], h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
+                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp)
+            b = _take(taken)

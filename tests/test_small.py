@@ -184,3 +184,26 @@ def test_noise_and_multihead_run_on_the_tiled_engine():
     assert noisy.info["engine"] == heads.info["engine"] == "kernels"
     with pytest.raises(ValueError, match="engine='small'"):
         particles.solve(mf.SA(1.0), x0, [0, 0.2], method="euler", dt=0.1, noise=0.1, seed=0, engine="small")
+
+
+@pytest.mark.parametrize("model", [MODELS[0], MODELS[4]], ids=["SA", "SA-general"])
+def test_same_bits_on_any_thread_count(model):
+    """The threads pull the systems from a shared counter, so which thread computes a system
+    changes from run to run; each system is computed alone, so the bits do not."""
+    import numba
+    x = normalise(RNG.normal(size=(37, 9, D)))
+    w = weights(37, 9, zeros=True)
+    args = particles._small_arguments(model, D)
+    runs = []
+    before = numba.get_num_threads()
+    try:
+        for threads in (1, numba.config.NUMBA_NUM_THREADS, 1):
+            numba.set_num_threads(threads)
+            out, field, log_phi = np.empty_like(x), np.empty_like(x), np.empty((37, 9))
+            small.advance(x, w, 0.05, 4, False, *args, out)
+            small.field(x, w, *args, field, log_phi)
+            runs.append((out, field, log_phi))
+    finally:
+        numba.set_num_threads(before)
+    for run in runs[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(run, runs[0]))

@@ -141,6 +141,9 @@ def _float_bits(typingctx, value):
 
 _ROUNDER = 6755399441055744.0          # 1.5 · 2^52: t + _ROUNDER rounds t (|t| < 2^51) to an integer k ...
 _ROUNDER_BITS = 0x4338000000000000     # ... held in the low bits: bits(t + _ROUNDER) = _ROUNDER_BITS + k
+#: The constants of ``exp_nonpositive`` (log2 e, the rounder and its bits, ln 2 in two parts), for kernels
+#: that repeat its operations on vectors of lanes (``tiles.exp_tile``).
+EXP_CONSTANTS = (_LOG2E, _ROUNDER, _ROUNDER_BITS, _LN2_HI, _LN2_LO)
 
 
 @njit(cache=True, fastmath={"contract"})

@@ -13,7 +13,7 @@ Targets are cut into tiles of R rows and sources into blocks of C (``tiles``), b
     online log-sum-exp over the block   (element-wise along the R targets: vectorises)
     G  <- G e^{M_old - M_new} + E Y_k   (R × d, BLAS dgemm with E = the block's w_j e^{s - M})
 
-For d < ``BLAS_MIN_D`` both products are the vectorised in-order loops ``small.row_pair_product`` instead:
+For d < ``BLAS_MIN_D`` both products are the register tiles ``tiles.tile_product`` (in-order FMA chains) instead:
 a dgemm call with an inner dimension of a few costs more than the product.
 
 With the causal mask (targets and sources the same tokens) a target tile runs only through the
@@ -33,10 +33,11 @@ import numpy as np
 from numba import njit, prange
 
 from .direct import FASTMATH, exp_nonpositive
-from ..small import BLAS_MAX_WORK, NO_MASK, row_pair_product, first_target, weighted_exponentials
+from ..small import BLAS_MAX_WORK, NO_MASK, first_target, weighted_exponentials
+from .tiles import tile_product
 
 MAX_D = 1024     # above, the tiles (R C d <= BLAS_MAX_WORK) become too thin for dgemm
-BLAS_MIN_D = 16  # below, a dgemm call costs more than the product: vectorised loops (small.row_pair_product)
+BLAS_MIN_D = 16  # below, a dgemm call costs more than the product: register tiles (tiles.tile_product)
 ROWS = 32        # largest target tile
 COLUMNS = 128    # largest source block
 
@@ -107,7 +108,7 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
     with weights W (B, K, C): writes G (B, T, R, d) = G_i / z_i or G_i e^{M_i} and log_phi (B, T, R)
     = M_i + log z_i; ``causal``: sums over sources j <= target i only.
     U and Y may be float32 (single-precision products); the sums are float64 in any case.
-    Below ``BLAS_MIN_D`` the products are ``small.row_pair_product`` loops instead of dgemm calls."""
+    Below ``BLAS_MIN_D`` the products are ``tiles.tile_product`` instead of dgemm calls."""
     B, T, R, d = U.shape
     K, C = Y.shape[1], Y.shape[2]
     loops = d < BLAS_MIN_D
@@ -117,7 +118,6 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
         u = U[b, job - b * T]
         g = G[b, job - b * T]
         uT = np.ascontiguousarray(u.T)
-        spare = np.empty(R, U.dtype)
         ST = np.empty((C, R), U.dtype)
         E = np.empty((R, d), U.dtype)
         ET = np.empty((d, R), U.dtype)
@@ -134,7 +134,7 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
             w = W[b, k]
             shift = k * C - i0 if causal else NO_MASK
             if loops:
-                row_pair_product(y, uT, ST, spare)       # S^T[j, t] = <y_j, u_t>
+                tile_product(y.T, uT, ST, False)          # S^T[j, t] = <y_j, u_t>
             else:
                 np.dot(y, u.T, ST)
             for t in range(R):
@@ -149,7 +149,7 @@ def _tiled_sums(U, Y, YT, W, normalised, causal, G, log_phi):
                 mx[t] = top[t]
             weighted_exponentials(ST, w, mx, z, shift)
             if loops:
-                row_pair_product(YT[b, k], ST, ET, spare)  # E^T[c, t] = sum_j y_jc e_jt
+                tile_product(YT[b, k].T, ST, ET, False)   # E^T[c, t] = sum_j y_jc e_jt
                 for c in range(d):
                     for t in range(R):
                         E[t, c] = ET[c, t]

@@ -4,8 +4,9 @@
 ``COLUMNS`` columns held in vector registers for the whole inner loop: per inner index k, ``ROWS``
 broadcasts of PT[k, r..r+ROWS) and one load of C[k, i..i+COLUMNS), then ``ROWS`` fused multiply-adds
 of ``COLUMNS``-wide vectors.  Every entry is one FMA chain over k = 0, 1, ..., K-1 starting from 0
-(no reassociation), so the result has the same bits as any other in-order FMA loop
-(``small.row_pair_product``), whichever width ran, compiled or loaded from the cache.
+(no reassociation), so the result has the same bits as any other in-order FMA loop, whichever
+width ran, compiled or loaded from the cache.  float64 and float32 alike (the ``gemm`` engine's
+single-precision products).
 
 The width is chosen per machine when this module is imported (``vector_unit``): ``COLUMNS`` is twice
 the number of doubles in the widest vector register (AVX-512: 16, AVX2/AVX: 8, SSE2 or other: 4),
@@ -15,6 +16,8 @@ tile, written in LLVM IR (``_tile``), keeps them in registers.
 """
 from .. import _numba_env  # noqa: F401
 
+import math
+
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
@@ -22,7 +25,7 @@ from numba import njit, types
 from numba.core import cgutils, config
 from numba.extending import intrinsic
 
-from .direct import FASTMATH
+from .direct import EXP_CONSTANTS, FASTMATH
 
 ROWS = 4   # rows of a tile: broadcasts per inner index
 
@@ -67,27 +70,30 @@ CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles
 @intrinsic
 def _tile(typingctx, PT, C, out, r, i):
     """out[r:r+ROWS, i:i+COLUMNS] = PT[:, r:r+ROWS]ᵀ C[:, i:i+COLUMNS], accumulators in registers
-    (C and out with contiguous rows; PT any strides)."""
+    (C and out with contiguous rows; PT any strides; all float64 or all float32)."""
     arrays = (PT, C, out)
-    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.dtype == types.float64 for a in arrays):
+    if not all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays):
+        return None
+    if PT.dtype not in (types.float64, types.float32) or C.dtype != PT.dtype or out.dtype != PT.dtype:
         return None
     if C.layout != "C" or out.layout != "C":
         return None
+    single = PT.dtype == types.float32
 
     def codegen(context, builder, signature, args):
-        double, index = ir.DoubleType(), ir.IntType(64)
-        vector = ir.VectorType(double, COLUMNS)
+        real, index = ir.FloatType() if single else ir.DoubleType(), ir.IntType(64)
+        vector = ir.VectorType(real, COLUMNS)
         pt, c, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
         row0, col0 = args[3], args[4]
-        eight = ir.Constant(index, 8)
-        pt_rows, pt_cols = (builder.sdiv(s, eight) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
-        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], eight)
-        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], eight)
+        size = ir.Constant(index, 4 if single else 8)
+        pt_rows, pt_cols = (builder.sdiv(s, size) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
+        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], size)
+        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], size)
         K = cgutils.unpack_tuple(builder, c.shape, 2)[0]
         zero = ir.Constant(vector, [0.0] * COLUMNS)
         splat = ir.Constant(ir.VectorType(ir.IntType(32), COLUMNS), [0] * COLUMNS)
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                            f"llvm.fmuladd.v{COLUMNS}f64")   # fused where FMA exists, as "contract"
+                                            f"llvm.fmuladd.v{COLUMNS}f{32 if single else 64}")  # fused where FMA exists
 
         def vector_at(data, row_stride, row, col):
             offset = builder.add(builder.mul(row, row_stride), col)
@@ -106,7 +112,7 @@ def _tile(typingctx, PT, C, out, r, i):
             a.add_incoming(zero, start)
         builder.cbranch(builder.icmp_signed("<", k, K), body, done)
         builder.position_at_end(body)
-        cols = builder.load(vector_at(c.data, c_row, k, col0), align=8)
+        cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
         pt_k = builder.mul(k, pt_rows)
         new = []
         for t in range(ROWS):
@@ -124,10 +130,106 @@ def _tile(typingctx, PT, C, out, r, i):
         builder.position_at_end(done)
         for t in range(ROWS):
             row = builder.add(row0, ir.Constant(index, t))
-            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=8)
+            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=4 if single else 8)
         return context.get_dummy_value()
 
     return types.none(PT, C, out, r, i), codegen
+
+
+@intrinsic
+def exp_tile(typingctx, rows, i, scale, shift):
+    r"""Shifted exponentials of a tile of ``ROWS`` rows × ``WIDTH`` columns, in place (in compiled code):
+
+    .. math::
+
+        \mathrm{rows}_{ti} \leftarrow e^{\min(\mathrm{scale}\, \mathrm{rows}_{ti} - \mathrm{shift},\, 0)},
+        \qquad t < \mathrm{ROWS}, \quad i \le c < i + \mathrm{WIDTH},
+
+    by the operations of ``direct.exp_nonpositive`` lane by lane (so the same bits), on one vector of
+    ROWS × WIDTH lanes: the rows' polynomial chains (13 dependent multiply-adds each) interleave, where
+    the loop LLVM vectorises runs one row's chain after another and waits on each (about a third
+    faster on AVX2).
+
+    Parameters
+    ----------
+    rows : numpy.ndarray, shape (ROWS, n)
+        float64, contiguous rows; columns i .. i + WIDTH - 1 are overwritten.
+    i : int
+        The first column, i + WIDTH <= n.
+    scale, shift : float
+        The scores' scale and shift.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numba import njit
+    >>> from meanfield.solvers.kernels.tiles import ROWS, WIDTH, exp_tile
+    >>> @njit
+    ... def exponentials(rows):
+    ...     exp_tile(rows, 0, 1.0, 0.0)
+    >>> rows = -np.arange(ROWS * WIDTH, dtype=float).reshape(ROWS, WIDTH)
+    >>> exponentials(rows)
+    >>> bool(np.allclose(rows, np.exp(-np.arange(ROWS * WIDTH)).reshape(ROWS, WIDTH), rtol=1e-15, atol=0))
+    True
+    """
+    if not (isinstance(rows, types.Array) and rows.ndim == 2 and rows.dtype == types.float64 and rows.layout == "C"):
+        return None
+    lanes = ROWS * WIDTH
+    log2e, rounder, rounder_bits, ln2_hi, ln2_lo = EXP_CONSTANTS
+    taylor = [1.0 / math.factorial(k) for k in range(13, -1, -1)]      # 1/13!, ..., 1/2, 1, 1
+
+    def codegen(context, builder, signature, args):
+        double, index, i64 = ir.DoubleType(), ir.IntType(64), ir.IntType(64)
+        row_vector, vector, ints = ir.VectorType(double, WIDTH), ir.VectorType(double, lanes), ir.VectorType(i64, lanes)
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        column, scale_, shift_ = args[1], args[2], args[3]
+        stride = builder.sdiv(cgutils.unpack_tuple(builder, a.strides, 2)[0], ir.Constant(index, 8))
+
+        def splat(value, kind=vector):
+            if isinstance(value, (int, float)):
+                return ir.Constant(kind, [value] * lanes)
+            one = builder.insert_element(ir.Constant(kind, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(one, ir.Constant(kind, ir.Undefined),
+                                          ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+        def fma(x, y, z):
+            f = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                               f"llvm.fmuladd.v{lanes}f64")
+            return builder.call(f, [x, y, z])
+
+        pointers = [builder.bitcast(builder.gep(a.data, [builder.add(builder.mul(ir.Constant(index, t), stride),
+                                                                       column)]), row_vector.as_pointer())
+                    for t in range(ROWS)]
+        parts = [builder.load(p, align=8) for p in pointers]
+        while len(parts) > 1:                                  # concatenate pairwise: WIDTH -> ROWS * WIDTH lanes
+            width = len(parts[0].type)
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), 2 * width), list(range(2 * width)))
+            parts = [builder.shuffle_vector(parts[k], parts[k + 1], mask) for k in range(0, len(parts), 2)]
+        v = parts[0]
+        t = fma(splat(scale_), v, builder.fneg(splat(shift_)))
+        t = builder.select(builder.fcmp_ordered("<", t, splat(0.0)), t, splat(0.0))           # min(t, 0)
+        x = builder.select(builder.fcmp_ordered(">", t, splat(-708.0)), t, splat(-708.0))     # max(t, -708)
+        rounded = fma(x, splat(log2e), splat(rounder))
+        k = builder.fsub(rounded, splat(rounder))
+        minus_k = builder.fneg(k)
+        r = fma(minus_k, splat(ln2_lo), fma(minus_k, splat(ln2_hi), x))
+        p = splat(taylor[0])
+        for c in taylor[1:]:
+            p = fma(p, r, splat(c))
+        bits = builder.bitcast(rounded, ints)
+        power = builder.shl(builder.add(builder.sub(bits, splat(rounder_bits, ints)), splat(1023, ints)),
+                            splat(52, ints))
+        e = builder.fmul(p, builder.bitcast(power, vector))
+        for row, pointer in enumerate(pointers):
+            mask = ir.Constant(ir.VectorType(ir.IntType(32), WIDTH), list(range(row * WIDTH, (row + 1) * WIDTH)))
+            builder.store(builder.shuffle_vector(e, ir.Constant(vector, ir.Undefined), mask), pointer, align=8)
+        return context.get_dummy_value()
+
+    return types.none(rows, i, scale, shift), codegen
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
@@ -140,7 +242,7 @@ def _entries(PT, C, out, r0, r1, i0):
             o[i] = 0.0
         for k in range(K):
             p = PT[k, r]
-            for i in range(np.uint64(i0), np.uint64(n)):    # unsigned: vectorises (see small._row_pair)
+            for i in range(np.uint64(i0), np.uint64(n)):    # unsigned: no wrap-around test, so LLVM vectorises
                 o[i] = o[i] + p * C[k, i]
 
 
