@@ -564,6 +564,7 @@ class AutoSwitch(Controller):
         if state["mode"] < 0:
             state["mode"] = self.start
             state["fast"] = int(self.start == 0)
+            state["streak"] = self.scheme.streak
         while t < t1:
             if state["mode"] == 0:
                 y, t, counts = self._explicit_step(run, y, t, t1)

@@ -645,6 +645,10 @@ class Auto(Scheme):
         Whether the run has already gone back from the implicit member to the explicit one (the adaptive
         engines pass it on from stretch to stretch): a switch to the implicit member then needs
         ``controllers.COOLDOWN`` times more steps, as after a switch back within one stretch.
+    streak : int
+        Consecutive steps that already met the switch rule when the run begins (the adaptive engines pass
+        on a stretch's count: their stretches between remeshes can be shorter than the patience the rule
+        asks for, so a count restarted at every stretch would never reach it).
 
     Examples
     --------
@@ -656,13 +660,16 @@ class Auto(Scheme):
 
     name, order, stages = "auto", 2, 3
 
-    def __init__(self, start: str = "explicit", switch: float = 0.05, back: float = 0.1, returned: bool = False):
+    def __init__(self, start: str = "explicit", switch: float = 0.05, back: float = 0.1, returned: bool = False,
+                 streak: int = 0):
         if start not in ("explicit", "implicit"):
             raise ValueError(f"start must be 'explicit' or 'implicit'; got {start!r}")
         if not 0 < switch <= back:
             raise ValueError(f"need 0 < switch <= back; got {switch!r}, {back!r}")
+        if int(streak) != streak or streak < 0:
+            raise ValueError(f"streak must be a count >= 0; got {streak!r}")
         self.explicit, self.implicit_scheme, self.start = SSPRK3(), BackwardEuler(), start
-        self.switch, self.back, self.returned = switch, back, bool(returned)
+        self.switch, self.back, self.returned, self.streak = switch, back, bool(returned), int(streak)
 
     def step(self, f, t, y, h, k1=None):
         raise TypeError("scheme='auto' switches between SSP-RK3 and backward Euler step by step: run it through "
@@ -672,6 +679,7 @@ class Auto(Scheme):
         settings = [f"start={self.start!r}"] if self.start != "explicit" else []
         settings += [f"switch={self.switch!r}, back={self.back!r}"] if (self.switch, self.back) != (0.05, 0.1) else []
         settings += ["returned=True"] if self.returned else []
+        settings += [f"streak={self.streak}"] if self.streak else []
         return f"Auto({', '.join(settings)})"
 
 

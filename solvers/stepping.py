@@ -163,8 +163,8 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
     >>> from meanfield.solvers.stepping import next_stretch
     >>> next_stretch("auto", {"switches": [(3.0, "backward_euler")], "h": 2.5})
     (Auto(start='implicit'), 2.5)
-    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")]})
-    (Auto(returned=True), None)
+    >>> next_stretch("auto", {"switches": [(3.0, "backward_euler"), (4.0, "ssprk3")], "streak": 7})
+    (Auto(returned=True, streak=7), None)
     >>> next_stretch("ssprk3", {})
     (SSPRK3(), None)
     """
@@ -174,7 +174,7 @@ def next_stretch(scheme: "str | type | object", info: dict) -> tuple[object, flo
         implicit = switches[-1][1] == scheme.implicit_scheme.name if switches else scheme.start == "implicit"
         returned = scheme.returned or any(name == scheme.explicit.name for _, name in switches)
         return (Auto(start="implicit" if implicit else "explicit", switch=scheme.switch, back=scheme.back,
-                     returned=returned), info.get("h") if implicit else None)
+                     returned=returned, streak=info.get("streak", 0)), info.get("h") if implicit else None)
     return scheme, info.get("h")
 
 
@@ -195,8 +195,8 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     -------
     dict
         ``stretch_mode`` (-1: not "auto", 0: explicit, 1: implicit; +2 once it has gone back to the
-        explicit member, ``Auto.returned``), ``stretch_step`` (NaN for None), ``switch_t`` and
-        ``switch_names``; ``restored_stretch`` reads them back.
+        explicit member, ``Auto.returned``), ``stretch_streak`` (``Auto.streak``), ``stretch_step`` (NaN
+        for None), ``switch_t`` and ``switch_names``; ``restored_stretch`` reads them back.
 
     Examples
     --------
@@ -207,7 +207,9 @@ def stretch_state(scheme: "str | type | object", step: float | None, switches: l
     """
     scheme = as_scheme(scheme)
     mode = int(scheme.start == "implicit") + 2 * scheme.returned if isinstance(scheme, Auto) else -1
-    return dict(stretch_mode=np.array(mode), stretch_step=np.array(np.nan if step is None else float(step)),
+    streak = scheme.streak if isinstance(scheme, Auto) else 0
+    return dict(stretch_mode=np.array(mode), stretch_streak=np.array(streak),
+                stretch_step=np.array(np.nan if step is None else float(step)),
                 switch_t=np.array([t for t, _ in switches], dtype=float),
                 switch_names=np.array([name for _, name in switches], dtype="U16"))
 
@@ -244,14 +246,16 @@ def restored_stretch(scheme: "str | type | object", saved: dict) -> tuple[object
     if "stretch_mode" not in saved:
         return scheme, None, []
     mode, step = int(saved["stretch_mode"]), float(saved["stretch_step"])
+    streak = int(saved.get("stretch_streak", 0))
     auto = isinstance(as_scheme(scheme), Auto)
-    if mode not in ((0, 1, 2, 3) if auto else (-1,)) or not (np.isnan(step) or (np.isfinite(step) and step > 0)):
+    if mode not in ((0, 1, 2, 3) if auto else (-1,)) or not (np.isnan(step) or (np.isfinite(step) and step > 0)) \
+            or streak < 0:
         raise ValueError(f"the stored time scheme (member {mode}, step {step!r}) does not fit scheme "
                          f"{as_scheme(scheme).name!r}")
     if auto:
         auto = as_scheme(scheme)
         scheme = Auto(start=("explicit", "implicit")[mode % 2], switch=auto.switch, back=auto.back,
-                      returned=mode >= 2)
+                      returned=mode >= 2, streak=streak)
     switches = [(float(t), str(name)) for t, name in zip(saved.get("switch_t", ()), saved.get("switch_names", ()))]
     return scheme, None if np.isnan(step) else step, switches
 
@@ -632,6 +636,7 @@ def integrate(f, y0, t_eval, *, scheme="rk4", dt=None, rtol=1e-8, atol=1e-10, pr
         info.update(hmin=float(state["hmin"]), hmax=float(state["hmax"]))
     if isinstance(controller, AutoSwitch):
         info["switches"] = controller.named_switches()
+        info["streak"] = int(state["streak"])      # carried into an adaptive engine's next stretch
     if isinstance(controller, ImplicitControl) or (isinstance(controller, AutoSwitch) and state["mode"] == 1):
         info["h"] = float(state["h"])             # the implicit scheme's next step
     if observed:

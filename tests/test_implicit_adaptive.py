@@ -84,3 +84,19 @@ def test_circle_backward_euler_and_auto_resume_bit_for_bit(monkeypatch, tmp_path
     assert full.info["nsteps"] > after
     resumed = _interrupted_then_resumed(monkeypatch, tmp_path / "run.npz", solve, after=after)
     assert np.array_equal(full.rho, resumed.rho) and resumed.info["nsteps"] == full.info["nsteps"]
+
+
+def test_auto_streak_is_carried_across_stretches():
+    """An adaptive engine's stretches can be shorter than the patience of auto's switch rule (30 steps after a
+    switch back): the count of steps that met the rule goes on into the next stretch and into checkpoints."""
+    from meanfield.solvers.schemes import Auto
+    scheme, step = next_stretch(Auto(returned=True), {"switches": [], "streak": 12})
+    assert (scheme.start, scheme.returned, scheme.streak, step) == ("explicit", True, 12, None)
+    back, _, _ = restored_stretch("auto", stretch_state(scheme, step, []))
+    assert (back.start, back.returned, back.streak) == ("explicit", True, 12)
+    assert restored_stretch("auto", {"stretch_mode": np.array(0), "stretch_step": np.array(np.nan)})[0].streak == 0
+    with pytest.raises(ValueError, match="streak"):
+        Auto(streak=-1)
+    with pytest.raises(ValueError, match="does not fit"):
+        restored_stretch("auto", {"stretch_mode": np.array(0), "stretch_step": np.array(np.nan),
+                                  "stretch_streak": np.array(-3)})

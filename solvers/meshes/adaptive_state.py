@@ -21,7 +21,7 @@ from .remesh import adaptive_mesh, level_size
 __all__ = ["save", "load"]
 
 COUNTERS = ("nfev", "nsteps", "nrejected", "checks")
-STRETCH = ("stretch_mode", "stretch_step", "switch_t", "switch_names")     # stepping.stretch_state
+STRETCH = ("stretch_mode", "stretch_streak", "stretch_step", "switch_t", "switch_names")  # stepping.stretch_state
 
 
 def save(checkpoint, start, t, k, amesh, rho, threshold, counters, meshes, jumps, out, remesh_seconds, stretch=None):
