@@ -39,6 +39,7 @@ def refresh(text):
         quoted, file, key, scale = match.group(1), match.group(2), match.group(3), match.group(4)
         value = _value(file, key) * (float(scale) if scale else 1.0)
         new = written_like(quoted, value)
+        new = quoted if float(new) == float(quoted) else new       # the same number: its spelling kept
         pieces += [text[last:match.start(1)], new]
         last = match.end(1)
         if new != quoted:
