@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from meanfield.budget import BUDGET
 from meanfield.models import SA, USA, MultiHead
 
-from . import adaptive, threads
+from . import adaptive
 from .contract import CHECKPOINT_EVERY, DENSITY_SCHEME
 from .results import DensitySolution
 from .meshes.voronoi import Mesh, fibonacci, icosphere, voronoi_mesh
@@ -136,13 +136,12 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
     if mesh is None and max_dt is not None:
         raise ValueError("max_dt needs a fixed mesh: pass mesh=icosphere(level) (the default mesh=None solves on "
                          "adaptive cells)")
-    with threads.solving():       # OpenBLAS's spinning threads asleep; the faster of Numba's threads and one
-        if mesh is None:        # the default: adaptive cells
-            return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation,
-                                  energy=energy, progress=progress, checkpoint=checkpoint,
-                                  checkpoint_every=checkpoint_every, resume=resume, cfl=cfl, diffusion=diffusion,
-                                  budget=budget, rtol=rtol, atol=atol)
-        return solve_on_mesh(model, rho0, t_eval, mesh, flux=flux, scheme=scheme, dt=dt, max_dt=max_dt, cfl=cfl,
-                             summation=summation, diffusion=diffusion, energy=energy, progress=progress,
-                             checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, budget=budget,
-                             rtol=rtol, atol=atol)
+    if mesh is None:        # the default: adaptive cells
+        return adaptive.solve(model, rho0, t_eval, flux=flux, scheme=scheme, dt=dt, summation=summation,
+                              energy=energy, progress=progress, checkpoint=checkpoint,
+                              checkpoint_every=checkpoint_every, resume=resume, cfl=cfl, diffusion=diffusion,
+                              budget=budget, rtol=rtol, atol=atol)
+    return solve_on_mesh(model, rho0, t_eval, mesh, flux=flux, scheme=scheme, dt=dt, max_dt=max_dt, cfl=cfl,
+                         summation=summation, diffusion=diffusion, energy=energy, progress=progress,
+                         checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume, budget=budget,
+                         rtol=rtol, atol=atol)

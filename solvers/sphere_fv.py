@@ -932,6 +932,7 @@ def auto_scheme(scheme: str | type | object) -> str | type | object:
     return Auto(switch=0.5, back=1.0) if isinstance(scheme, str) and scheme == "auto" else scheme
 
 
+@threads.solving()      # OpenBLAS's spinning threads asleep; the faster of Numba's threads and one
 def solve_on_mesh(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: ArrayLike, mesh: Mesh, *,
           flux: str = DEFAULT_FLUX, scheme: str | type | object = DENSITY_SCHEME, dt: float | None = None,
           max_dt: float | None = None, cfl: float = STEP_CFL, summation: str = "auto", diffusion: float = 0.0,
