@@ -471,15 +471,18 @@ class MPRK22(LinearlyImplicit):
         return StepResult(y_new, nfev + 1, y_new - euler)
 
 
-def transport(op, z: np.ndarray) -> np.ndarray:
+def transport(op, z: np.ndarray, matrix: scipy.sparse.sparray | scipy.sparse.spmatrix | None = None) -> np.ndarray:
     """A(z) z, minus the first-order upwind right-hand side at z: ``-op(z)[0]`` when the engine's own flux is
-    ``"upwind"`` (one field evaluation), else ``op.linear_part(z) @ z`` (any density engine).
+    ``"upwind"`` (one field evaluation), else ``op.linear_part(z) @ z`` (any density engine), or
+    ``matrix @ z`` when A(z) is at hand (the same product, without assembling it again).
 
     Parameters
     ----------
     op : contract.Operator
     z : ndarray
         Cell densities, any shape the engine takes.
+    matrix : scipy sparse matrix, optional
+        ``op.linear_part(z)``, used where the flux is not ``"upwind"``.
 
     Returns
     -------
@@ -497,7 +500,9 @@ def transport(op, z: np.ndarray) -> np.ndarray:
     """
     if getattr(op, "flux", None) == "upwind":
         return -op(z)[0]
-    return (op.linear_part(z) @ z.ravel()).reshape(z.shape)
+    if matrix is None:
+        matrix = op.linear_part(z)
+    return (matrix @ z.ravel()).reshape(z.shape)
 
 
 class BackwardEuler(LinearlyImplicit):
@@ -600,8 +605,10 @@ class BackwardEuler(LinearlyImplicit):
             picard = solve(y_n)
             if converged or k == self.max_iter:
                 break
-            f_z = force(z)          # the same evaluation as the Jacobian's: their difference is taken at h/ε
-            nfev += 1
+            # the same evaluation as the Jacobian's (their difference is taken at h/ε); with another flux than
+            # "upwind" it is A(z) z, whose A(z) was just assembled for the preconditioner
+            f_z = transport(f, z.reshape(shape), matrix).ravel()
+            nfev += int(getattr(f, "flux", None) == "upwind")
             if k == 0:
                 f_n = f_z
             delta, calls = self._newton_update(force, solve, z, f_z, h, picard - z)
