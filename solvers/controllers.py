@@ -143,7 +143,6 @@ class FixedSteps(Controller):
             run.accepted(y, h * count, state["j"] == nsub, count)
         return y
 
-
     def whole_step(self, f, t: float, y: np.ndarray, h: float, depth: int = 0) -> tuple[np.ndarray, int]:
         """One step of size h: (y_new, nfev); an implicit scheme's step whose nonlinear solve failed (an
         infinite error estimate, ``schemes.BackwardEuler``) is taken as two halves, recursively (at most
