@@ -273,7 +273,7 @@ def table_product(T: np.ndarray, W: np.ndarray, weights: np.ndarray, out: np.nda
     n, b = T.shape
     coef = np.empty((b, W.shape[1]))
     out = np.empty((n, W.shape[1])) if out is None else out
-    workers = min(blas_threads(), _LIMIT[-1]) if _LIMIT else blas_threads()
+    workers = min(blas_threads(), _CHOICES[-1].current) if _CHOICES else blas_threads()
     workers = workers if n * b * W.shape[1] >= PARALLEL_WORK else 1
     with single_threaded_blas():
         if workers == 1:
@@ -315,6 +315,8 @@ class ThreadChoice:
     ----------
     choice : int
         ``threads`` or 1: the setting between trials.
+    current : int
+        The setting of the last evaluation (Numba's while the solve runs, ``solving``).
     trials : list of (int, float, float)
         (evaluations so far, median seconds per evaluation on ``threads``, on one thread) of each trial.
 
@@ -331,7 +333,7 @@ class ThreadChoice:
 
     def __init__(self, threads: int):
         self.threads = max(1, int(threads))
-        self.choice = self.threads
+        self.choice = self.current = self.threads
         self.period = FIRST
         self.count = 0
         self._left = FIRST
@@ -384,13 +386,15 @@ class ThreadChoice:
 
 
 _CHOICES = []      # the ThreadChoice of each enclosing ``solving`` block
-_LIMIT = []        # the threads of each enclosing ``evaluation``
 
 
 @contextmanager
 def solving():
     """A solve: OpenBLAS held on one thread (``single_threaded_blas``) and a ``ThreadChoice`` for the
     evaluations inside (``evaluation``) between Numba's threads and one.
+
+    Numba's thread count (``numba.set_num_threads``, the calling thread's) follows the choice for the
+    whole solve, changed only when the choice changes, and is restored when the solve ends.
 
     Returns
     -------
@@ -399,20 +403,25 @@ def solving():
 
     Examples
     --------
+    >>> import numba
     >>> from meanfield.solvers import threads
+    >>> before = numba.get_num_threads()
     >>> with threads.solving() as choice:
     ...     with threads.evaluation():
     ...         pass
-    >>> choice.count
-    1
+    >>> choice.count, numba.get_num_threads() == before
+    (1, True)
     """
     with single_threaded_blas():
-        choice = ThreadChoice(numba.get_num_threads())
+        before = numba.get_num_threads()
+        choice = ThreadChoice(before)
         _CHOICES.append(choice)
         try:
             yield choice
         finally:
             _CHOICES.pop()
+            if choice.current != before:
+                numba.set_num_threads(before)
 
 
 @contextmanager
@@ -420,7 +429,8 @@ def evaluation(timed: bool = True):
     """One evaluation of a density engine on the threads its solve chose (``solving``); outside a
     solve, on the threads as they are.
 
-    Numba's threads (``numba.set_num_threads``, restored after) and the workers of ``table_product``
+    Numba's threads (``numba.set_num_threads``, touched only when the setting changes: each call costs
+    microseconds, as much as the serial stage of a small mesh) and the workers of ``table_product``
     follow the choice.
 
     Parameters
@@ -447,21 +457,13 @@ def evaluation(timed: bool = True):
         yield
         return
     k = choice.next() if timed else choice.choice
-    before = numba.get_num_threads()
-    changed = k < before                # Numba's setting is touched only when it changes (it costs ~30 µs)
-    if changed:
+    if k != choice.current:
         numba.set_num_threads(k)
-    _LIMIT.append(k)
+        choice.current = k
     start = time.perf_counter()
-    try:
-        yield
-    finally:
-        seconds = time.perf_counter() - start
-        _LIMIT.pop()
-        if changed:
-            numba.set_num_threads(before)
+    yield
     if timed:
-        choice.record(k, seconds)
+        choice.record(k, time.perf_counter() - start)
 
 
 def report() -> dict:

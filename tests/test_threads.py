@@ -214,17 +214,26 @@ def test_one_thread_asked_for_is_never_timed():
     assert set(_drive(choice, lambda k, i: 1.0, 500)) == {1} and not choice.trials
 
 
-def test_evaluation_sets_and_restores_the_threads():
+def test_evaluation_sets_and_restores_the_threads(monkeypatch):
+    """Numba's threads follow the choice inside a solve, are set only when the choice changes, and are
+    restored when the solve ends."""
     import numba
     before = numba.get_num_threads()
+    calls = []
+    setter = numba.set_num_threads
+    monkeypatch.setattr(numba, "set_num_threads", lambda k: (calls.append(k), setter(k)))
     with threads.solving() as choice:
         choice.choice, choice._plan = 1, []
-        with threads.evaluation(timed=False):
-            inside = (numba.get_num_threads(), list(threads._LIMIT))
-        assert numba.get_num_threads() == before
-    assert numba.get_num_threads() == before and not threads._LIMIT and not threads._CHOICES
+        for _ in range(5):
+            with threads.evaluation(timed=False):
+                inside = numba.get_num_threads()
+        between = numba.get_num_threads()
+    assert numba.get_num_threads() == before and not threads._CHOICES
     if before > 1:
-        assert inside == (1, [1])
+        assert inside == between == 1 and choice.current == 1
+        assert calls == [1, before]                  # once to one thread, once back
+    else:
+        assert calls == []
 
 
 @pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="one Numba thread")
