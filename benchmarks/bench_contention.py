@@ -18,7 +18,7 @@ The measurement protocol:
 - round 0 is a warm-up round: timed and kept in the JSON (``warmup``), left out of every ratio;
 - a ratio a/b is computed per round (the two solves of one block, seconds apart), and reported as the
   median over the rounds with a distribution-free confidence interval of that median (order statistics of
-  the binomial, at least ``LEVEL``): with 10 rounds, the 2nd and 9th smallest;
+  the binomial, at least ``LEVEL``): with 8 rounds, the 2nd and 7th smallest of the 8 ratios;
 - the control ratio ``control/busy_1`` runs the same solve twice: its interval must contain 1, else the
   protocol has a bias of order or position, and the other ratios mean nothing more than it.
 
@@ -30,7 +30,11 @@ Ratios (``ratios``: ``[median, low, high]``):
   earlier version of the package), its servers interleaved with the others, and the ratios
   ``<this>/<baseline>`` per configuration (a solve of each version in the same round).
 
-    python benchmarks/bench_contention.py                      # 10 rounds + warm-up: ~5 min quiet, 2 cores
+The JSON also keeps every solve's wall and CPU seconds and its thread trials (``trials``: evaluations so
+far, median seconds of an evaluation on the threads asked for and on one thread), which show what each
+solve saw and chose.
+
+    python benchmarks/bench_contention.py                      # 8 rounds + warm-up: ~6 min idle, 2 cores
     python benchmarks/bench_contention.py --baseline ../venv-old/bin/python           # ~12 min
     python benchmarks/bench_contention.py --rounds 4 --cases sphere4 circle
 
@@ -58,7 +62,7 @@ CASES = {                          # name: (solver, level or cells, T)
 }
 BUSY = [sys.executable, "-c", "while True: pass"]
 SETTLE = 0.2                       # seconds the busy process runs before a solve is asked for
-LEVEL = 0.95                       # confidence of the median's interval
+LEVEL = 0.90                       # confidence of the median's interval
 CONTROL = "control"
 
 
@@ -98,11 +102,28 @@ def blas_setter():
         return (lambda k: None) if lib is None else lib.set
 
 
+def choices():
+    """The list to which every ``ThreadChoice`` made from now on is appended (none in a version without)."""
+    made = []
+    try:
+        from meanfield.solvers.threads import ThreadChoice
+    except ImportError:
+        return made
+    init = ThreadChoice.__init__
+
+    def watched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        made.append(self)
+
+    ThreadChoice.__init__ = watched
+    return made
+
+
 def serve(name):
-    """Answer lines "CONFIG" on stdin by a timed solve of case ``name`` on its threads:
-    "wall_seconds cpu_seconds" on stdout."""
+    """Answer lines "CONFIG" on stdin by a timed solve of case ``name`` on its threads: a JSON line on
+    stdout with its wall and CPU seconds and its thread trials (``ThreadChoice.trials``, counts)."""
     import numba
-    go, set_blas = solver(name), blas_setter()
+    go, set_blas, made = solver(name), blas_setter(), choices()
     T = CASES[name][2]
 
     def on(config):
@@ -116,9 +137,12 @@ def serve(name):
     print("ready", flush=True)
     for line in sys.stdin:
         on(line.strip())
+        made.clear()
         wall, cpu = time.perf_counter(), time.process_time()
         go(T)
-        print(time.perf_counter() - wall, time.process_time() - cpu, flush=True)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        trials = [{"evaluations": c.count, "trials": c.trials} for c in made if c.threads > 1]
+        print(json.dumps({"wall": wall, "cpu": cpu, "choices": trials}), flush=True)
 
 
 class Server:
@@ -134,19 +158,19 @@ class Server:
             raise RuntimeError(f"the {name} server of {python} did not start")
 
     def solve(self, config, busy):
-        """(wall, cpu) seconds of one solve on ``config``, beside a busy process when ``busy``."""
+        """{"wall", "cpu", "choices"} of one solve on ``config`` (``serve``), beside a busy process when ``busy``."""
         hog = subprocess.Popen(BUSY) if busy else None
         try:
             if hog is not None:
                 time.sleep(SETTLE)
             self.process.stdin.write(config + "\n")
             self.process.stdin.flush()
-            wall, cpu = map(float, self.process.stdout.readline().split())
+            answer = json.loads(self.process.stdout.readline())
         finally:
             if hog is not None:
                 hog.kill()
                 hog.wait()
-        return wall, cpu
+        return answer
 
     def close(self):
         self.process.stdin.close()
@@ -157,8 +181,10 @@ def median_interval(values, level=LEVEL):
     """(median, low, high): the sample median and the order statistics x_(k) <= x_(n+1-k) with the largest k
     whose interval holds the median with probability >= level (binomial(n, 1/2)); the range when none does.
 
-    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
-    (5.5, 2.0, 9.0)
+    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    (4.5, 2.0, 7.0)
+    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], level=0.95)
+    (4.5, 1.0, 8.0)
     """
     x, n = sorted(values), len(values)
     k = 1
@@ -218,7 +244,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--configs", nargs="+", default=["1", "2"], help="the first is the reference")
-    parser.add_argument("--rounds", type=int, default=10, help="timed rounds, after one warm-up round")
+    parser.add_argument("--rounds", type=int, default=8, help="timed rounds, after one warm-up round")
     parser.add_argument("--seed", type=int, default=None, help="of the orders (default: drawn and recorded)")
     parser.add_argument("--out", default=OUT)
     parser.add_argument("--baseline", help="another interpreter (an earlier version), run interleaved")
@@ -233,7 +259,7 @@ def main():
     most = max(max(threads(c)) for c in args.configs)
     servers = {(engine, case): Server(python, case, most) for engine, python in engines.items() for case in args.cases}
     rng = random.Random(seed)
-    times, cpu, warmup = {}, {}, {}
+    times, cpu, warmup, trials = {}, {}, {}, {}
     try:
         for r in range(args.rounds + 1):
             if r % 2 == 1 or r == 0:     # a drawn order; the round after an odd one runs it reversed
@@ -245,13 +271,16 @@ def main():
                 for label, config, busy in block:
                     if engine and label == CONTROL:
                         continue
-                    wall, seconds = servers[engine, case].solve(config, busy)
+                    answer = servers[engine, case].solve(config, busy)
+                    wall, seconds = answer["wall"], answer["cpu"]
                     key = f"{engine}{case}/{label}"
                     if r == 0:
                         warmup[key] = wall
                     else:
                         times.setdefault(key, []).append(wall)
                         cpu.setdefault(key, []).append(seconds)
+                        if answer["choices"]:
+                            trials.setdefault(key, []).append(answer["choices"])
                     print(f"round {r}{' (warm-up)' if r == 0 else ''}: {key:34s} {wall:7.2f} s wall "
                           f"{seconds:7.2f} s CPU", flush=True)
     finally:
@@ -267,7 +296,7 @@ def main():
         json.dump({"machine": info, "cases": {k: CASES[k] for k in args.cases}, "configs": args.configs,
                    "rounds": args.rounds, "seed": seed, "level": LEVEL, "baseline": args.baseline,
                    "seconds": round(time.time() - started, 1), "warmup": warmup, "times": times, "cpu": cpu,
-                   "medians": medians, "ratios": table}, f, indent=1)
+                   "medians": medians, "ratios": table, "trials": trials}, f, indent=1)
     print(f"wrote {args.out} ({time.time() - started:.0f} s)")
 
 

@@ -47,13 +47,14 @@ import numpy as np
 from .kernels.harmonics import sphere_basis
 
 __all__ = ["blas_library", "blas_threads", "single_threaded_blas", "row_blocks", "table_product", "report",
-           "ThreadChoice", "solving", "evaluation", "PARALLEL_WORK", "ALIGN", "MAX_BLOCKS", "BLOCK", "FIRST",
-           "LONGEST"]
+           "ThreadChoice", "solving", "evaluation", "PARALLEL_WORK", "ALIGN", "MAX_BLOCKS", "BLOCK", "DECISIVE",
+           "FIRST", "LONGEST"]
 
 PARALLEL_WORK = 1 << 21    # products of fewer multiply-adds run on one thread
 ALIGN = 16                 # block edges are multiples of this many rows
 MAX_BLOCKS = 8             # blocks per product (fewer for short matrices: at least 4 ALIGN rows each)
 BLOCK = 4                  # evaluations per timed block of ``ThreadChoice``
+DECISIVE = 1.25            # a first trial whose first two blocks differ by this factor stops there
 FIRST = 64                 # evaluations on the chosen threads before the next comparison ...
 LONGEST = 1024             # ... doubled while the choice stands, up to this
 _PREFIXES = ("scipy_openblas_", "openblas_")
@@ -298,7 +299,8 @@ class ThreadChoice:
     """Between the threads asked for and one thread, the faster for a solve's evaluations, by timing them.
 
     The evaluations run in turns: a trial of timed blocks of ``BLOCK`` evaluations, alternating the two
-    settings (two blocks each the first time, one each later), then ``period`` evaluations on the
+    settings (one block each; the first time, a second block each unless the first two blocks' medians
+    differ by ``DECISIVE`` or more), then ``period`` evaluations on the
     setting whose evaluations took less time (the median: robust to an evaluation that met a warm-up or a
     preemption).  ``period`` starts at ``FIRST`` and doubles, up
     to ``LONGEST``, each time a trial keeps the choice; a trial that changes it starts again at
@@ -375,6 +377,10 @@ class ThreadChoice:
             return
         self._plan.pop(0)
         self._times[threads].append(seconds)
+        if len(self._plan) == 2 * BLOCK and min(map(len, self._times.values())) == BLOCK:
+            many, one = (float(np.median(self._times[k])) for k in (self.threads, 1))
+            if max(many, one) >= DECISIVE * min(many, one):     # a clear winner: the second pair is not run
+                self._plan = []
         if self._plan:
             return
         many, one = (float(np.median(self._times[k])) for k in (self.threads, 1))

@@ -190,6 +190,20 @@ def test_choice_runs_on_the_faster_setting():
     assert fast_two.choice == 2 and used.count(1) < 0.02 * len(used)
 
 
+def test_first_trial_stops_early_only_on_a_clear_winner():
+    """Blocks 1.5x apart decide after one block each; blocks 1.1x apart run the second pair, and a
+    winner that shows only in the second pair (the first two blocks met a disturbance) is found."""
+    clear = threads.ThreadChoice(2)
+    used = _drive(clear, lambda k, i: 1.0 if k == 1 else 1.5, 100)
+    assert clear.trials[0] == (2 * threads.BLOCK, 1.5, 1.0) and used[:2 * threads.BLOCK].count(2) == threads.BLOCK
+    close = threads.ThreadChoice(2)
+    _drive(close, lambda k, i: 1.0 if k == 1 else 1.1, 100)
+    assert close.trials[0] == (4 * threads.BLOCK, 1.1, 1.0) and close.choice == 1
+    late = threads.ThreadChoice(2)       # two threads 0.6 s, but the first two blocks meet 0.95 s evaluations
+    _drive(late, lambda k, i: 1.0 if k == 1 else (0.95 if i < threads.BLOCK else 0.6), 100)
+    assert late.trials[0][0] == 4 * threads.BLOCK and late.choice == 2
+
+
 def test_choice_follows_a_change_of_the_machine():
     """Two threads win until evaluation 1000, then lose (another process starts): the choice follows
     within the longest period, and comparisons grow sparser while the choice stands."""
