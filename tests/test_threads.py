@@ -267,3 +267,34 @@ def test_solve_same_bits_whatever_the_choice(solver, monkeypatch):
                                progress=False)
         runs.append(sol.rho)
     np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="one Numba thread")
+def test_checkpoint_written_on_one_thread_resumes_on_two(tmp_path, monkeypatch):
+    """A solve interrupted while its choice ran on one thread leaves Numba's threads as they were, and
+    its checkpoint resumed on two threads repeats the uninterrupted two-thread run bit for bit."""
+    import numba
+    args = (mf.SA(3.0), perturbed_uniform(3, degree=2), np.linspace(0.0, 2.0, 5))
+    kwargs = dict(mesh=sphere.icosphere(3), energy=False, progress=False)
+    path = tmp_path / "ck.npz"
+    monkeypatch.setattr(threads.ThreadChoice, "next", lambda self: 2)
+    full = sphere.solve(*args, **kwargs)
+    original, calls = sphere.SphereOperator.__call__, []
+
+    def interrupted(self, rho):
+        calls.append(1)
+        if len(calls) > 12:
+            raise KeyboardInterrupt
+        return original(self, rho)
+
+    before = numba.get_num_threads()
+    monkeypatch.setattr(threads.ThreadChoice, "next", lambda self: 1)
+    monkeypatch.setattr(sphere.SphereOperator, "__call__", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sphere.solve(*args, **kwargs, checkpoint=path, checkpoint_every=2)
+    assert numba.get_num_threads() == before and not threads._CHOICES
+    monkeypatch.setattr(sphere.SphereOperator, "__call__", original)
+    monkeypatch.setattr(threads.ThreadChoice, "next", lambda self: 2)
+    resumed = sphere.solve(*args, **kwargs, checkpoint=path, checkpoint_every=2, resume=True)
+    assert resumed.info["nfev"] == full.info["nfev"]
+    np.testing.assert_array_equal(resumed.rho, full.rho)
