@@ -26,7 +26,8 @@ evaluations on the threads asked for and on one thread, runs on the faster, and 
 ``FIRST`` evaluations, then after twice as many each time the choice stands (at most ``LONGEST``);
 Numba's thread count is set when the choice changes, not around each evaluation (a call costs
 microseconds, a few percent of a small stage).  On a quiet machine the second thread wins and the
-trial blocks on one thread cost a few evaluations in a thousand; beside a busy process that slows the threads asked for, the solve runs on one thread.
+trial blocks on one thread cost a few evaluations in a thousand; beside a busy process that slows the
+threads asked for, the solve runs on one thread.
 Every density engine's result is the same on any number of threads (the blocks above; ``prange``
 loops that write disjoint entries), so the choice changes the time, never the bits.
 """
