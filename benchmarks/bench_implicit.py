@@ -1,30 +1,30 @@
-"""Explicit against scheme="auto" (SSP-RK3, then backward Euler) through the metastable plateaus of SA β = 3.
+"""Time to T for explicit, implicit and scheme="auto" runs through the metastable plateaus of SA β = 3.
 
-Two cases from near-uniform starts (``validation/metastability.py``: perturbation ε = 1e-8 along 31
-modes, seed 0, on S¹; on S² the density 1 + ε Σ of 31 random linear functions, seed 0):
+Cases from near-uniform starts (``validation/metastability.py``: perturbation ε = 1e-8 along 31 modes, seed 0,
+on S¹; on S² the density 1 + ε Σ of 31 random sine ridges, seed 0):
 
-- ``s1``: ``circle.solve(flux="upwind")`` on 2048 cells, the explicit solver (SSP-RK3, each step 0.9 of
-  the positivity bound) to ``--explicit-T`` and ``scheme="auto"`` to ``--T`` (outputs every 2 time
-  units to 1e3, then 20 per decade).  Both integrate the first-order upwind system.
-- ``s2``: the default adaptive S² solver (``sphere.solve``, mesh=None, flux "upwind2": the explicit
-  solver integrates it, the implicit member its first-order part) with the default scheme and with
-  ``scheme="auto"``, to ``--explicit-T`` and ``--T``.
-  ``--level L``: the same on the fixed mesh icosphere(L).
-- ``s2-plateau``: what sets MPRK22's step on the S² plateau (``s2_plateau``): the error estimate
-  against the true local error, and the clusters' drift against the explicit solver's (MPRK22 freezes
-  the field over a step; "auto" now steps with backward Euler, which does not).
+- ``s1``: ``circle.solve(flux="upwind")`` on 2048 cells.
+- ``s2``: the default adaptive S² solver (``sphere.solve``, mesh=None, flux "upwind2": the explicit scheme
+  integrates it, the implicit one its first-order part); ``--level L``: the fixed mesh icosphere(L).
+- ``s2-plateau``: what sets the implicit step on the S² plateau (``s2_plateau``): the error estimate
+  against the true local error, and the clusters' drift against the explicit solver's.
+- ``table``: the time-to-T table (T = 1e2, 1e4, 1e6) of the recorded runs, Markdown on standard output and
+  under "table" in the results file.
 
-The ``--T``/``--explicit-T`` runs are recorded one by one (0 skips one; a later call adds to or
-replaces runs of the same name).  For each run: CPU seconds (time.process_time, this process, one
-run), steps, the switches of auto,
-the smallest density and mass error, and the merge times: the outputs where the number of clusters
-(connected regions of density above twice the uniform one holding >= 2 % of the mass,
-``validation.metastability``) drops.  Writes benchmarks/results/implicit.json (the case's entry).
-The S² run with ``--T 1e4`` is the issue's target (<= 30 s of CPU on 2 cores).
+Each case runs (``--runs``) the explicit scheme (SSP-RK3 with positivity steps) to ``--explicit-T``, the
+implicit one (``"backward_euler"`` under error control) and ``"auto"`` to ``--T``; outputs every 2 time units to
+1e3, then 20 per decade.  Runs are recorded one by one (a later call adds to or replaces runs of the same
+name): CPU seconds (time.process_time, this process) in all and when the run passed 1e2, 1e3, … and each output
+time (``Milestones``), steps, the switches of auto, the smallest density and mass error, and the merge times:
+the outputs where the number of clusters (connected regions of density above twice the uniform one holding
+>= 2 % of the mass, ``validation.metastability``) drops.  Where an explicit run stops short of T, the table
+projects its time at the CPU rate of its last half (its step is set by the cells, not by the dynamics).
+Writes benchmarks/results/implicit.json.
 
-    PYTHONPATH=. python benchmarks/bench_implicit.py --case s1 --T 1e6 --explicit-T 1e3
-    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e3 --explicit-T 1e3
-    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e4 --explicit-T 0 --level 4
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s1 --T 1e6 --explicit-T 1e4
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --level 4 --T 1e6 --explicit-T 1e3
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case s2 --T 1e6 --explicit-T 1e3
+    PYTHONPATH=. python benchmarks/bench_implicit.py --case table
     PYTHONPATH=. python benchmarks/bench_implicit.py --case s2-plateau
 """
 import argparse
@@ -36,11 +36,13 @@ import numpy as np
 
 import meanfield as mf
 from meanfield.clusters import cluster_count
+from meanfield.progress import Progress
 from meanfield.solvers import circle, sphere
 from validation.metastability import EPS, MIN_MASS, near_uniform_density, perturbation_phases
 
 BETA = 3.0
 PHASES = 31
+MILESTONES = (1e2, 1e3, 1e4, 1e5, 1e6)     # times at which each run's CPU seconds are recorded
 RESULTS = pathlib.Path(__file__).parent / "results" / "implicit.json"
 
 
@@ -84,12 +86,43 @@ def record(sol, t, seconds, uniform):
     return out
 
 
+class Milestones:
+    """The CPU seconds (``time.process_time``) at which a solve's progress passes each time in ``MILESTONES``
+    and, for projections, at each output time: ``Progress.update`` wrapped for the duration of one run (the
+    solvers report every step to their progress reporter, shown or not)."""
+
+    def __init__(self, span, checkpoints):
+        self.span, self.checkpoints, self.passed, self.next = span, np.sort(np.asarray(checkpoints, float)), {}, 0
+        self.start = time.process_time()
+
+    def __enter__(self):
+        self.update = Progress.update
+        clock = self
+
+        def update(progress, amount):
+            clock.update(progress, amount)
+            if progress.total != clock.span:          # not the run's own reporter (one for all stretches)
+                return
+            while clock.next < clock.checkpoints.size and clock.checkpoints[clock.next] <= progress.n * (1 + 1e-12):
+                clock.passed[float(clock.checkpoints[clock.next])] = time.process_time() - clock.start
+                clock.next += 1
+        Progress.update = update
+        return self
+
+    def __exit__(self, *exc):
+        Progress.update = self.update
+
+
 def run(solve, t, uniform, name, case):
-    """One run, recorded at once into the case's entry of the results file (runs of other calls kept)."""
-    start = time.process_time()
-    sol = solve(t)
-    result = record(sol, t, time.process_time() - start, uniform)
-    print(name, json.dumps(result), flush=True)
+    """One run, recorded at once into the case's entry of the results file (runs of other calls kept),
+    with the CPU seconds at which it passed each of ``MILESTONES`` and each output time."""
+    with Milestones(float(t[-1] - t[0]), np.union1d(t[1:], [m for m in MILESTONES if m <= t[-1]])) as clock:
+        sol = solve(t)
+    seconds = time.process_time() - clock.start
+    result = record(sol, t, seconds, uniform)
+    result["cpu_at"] = {f"{m:g}": round(clock.passed[m], 2) for m in MILESTONES if m in clock.passed}
+    result["cpu_trace"] = [[float(s), round(c, 3)] for s, c in sorted(clock.passed.items())]
+    print(name, json.dumps({k: v for k, v in result.items() if k != "cpu_trace"}), flush=True)
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     entry = results.setdefault(case, {"note": "CPU seconds of one process on a loaded shared 2-core machine"})
     entry.setdefault("runs", {})[name] = result
@@ -97,12 +130,14 @@ def run(solve, t, uniform, name, case):
     return result
 
 
-def s1(T, explicit_T):
+def s1(T, explicit_T, kinds):
     cells = 2048
     rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(PHASES, 0))
     model = mf.SA(BETA)
-    for name, scheme, end in (("explicit (SSP-RK3, positivity steps)", "ssprk3", explicit_T), ("auto", "auto", T)):
-        if end > 0:
+    for kind, name, scheme, end in (("explicit", "explicit (SSP-RK3, positivity steps)", "ssprk3", explicit_T),
+                                    ("implicit", "implicit (backward Euler)", "backward_euler", T),
+                                    ("auto", "auto", "auto", T)):
+        if end > 0 and kind in kinds:
             run(lambda t, scheme=scheme: circle.solve(model, rho0, t, cells=cells, flux="upwind", scheme=scheme,
                                                       progress=False, energy=False, budget=None),
                 output_times(end), 1 / (2 * np.pi), name, "s1")
@@ -120,15 +155,16 @@ def s2_density():
     return rho0
 
 
-def s2(T, explicit_T, level=None):
+def s2(T, explicit_T, kinds, level=None):
     """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)")."""
     rho0 = s2_density()
     model = mf.SA(BETA)
     mesh = None if level is None else sphere.icosphere(level)
     where = "adaptive default" if level is None else f"icosphere({level})"
-    for name, scheme, end in ((f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
-                              ("auto" if level is None else f"auto, {where}", "auto", T)):
-        if end > 0:
+    for kind, name, scheme, end in (("explicit", f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
+                                    ("implicit", f"implicit (backward Euler, {where})", "backward_euler", T),
+                                    ("auto", "auto" if level is None else f"auto, {where}", "auto", T)):
+        if end > 0 and kind in kinds:
             run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
                                                       energy=False, budget=None),
                 output_times(end), 1 / (4 * np.pi), name, "s2")
@@ -192,16 +228,69 @@ def s2_plateau(t_state=50.0, span=100.0):
     RESULTS.write_text(json.dumps(results, indent=1))
 
 
+TABLE = (("S¹, 2048 cells", "s1", {"explicit": "explicit (SSP-RK3, positivity steps)",
+                                    "implicit": "implicit (backward Euler)", "auto": "auto"}),
+         ("S², icosphere(4)", "s2", {"explicit": "explicit (SSP-RK3, icosphere(4))",
+                                     "implicit": "implicit (backward Euler, icosphere(4))",
+                                     "auto": "auto, icosphere(4)"}),
+         ("S², adaptive cells", "s2", {"explicit": "explicit (SSP-RK3, adaptive default)",
+                                       "implicit": "implicit (backward Euler, adaptive default)", "auto": "auto"}))
+
+
+def projected(result, T):
+    """CPU seconds to reach T: measured when the run passed T, else its time at its end plus (T - end) at the
+    CPU rate of the run's last half (the explicit schemes' step is set by the cells, so that rate holds on),
+    with a flag saying which."""
+    if f"{T:g}" in result["cpu_at"]:
+        return result["cpu_at"][f"{T:g}"], False
+    trace = np.array(result["cpu_trace"])
+    end, cpu_end = trace[-1]
+    half = trace[np.searchsorted(trace[:, 0], end / 2)]
+    rate = (cpu_end - half[1]) / (end - half[0])
+    return float(cpu_end + rate * (T - end)), True
+
+
+def table(Ts=(1e2, 1e4, 1e6)):
+    """The time-to-T table from the recorded runs (``TABLE``), stored under "table" in the results file and
+    printed as Markdown: CPU seconds to each T (projected ones marked "≈") and the merge times of each run."""
+    results = json.loads(RESULTS.read_text())
+    rows, lines = [], ["| case | run | " + " | ".join(f"T = {T:g}" for T in Ts) + " | merges (t) |",
+                       "|---" * (len(Ts) + 3) + "|"]
+    for label, case, runs in TABLE:
+        for kind, name in runs.items():
+            result = results.get(case, {}).get("runs", {}).get(name)
+            if result is None or "cpu_trace" not in result:
+                continue
+            times = [projected(result, T) for T in Ts]
+            rows.append(dict(case=label, run=kind, name=name, reached=result["T"],
+                             cpu_s={f"{T:g}": round(c, 1) for T, (c, _) in zip(Ts, times)},
+                             projected=[f"{T:g}" for T, (_, p) in zip(Ts, times) if p],
+                             merges=[m for m, _ in result["merges"]], steps=result["nsteps"]))
+            cells = [("≈ " if p else "") + (f"{c:.3g} s" if c < 1e4 else f"{c / 3600:.3g} h") for c, p in times]
+            lines.append(f"| {label} | {kind} | " + " | ".join(cells) + " | "
+                         + (", ".join(f"{m:g}" for m in rows[-1]["merges"]) or "none") +
+                         f" (to {result['T']:g}) |")
+    results["table"] = dict(rows=rows, note="CPU seconds (one process); ≈: projected from the run's last half")
+    RESULTS.write_text(json.dumps(results, indent=1))
+    print("\n".join(lines))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--case", choices=("s1", "s2", "s2-plateau"), required=True)
+    parser.add_argument("--case", choices=("s1", "s2", "s2-plateau", "table"), required=True)
     parser.add_argument("--T", type=float, default=1e6)
     parser.add_argument("--explicit-T", type=float, default=1e3, help="0: skip the explicit run")
     parser.add_argument("--level", type=int, default=None, help="s2: icosphere(level) instead of adaptive cells")
+    parser.add_argument("--runs", default="explicit,implicit,auto",
+                        help="which runs, comma-separated: explicit (to --explicit-T), implicit, auto (to --T)")
     args = parser.parse_args()
     if args.case == "s2-plateau":
         return s2_plateau()
-    settings = s1(args.T, args.explicit_T) if args.case == "s1" else s2(args.T, args.explicit_T, args.level)
+    if args.case == "table":
+        return table()
+    kinds = args.runs.split(",")
+    settings = s1(args.T, args.explicit_T, kinds) if args.case == "s1" else s2(args.T, args.explicit_T, kinds,
+                                                                                args.level)
     results = json.loads(RESULTS.read_text())
     results[args.case].update(settings)
     RESULTS.write_text(json.dumps(results, indent=1))
