@@ -228,13 +228,14 @@ def s2_plateau(t_state=50.0, span=100.0):
     RESULTS.write_text(json.dumps(results, indent=1))
 
 
-TABLE = (("S¹, 2048 cells", "s1", {"explicit": "explicit (SSP-RK3, positivity steps)",
-                                    "implicit": "implicit (backward Euler)", "auto": "auto"}),
-         ("S², icosphere(4)", "s2", {"explicit": "explicit (SSP-RK3, icosphere(4))",
-                                     "implicit": "implicit (backward Euler, icosphere(4))",
-                                     "auto": "auto, icosphere(4)"}),
-         ("S², adaptive cells", "s2", {"explicit": "explicit (SSP-RK3, adaptive default)",
-                                       "implicit": "implicit (backward Euler, adaptive default)", "auto": "auto"}))
+TABLE = (("S¹, 2048 cells", "s1", "s1", {"explicit": "explicit (SSP-RK3, positivity steps)",
+                                          "implicit": "implicit (backward Euler)", "auto": "auto"}),
+         ("S², icosphere(4)", "s2", "s2_level4", {"explicit": "explicit (SSP-RK3, icosphere(4))",
+                                                  "implicit": "implicit (backward Euler, icosphere(4))",
+                                                  "auto": "auto, icosphere(4)"}),
+         ("S², adaptive cells", "s2", "s2_adaptive", {"explicit": "explicit (SSP-RK3, adaptive default)",
+                                                      "implicit": "implicit (backward Euler, adaptive default)",
+                                                      "auto": "auto"}))
 
 
 def projected(result, T):
@@ -250,26 +251,38 @@ def projected(result, T):
     return float(cpu_end + rate * (T - end)), True
 
 
+def power(T):
+    """10⁴ for 1e4; other numbers as they are."""
+    k = np.log10(T)
+    return f"10{str(int(k)).translate(str.maketrans('0123456789-', '⁰¹²³⁴⁵⁶⁷⁸⁹⁻'))}" if k == int(k) else f"{T:g}"
+
+
+def duration(seconds):
+    """Seconds, minutes or hours, 3 digits."""
+    for unit, size in (("s", 1), ("min", 60), ("h", 3600)):
+        if seconds < 100 * size or unit == "h":
+            return f"{seconds / size:.3g} {unit}"
+
+
 def table(Ts=(1e2, 1e4, 1e6)):
     """The time-to-T table from the recorded runs (``TABLE``), stored under "table" in the results file and
     printed as Markdown: CPU seconds to each T (projected ones marked "≈") and the merge times of each run."""
     results = json.loads(RESULTS.read_text())
-    rows, lines = [], ["| case | run | " + " | ".join(f"T = {T:g}" for T in Ts) + " | merges (t) |",
+    rows, lines = {}, ["| case | run | " + " | ".join(f"T = {power(T)}" for T in Ts) + " | merges (t) |",
                        "|---" * (len(Ts) + 3) + "|"]
-    for label, case, runs in TABLE:
+    for label, case, key, runs in TABLE:
         for kind, name in runs.items():
             result = results.get(case, {}).get("runs", {}).get(name)
             if result is None or "cpu_trace" not in result:
                 continue
             times = [projected(result, T) for T in Ts]
-            rows.append(dict(case=label, run=kind, name=name, reached=result["T"],
-                             cpu_s={f"{T:g}": round(c, 1) for T, (c, _) in zip(Ts, times)},
-                             projected=[f"{T:g}" for T, (_, p) in zip(Ts, times) if p],
-                             merges=[m for m, _ in result["merges"]], steps=result["nsteps"]))
-            cells = [("≈ " if p else "") + (f"{c:.3g} s" if c < 1e4 else f"{c / 3600:.3g} h") for c, p in times]
-            lines.append(f"| {label} | {kind} | " + " | ".join(cells) + " | "
-                         + (", ".join(f"{m:g}" for m in rows[-1]["merges"]) or "none") +
-                         f" (to {result['T']:g}) |")
+            row = rows[f"{key}_{kind}"] = dict(
+                case=label, run=name, reached=result["T"], steps=result["nsteps"],
+                cpu_s={f"{T:g}": round(c, 1) for T, (c, _) in zip(Ts, times)},
+                projected=[f"{T:g}" for T, (_, p) in zip(Ts, times) if p], merges=[m for m, _ in result["merges"]])
+            merges = ", ".join(f"{m:g}" for m in row["merges"]) or "none"
+            lines.append(f"| {label} | {kind} | " + " | ".join(("≈ " if p else "") + duration(c) for c, p in times)
+                         + f" | {merges} (to {power(row['reached'])}) |")
     results["table"] = dict(rows=rows, note="CPU seconds (one process); ≈: projected from the run's last half")
     RESULTS.write_text(json.dumps(results, indent=1))
     print("\n".join(lines))
