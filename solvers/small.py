@@ -45,6 +45,7 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
@@ -260,12 +261,12 @@ def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
-            log_phi):
-    """The field before its projection, V G_i / z_i (SA) or V G_i e^{M_i} (USA), into outT (d, n), the
-    dots <outT_i, x_i> into m and log Φ (into log_phi, unless it is empty) of one system given as
-    xT (d, n).
+@njit(cache=True, inline="always", fastmath=FASTMATH, error_model="numpy")
+def _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+                 log_phi):
+    """The field before its projection as columns scaled, M[:, i] scale[i] (SA: V G_i / z_i; USA:
+    V G_i e^{M_i}), and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n):
+    returns M (GT[:d] = G^T, or outT = V G^T when ``general_V``); scale is GT[d] (v_scale folded in).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
@@ -285,22 +286,31 @@ def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, c
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
+    if general_V:
+        tile_product(V.T, GT[:d], outT, False)
+        return outT
+    for i in range(np.uint64(0), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
+        z[i] = v_scale * z[i]
+    return GT[:d]
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi):
+    """The field before its projection (``_scaled_sums``) into outT (d, n), the dots <outT_i, x_i>
+    into m, and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n)."""
+    d, n = xT.shape
+    M = _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                     outT, log_phi)
+    z = GT[d]
     lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see tiles._entries)
     for i in range(lo, un):
         m[i] = 0.0
-    if general_V:
-        tile_product(V.T, GT[:d], outT, False)
-        for c in range(d):
-            for i in range(lo, un):
-                value = outT[c, i] * z[i]
-                outT[c, i] = value
-                m[i] += value * xT[c, i]
-    else:
-        for c in range(d):
-            for i in range(lo, un):
-                value = (v_scale * z[i]) * GT[c, i]
-                outT[c, i] = value
-                m[i] += value * xT[c, i]
+    for c in range(d):
+        for i in range(lo, un):
+            value = M[c, i] * z[i]
+            outT[c, i] = value
+            m[i] += value * xT[c, i]
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -453,47 +463,144 @@ def _stage(yT, h, kT, sT):
             sT[c, i] = yT[c, i] + h * kT[c, i]
 
 
+def _euler_columns(lanes):
+    """An intrinsic ``euler(yT, xT, kT, sT, MT, scale, h, i0)``: the rest of a forward Euler step after
+    the value product for the columns i0 .. i0 + lanes - 1, each column's sums in a vector register:
+
+        k = scale M,  m = <k, x>,  s = y + h (k - m x),  y = s/|s|,  x = y/|y|
+
+    (the projection of ``_field``, ``_stage`` and two ``_unit_columns``, with the same operations in the
+    same order, so the same bits), four passes over the d rows.  The loops LLVM vectorises keep the
+    sums in memory and store them back on every row; here they stay in registers."""
+    @intrinsic
+    def euler(typingctx, yT, xT, kT, sT, MT, scale, h, i0):
+        if not all(isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == "C"
+                   for a in (yT, xT, kT, sT, MT, scale)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            double, index = ir.DoubleType(), ir.IntType(64)
+            vector = ir.VectorType(double, lanes)
+            y, x, k, s, M, sc = (context.make_array(t)(context, builder, v)
+                                 for t, v in zip(signature.args[:6], args[:6]))
+            col0 = args[7]
+            eight = ir.Constant(index, 8)
+            rows = cgutils.unpack_tuple(builder, y.shape, 2)[0]
+
+            def row_stride(a):
+                return builder.sdiv(cgutils.unpack_tuple(builder, a.strides, 2)[0], eight)
+
+            def pointer(a, stride, c):
+                at = builder.gep(a.data, [builder.add(builder.mul(c, stride), col0)])
+                return builder.bitcast(at, vector.as_pointer())
+
+            def splat(value):
+                one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+                return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined),
+                                              ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+            fmuladd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                                     f"llvm.fmuladd.v{lanes}f64")
+            sqrt = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector]),
+                                                  f"llvm.sqrt.v{lanes}f64")
+            strides = {name: row_stride(a) for name, a in (("y", y), ("x", x), ("k", k), ("s", s), ("M", M))}
+            arrays = dict(y=y, x=x, k=k, s=s, M=M)
+
+            def load(name, c):
+                return builder.load(pointer(arrays[name], strides[name], c), align=8)
+
+            def store(value, name, c):
+                builder.store(value, pointer(arrays[name], strides[name], c), align=8)
+
+            def rows_loop(body):
+                """acc <- body(c, acc) for c = 0 .. rows - 1, from acc = 0; the last acc."""
+                start = builder.basic_block
+                header = builder.append_basic_block("rows.header")
+                step = builder.append_basic_block("rows.body")
+                done = builder.append_basic_block("rows.done")
+                builder.branch(header)
+                builder.position_at_end(header)
+                c = builder.phi(index)
+                c.add_incoming(ir.Constant(index, 0), start)
+                acc = builder.phi(vector)
+                acc.add_incoming(ir.Constant(vector, [0.0] * lanes), start)
+                builder.cbranch(builder.icmp_signed("<", c, rows), step, done)
+                builder.position_at_end(step)
+                new = body(c, acc)
+                c.add_incoming(builder.add(c, ir.Constant(index, 1)), builder.basic_block)
+                acc.add_incoming(new, builder.basic_block)
+                builder.branch(header)
+                builder.position_at_end(done)
+                return acc
+
+            def reciprocal_norm(squares):
+                return builder.fdiv(ir.Constant(vector, [1.0] * lanes), builder.call(sqrt, [squares]))
+
+            column_scale = builder.load(builder.bitcast(builder.gep(sc.data, [col0]), vector.as_pointer()), align=8)
+            step_h = splat(args[6])
+
+            def values(c, m):                       # k = scale M, m += k x
+                value = builder.fmul(column_scale, load("M", c))
+                store(value, "k", c)
+                return builder.call(fmuladd, [value, load("x", c), m])
+            minus_m = builder.fneg(rows_loop(values))
+
+            def stage(c, norm):                     # s = y + h (k - m x), |s|^2
+                t = builder.call(fmuladd, [minus_m, load("x", c), load("k", c)])
+                value = builder.call(fmuladd, [step_h, t, load("y", c)])
+                store(value, "s", c)
+                return builder.call(fmuladd, [value, value, norm])
+            inverse = reciprocal_norm(rows_loop(stage))
+
+            def state(c, norm):                     # y = s/|s|, |y|^2
+                value = builder.fmul(load("s", c), inverse)
+                store(value, "y", c)
+                return builder.call(fmuladd, [value, value, norm])
+            inverse = reciprocal_norm(rows_loop(state))
+
+            def unit(c, unused):                    # x = y/|y|
+                store(builder.fmul(load("y", c), inverse), "x", c)
+                return unused
+            rows_loop(unit)
+            return context.get_dummy_value()
+
+        return types.none(yT, xT, kT, sT, MT, scale, h, i0), codegen
+    return euler
+
+
+_EULER_WIDE, _EULER_VECTOR, _EULER_ONE = (_euler_columns(lanes) for lanes in (4 * WIDTH, WIDTH, 1))
+
+
 @njit(cache=True, inline="always", fastmath=FASTMATH)
-def _euler_tail(yT, xT, kT, sT, m, norm, h):
-    """The rest of a forward Euler step after ``_values`` (kT = V G_i / z_i, m = <kT_i, x_i>), in three
-    passes: s = y + h (k - m x) with |s|^2, y = s/|s| with |y|^2, x = y/|y| (the next step's stage):
-    the arithmetic of ``_field``'s projection, ``_stage`` and two ``_unit_columns``, element by element."""
-    d = yT.shape[0]
-    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see tiles._entries)
-    for i in range(lo, n):
-        norm[i] = 0.0
-    for c in range(d):
-        for i in range(lo, n):
-            s = yT[c, i] + h * (kT[c, i] - m[i] * xT[c, i])
-            sT[c, i] = s
-            norm[i] += s * s
-    for i in range(lo, n):
-        norm[i] = 1.0 / math.sqrt(norm[i])
-        m[i] = 0.0
-    for c in range(d):
-        for i in range(lo, n):
-            y = sT[c, i] * norm[i]
-            yT[c, i] = y
-            m[i] += y * y
-    for i in range(lo, n):
-        m[i] = 1.0 / math.sqrt(m[i])
-    for c in range(d):
-        for i in range(lo, n):
-            xT[c, i] = yT[c, i] * m[i]
+def _euler_tail(yT, xT, kT, sT, MT, scale, h):
+    """The rest of a forward Euler step after the value product (k = scale M column by column,
+    m = <k, x>, s = y + h (k - m x), y = s/|s|, x = y/|y|: the next step's stage), by
+    ``_euler_columns`` on blocks of 4 ``WIDTH``, then ``WIDTH``, then single columns."""
+    n = yT.shape[1]
+    i = 0
+    while i + 4 * WIDTH <= n:
+        _EULER_WIDE(yT, xT, kT, sT, MT, scale, h, i)
+        i += 4 * WIDTH
+    while i + WIDTH <= n:
+        _EULER_VECTOR(yT, xT, kT, sT, MT, scale, h, i)
+        i += WIDTH
+    while i < n:
+        _EULER_ONE(yT, xT, kT, sT, MT, scale, h, i)
+        i += 1
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _advance_one(xb, wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, outb,
-                 UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp):
+                 UT, GT, ST, m, yT, xT, kT, aT, sT, lp):
     """``advance`` of one system xb (n, d) into outb, with the job's scratch."""
     n, d = xb.shape
     _transpose(xb, yT)
     _unit_columns(yT, xT, m)
     for _ in range(count):
         if not rk4:
-            _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                    kT, lp)
-            _euler_tail(yT, xT, kT, sT, m, norm, h)
+            M = _scaled_sums(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT,
+                             m, kT, lp)
+            _euler_tail(yT, xT, kT, sT, M, GT[d], h)
             continue
         _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                lp)
@@ -569,10 +676,9 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
             continue
         UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
-        norm = np.empty(n)
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
         while b < B:
             _advance_one(x[b], w[b], h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
-                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp)
+                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, lp)
             b = _take(taken)
