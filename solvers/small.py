@@ -210,12 +210,14 @@ def _exponentials(rows, lo, scale, shift):
 
 
 @njit(cache=True, fastmath=FASTMATH)
-def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
+def _symmetric_sums(xT, w, scale, WT, GT, ST, m, weighted):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
             (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
-        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
+        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row).
+
+    ``weighted``: WT already holds [x^T; 1] W (the Euler tail writes it with the next stage)."""
     d, n = xT.shape
     tile_product(xT, xT, ST, True)         # <x_j, x_i> for i >= tile_start(j)
     shift = 0.0
@@ -226,11 +228,13 @@ def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
     for j in range(n):
         for i in range(tile_start(j)):
             ST[j, i] = ST[i, j]
-    for c in range(d):
+    if not weighted:
+        for c in range(d):
+            for j in range(n):
+                WT[c, j] = w[j] * xT[c, j]
         for j in range(n):
-            WT[c, j] = w[j] * xT[c, j]
+            WT[d, j] = w[j]
     for j in range(n):
-        WT[d, j] = w[j]
         m[j] = shift
     tile_product(WT.T, ST, GT, False)
 
@@ -263,17 +267,17 @@ def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
 
 @njit(cache=True, inline="always", fastmath=FASTMATH, error_model="numpy")
 def _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
-                 log_phi):
+                 log_phi, weighted):
     """The field before its projection as columns scaled, M[:, i] scale[i] (SA: V G_i / z_i; USA:
     V G_i e^{M_i}), and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n):
     returns M (GT[:d] = G^T, or outT = V G^T when ``general_V``); scale is GT[d] (v_scale folded in).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,)."""
+    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,); ``weighted``: UT holds [x^T; 1] W (``_symmetric_sums``)."""
     d, n = xT.shape
     if symmetric(beta, a, general_A, causal):
-        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m)
+        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m, weighted)
     else:
         _shifted_sums(xT, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, m)
     z = GT[d]
@@ -301,7 +305,7 @@ def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, c
     into m, and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n)."""
     d, n = xT.shape
     M = _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                     outT, log_phi)
+                     outT, log_phi, False)
     z = GT[d]
     lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see tiles._entries)
     for i in range(lo, un):
@@ -464,18 +468,18 @@ def _stage(yT, h, kT, sT):
 
 
 def _euler_columns(lanes):
-    """An intrinsic ``euler(yT, xT, kT, sT, MT, scale, h, i0)``: the rest of a forward Euler step after
-    the value product for the columns i0 .. i0 + lanes - 1, each column's sums in a vector register:
+    """An intrinsic ``euler(yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted)``: the rest of a forward Euler step
+    after the value product for the columns i0 .. i0 + lanes - 1, each column's sums in a vector register:
 
-        k = scale M,  m = <k, x>,  s = y + h (k - m x),  y = s/|s|,  x = y/|y|
+        k = scale M,  m = <k, x>,  s = y + h (k - m x),  y = s/|s|,  x = y/|y|  (and WT = w x if ``weighted``)
 
-    (the projection of ``_field``, ``_stage`` and two ``_unit_columns``, with the same operations in the
-    same order, so the same bits), four passes over the d rows.  The loops LLVM vectorises keep the
-    sums in memory and store them back on every row; here they stay in registers."""
-    @intrinsic
-    def euler(typingctx, yT, xT, kT, sT, MT, scale, h, i0):
+    (the projection of ``_field``, ``_stage``, two ``_unit_columns`` and the weighting of
+    ``_symmetric_sums``, with the same operations in the same order, so the same bits), four passes
+    over the d rows.  The loops LLVM vectorises keep the sums in memory and store them back on every
+    row; here they stay in registers."""
+    def euler(typingctx, yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted):
         if not all(isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == "C"
-                   for a in (yT, xT, kT, sT, MT, scale)):
+                   for a in (yT, xT, kT, sT, MT, scale, w, WT)):
             return None
 
         def codegen(context, builder, signature, args):
@@ -483,6 +487,7 @@ def _euler_columns(lanes):
             vector = ir.VectorType(double, lanes)
             y, x, k, s, M, sc = (context.make_array(t)(context, builder, v)
                                  for t, v in zip(signature.args[:6], args[:6]))
+            weights, W = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[8:10], args[8:10]))
             col0 = args[7]
             eight = ir.Constant(index, 8)
             rows = cgutils.unpack_tuple(builder, y.shape, 2)[0]
@@ -503,8 +508,8 @@ def _euler_columns(lanes):
                                                      f"llvm.fmuladd.v{lanes}f64")
             sqrt = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector]),
                                                   f"llvm.sqrt.v{lanes}f64")
-            strides = {name: row_stride(a) for name, a in (("y", y), ("x", x), ("k", k), ("s", s), ("M", M))}
-            arrays = dict(y=y, x=x, k=k, s=s, M=M)
+            arrays = dict(y=y, x=x, k=k, s=s, M=M, W=W)
+            strides = {name: row_stride(a) for name, a in arrays.items()}
 
             def load(name, c):
                 return builder.load(pointer(arrays[name], strides[name], c), align=8)
@@ -536,7 +541,9 @@ def _euler_columns(lanes):
             def reciprocal_norm(squares):
                 return builder.fdiv(ir.Constant(vector, [1.0] * lanes), builder.call(sqrt, [squares]))
 
-            column_scale = builder.load(builder.bitcast(builder.gep(sc.data, [col0]), vector.as_pointer()), align=8)
+            def columns(a):
+                return builder.load(builder.bitcast(builder.gep(a.data, [col0]), vector.as_pointer()), align=8)
+            column_scale = columns(sc)
             step_h = splat(args[6])
 
             def values(c, m):                       # k = scale M, m += k x
@@ -558,34 +565,42 @@ def _euler_columns(lanes):
                 return builder.call(fmuladd, [value, value, norm])
             inverse = reciprocal_norm(rows_loop(state))
 
-            def unit(c, unused):                    # x = y/|y|
-                store(builder.fmul(load("y", c), inverse), "x", c)
+            column_weights = columns(weights)
+            weighting = context.cast(builder, args[10], signature.args[10], types.boolean)
+
+            def unit(c, unused):                    # x = y/|y| (and WT = w x)
+                value = builder.fmul(load("y", c), inverse)
+                store(value, "x", c)
+                with builder.if_then(weighting):   # loop-invariant: LLVM takes the test out of the loop
+                    store(builder.fmul(column_weights, value), "W", c)
                 return unused
             rows_loop(unit)
             return context.get_dummy_value()
 
-        return types.none(yT, xT, kT, sT, MT, scale, h, i0), codegen
-    return euler
+        return types.none(yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted), codegen
+
+    euler.__name__ = f"_euler_{lanes}"
+    return intrinsic(euler)
 
 
 _EULER_WIDE, _EULER_VECTOR, _EULER_ONE = (_euler_columns(lanes) for lanes in (4 * WIDTH, WIDTH, 1))
 
 
 @njit(cache=True, inline="always", fastmath=FASTMATH)
-def _euler_tail(yT, xT, kT, sT, MT, scale, h):
+def _euler_tail(yT, xT, kT, sT, MT, scale, h, w, WT, weighted):
     """The rest of a forward Euler step after the value product (k = scale M column by column,
-    m = <k, x>, s = y + h (k - m x), y = s/|s|, x = y/|y|: the next step's stage), by
-    ``_euler_columns`` on blocks of 4 ``WIDTH``, then ``WIDTH``, then single columns."""
+    m = <k, x>, s = y + h (k - m x), y = s/|s|, x = y/|y|: the next step's stage; WT[:d] = w x when
+    ``weighted``), by ``_euler_columns`` on blocks of 4 ``WIDTH``, then ``WIDTH``, then single columns."""
     n = yT.shape[1]
     i = 0
     while i + 4 * WIDTH <= n:
-        _EULER_WIDE(yT, xT, kT, sT, MT, scale, h, i)
+        _EULER_WIDE(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
         i += 4 * WIDTH
     while i + WIDTH <= n:
-        _EULER_VECTOR(yT, xT, kT, sT, MT, scale, h, i)
+        _EULER_VECTOR(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
         i += WIDTH
     while i < n:
-        _EULER_ONE(yT, xT, kT, sT, MT, scale, h, i)
+        _EULER_ONE(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
         i += 1
 
 
@@ -596,11 +611,12 @@ def _advance_one(xb, wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, ge
     n, d = xb.shape
     _transpose(xb, yT)
     _unit_columns(yT, xT, m)
-    for _ in range(count):
+    weighted = symmetric(beta, a, general_A, causal)       # the tail writes [x^T; 1] W for the next step
+    for step in range(count):
         if not rk4:
             M = _scaled_sums(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT,
-                             m, kT, lp)
-            _euler_tail(yT, xT, kT, sT, M, GT[d], h)
+                             m, kT, lp, weighted and step > 0)
+            _euler_tail(yT, xT, kT, sT, M, GT[d], h, wb, UT, weighted)
             continue
         _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                lp)
