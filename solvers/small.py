@@ -23,7 +23,8 @@ projection, the Euler update) are loops LLVM vectorises: unsigned indices and th
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
-only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
+only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)`` and
+``_upper_start(j)``; the rest copied by ``_mirror``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
 Threads pull systems one at a time from a shared counter (``_take``), so that a thread slowed by
@@ -49,7 +50,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
-from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product, tile_start
+from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
@@ -209,12 +210,37 @@ def _exponentials(rows, lo, scale, shift):
             row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
 
 
+@njit(cache=True, inline="always")
+def _upper_start(j):
+    """The first column of the rows j .. j + ROWS - 1 (j a multiple of ``ROWS``) whose exponentials
+    ``_symmetric_sums`` computes: j rounded down to whole vectors (``WIDTH``)."""
+    return j - j % WIDTH
+
+
+@njit(cache=True, inline="always")
+def _mirror(ST):
+    """ST[r, i] = ST[i, r] below the exponentials of ``_symmetric_sums`` (columns i < ``_upper_start``
+    of the row's group), by blocks of ``ROWS`` × ``ROWS`` (ROWS = 4; each read whole before it is written)."""
+    n = ST.shape[0]
+    last = n - n % ROWS
+    for j in range(0, last, ROWS):
+        for i in range(0, _upper_start(j), ROWS):
+            for a in range(ROWS):
+                column = (ST[i, j + a], ST[i + 1, j + a], ST[i + 2, j + a], ST[i + 3, j + a])
+                row = ST[j + a]
+                row[i], row[i + 1], row[i + 2], row[i + 3] = column
+    for r in range(last, n):
+        for i in range(_upper_start(last)):
+            ST[r, i] = ST[i, r]
+
+
 @njit(cache=True, fastmath=FASTMATH)
 def _symmetric_sums(xT, w, scale, WT, GT, ST, m, weighted):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
-            (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
+            (scores: the upper part, rows from ``tile_start(j)``; exponentials from ``_upper_start(j)``;
+            then ``_mirror``),
         [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row).
 
     ``weighted``: WT already holds [x^T; 1] W (the Euler tail writes it with the next stage)."""
@@ -224,10 +250,8 @@ def _symmetric_sums(xT, w, scale, WT, GT, ST, m, weighted):
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
     for j in range(0, n, ROWS):                 # the rows of a tile together: independent exponentials
-        _exponentials(ST[j:j + ROWS], tile_start(j), scale, shift)
-    for j in range(n):
-        for i in range(tile_start(j)):
-            ST[j, i] = ST[i, j]
+        _exponentials(ST[j:j + ROWS], _upper_start(j), scale, shift)
+    _mirror(ST)
     if not weighted:
         for c in range(d):
             for j in range(n):
