@@ -17,9 +17,10 @@ products are ``kernels.tiles.tile_product``: register tiles at the machine's vec
 entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
 why: bit-exact resume across processes), the same bits whatever the width; the ``gemm`` engine
 uses the same kernel for its products at small d.  The element-wise passes (normalisation,
-projection, the Euler update) are loops LLVM vectorises: unsigned indices and the NumPy error model
-(no zero-division test per element); a forward Euler step after the value product is three passes
-(``_euler_tail``).
+projection, the RK4 stages) are loops LLVM vectorises: unsigned indices and the NumPy error model
+(no zero-division test per element); a forward Euler step after the value product is one register
+kernel per block of columns (``_euler_tail``: its column sums stay in vector registers), with the same
+operations in the same order as those loops, so the same bits.
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:

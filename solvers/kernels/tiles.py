@@ -12,7 +12,9 @@ The width is chosen per machine when this module is imported (``vector_unit``): 
 the number of doubles in the widest vector register (AVX-512: 16, AVX2/AVX: 8, SSE2 or other: 4),
 so a tile is 2 ``ROWS`` vector accumulators — 8, enough independent FMA chains to hide the FMA
 latency on two FMA pipes.  Loops the compiler vectorises keep the accumulators in memory; the
-tile, written in LLVM IR (``_tile``), keeps them in registers.
+tile, written in LLVM IR (``_tile_of``), keeps them in registers.  The last R mod ``ROWS`` rows (the z
+row of the ``small`` engine's value products) take tiles of 1 to 3 rows, as wide as keeps about as many
+accumulators, then ``COLUMNS`` wide (``_edge``); only the last n mod ``COLUMNS`` columns are loops.
 """
 from .. import _numba_env  # noqa: F401
 
