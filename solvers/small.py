@@ -51,7 +51,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
-from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product
+from .kernels.tiles import ROWS, WIDTH, exp_tile, ir_loop, tile_product
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
@@ -544,24 +544,8 @@ def _euler_columns(lanes):
 
             def rows_loop(body):
                 """acc <- body(c, acc) for c = 0 .. rows - 1, from acc = 0; the last acc."""
-                start = builder.basic_block
-                header = builder.append_basic_block("rows.header")
-                step = builder.append_basic_block("rows.body")
-                done = builder.append_basic_block("rows.done")
-                builder.branch(header)
-                builder.position_at_end(header)
-                c = builder.phi(index)
-                c.add_incoming(ir.Constant(index, 0), start)
-                acc = builder.phi(vector)
-                acc.add_incoming(ir.Constant(vector, [0.0] * lanes), start)
-                builder.cbranch(builder.icmp_signed("<", c, rows), step, done)
-                builder.position_at_end(step)
-                new = body(c, acc)
-                c.add_incoming(builder.add(c, ir.Constant(index, 1)), builder.basic_block)
-                acc.add_incoming(new, builder.basic_block)
-                builder.branch(header)
-                builder.position_at_end(done)
-                return acc
+                zero = ir.Constant(vector, [0.0] * lanes)
+                return ir_loop(builder, rows, [zero], lambda c, acc: [body(c, acc[0])])[0]
 
             def reciprocal_norm(squares):
                 return builder.fdiv(ir.Constant(vector, [1.0] * lanes), builder.call(sqrt, [squares]))

@@ -69,6 +69,61 @@ COLUMNS = 2 * WIDTH   # columns of a tile: two vector registers per row
 CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles"
 
 
+def ir_loop(builder, count, initial, body):
+    """Emit the LLVM IR of a counted loop carrying values: for k = 0 .. count - 1, values <- body(k, values).
+
+    Parameters
+    ----------
+    builder : llvmlite.ir.IRBuilder
+        Positioned where the loop starts; left after it.
+    count : llvmlite.ir.Value
+        The number of passes (i64).
+    initial : list of llvmlite.ir.Value
+        The carried values before the loop (accumulators: they stay in registers).
+    body : callable
+        ``body(k, values)`` emits one pass (k the i64 index) and returns the new values, in order.
+
+    Returns
+    -------
+    list of llvmlite.ir.Value
+        The values after the loop.
+
+    Examples
+    --------
+    >>> from llvmlite import ir
+    >>> from meanfield.solvers.kernels.tiles import ir_loop
+    >>> i64 = ir.IntType(64)
+    >>> function = ir.Function(ir.Module(), ir.FunctionType(i64, [i64]), "triangle")
+    >>> builder = ir.IRBuilder(function.append_basic_block())
+    >>> total, = ir_loop(builder, function.args[0], [ir.Constant(i64, 0)], lambda k, v: [builder.add(v[0], k)])
+    >>> _ = builder.ret(total)
+    >>> "phi" in str(function)
+    True
+    """
+    index = ir.IntType(64)
+    start = builder.basic_block
+    header = builder.append_basic_block("loop.header")
+    step = builder.append_basic_block("loop.body")
+    done = builder.append_basic_block("loop.done")
+    builder.branch(header)
+    builder.position_at_end(header)
+    k = builder.phi(index)
+    k.add_incoming(ir.Constant(index, 0), start)
+    values = [builder.phi(v.type) for v in initial]
+    for phi, v in zip(values, initial):
+        phi.add_incoming(v, start)
+    builder.cbranch(builder.icmp_signed("<", k, count), step, done)
+    builder.position_at_end(step)
+    new = body(k, values)
+    end = builder.basic_block
+    k.add_incoming(builder.add(k, ir.Constant(index, 1)), end)
+    for phi, v in zip(values, new):
+        phi.add_incoming(v, end)
+    builder.branch(header)
+    builder.position_at_end(done)
+    return values
+
+
 def _tile_of(rows, tiles):
     """An intrinsic ``tile(PT, C, out, r, i)``: out[r:r+rows, i:i+columns] = PT[:, r:r+rows]ᵀ
     C[:, i:i+columns] with columns = tiles ``COLUMNS`` (read when it compiles), the rows × columns /
@@ -104,35 +159,19 @@ def _tile_of(rows, tiles):
                 offset = builder.add(builder.mul(row, row_stride), col)
                 return builder.bitcast(builder.gep(data, [offset]), vector.as_pointer())
 
-            start = builder.basic_block
-            header = builder.append_basic_block("tile.header")
-            body = builder.append_basic_block("tile.body")
-            done = builder.append_basic_block("tile.done")
-            builder.branch(header)
-            builder.position_at_end(header)
-            k = builder.phi(index)
-            k.add_incoming(ir.Constant(index, 0), start)
-            acc = [builder.phi(vector) for _ in range(rows)]
-            for a in acc:
-                a.add_incoming(zero, start)
-            builder.cbranch(builder.icmp_signed("<", k, K), body, done)
-            builder.position_at_end(body)
-            cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
-            pt_k = builder.mul(k, pt_rows)
-            new = []
-            for t in range(rows):
-                col = builder.mul(builder.add(row0, ir.Constant(index, t)), pt_cols)
-                p = builder.load(builder.gep(pt.data, [builder.add(pt_k, col)]))
-                broadcast = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), p,
-                                                                          ir.Constant(ir.IntType(32), 0)),
-                                                   ir.Constant(vector, ir.Undefined), splat)
-                new.append(builder.call(fma, [broadcast, cols, acc[t]]))
-            k_next = builder.add(k, ir.Constant(index, 1))
-            k.add_incoming(k_next, body)
-            for a, v in zip(acc, new):
-                a.add_incoming(v, body)
-            builder.branch(header)
-            builder.position_at_end(done)
+            def inner(k, acc):                      # acc[t] += PT[k, r + t] C[k, i:i+columns]
+                cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
+                pt_k = builder.mul(k, pt_rows)
+                new = []
+                for t in range(rows):
+                    col = builder.mul(builder.add(row0, ir.Constant(index, t)), pt_cols)
+                    p = builder.load(builder.gep(pt.data, [builder.add(pt_k, col)]))
+                    broadcast = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), p,
+                                                                              ir.Constant(ir.IntType(32), 0)),
+                                                       ir.Constant(vector, ir.Undefined), splat)
+                    new.append(builder.call(fma, [broadcast, cols, acc[t]]))
+                return new
+            acc = ir_loop(builder, K, [zero] * rows, inner)
             for t in range(rows):
                 row = builder.add(row0, ir.Constant(index, t))
                 builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=4 if single else 8)
