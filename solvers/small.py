@@ -704,6 +704,7 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
         while b < B:
-            _advance_one(x[b], w[b], h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
+            wb = np.ascontiguousarray(w[b])    # the Euler tail reads whole vectors of weights
+            _advance_one(x[b], wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
                          causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, lp)
             b = _take(taken)

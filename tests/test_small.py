@@ -233,6 +233,17 @@ def test_euler_steps_equal_plain_loops_bit_for_bit(model, n):
         assert np.array_equal(out, np.swapaxes(y, 1, 2)), count
 
 
+def test_advance_takes_weights_of_any_strides():
+    """The Euler tail reads whole vectors of weights: a strided view gives the bits of its copy."""
+    x = RNG.normal(size=(3, 9, D))
+    w = weights(3, 18)[:, ::2]
+    args = particles._small_arguments(mf.SA(2.0), D)
+    out, copied = np.empty_like(x), np.empty_like(x)
+    small.advance(x, w, 0.05, 3, False, *args, out)
+    small.advance(x, np.ascontiguousarray(w), 0.05, 3, False, *args, copied)
+    assert np.array_equal(out, copied)
+
+
 @pytest.mark.parametrize("model", [MODELS[0], MODELS[4]], ids=["SA", "SA-general"])
 def test_same_bits_on_any_thread_count(model):
     """The threads pull the systems from a shared counter, so which thread computes a system
