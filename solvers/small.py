@@ -17,13 +17,15 @@ products are ``kernels.tiles.tile_product``: register tiles at the machine's vec
 entry one FMA chain in the order of the inner index (no reassociation; kernels/direct.py explains
 why: bit-exact resume across processes), the same bits whatever the width; the ``gemm`` engine
 uses the same kernel for its products at small d.  The element-wise passes (normalisation,
-projection, the Euler update) are loops LLVM vectorises: unsigned indices and the NumPy error model
-(no zero-division test per element); a forward Euler step after the value product is three passes
-(``_euler_tail``).
+projection, the RK4 stages) are loops LLVM vectorises: unsigned indices and the NumPy error model
+(no zero-division test per element); a forward Euler step after the value product is one register
+kernel per block of columns (``_euler_tail``: its column sums stay in vector registers), with the same
+operations in the same order as those loops, so the same bits.
 
 Scores β a <x_i, x_j> (A = a I, no mask, 2 β|a| <= ``SYMMETRIC_MAX_EXP``) take the symmetric kernel
 K_ij = e^{β a <x_i, x_j> - M} with one shift M = β|a| max_j |x_j|^2 >= s_ij for every target:
-only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)``), and
+only the upper part of the Gram matrix and of K is computed (rows from ``tiles.tile_start(j)`` and
+``_upper_start(j)``; the rest copied by ``_mirror``), and
 [G^T; z] = [x^T; 1] diag(w) K is one product.  Other models (general A, causal masks, large
 β) take the per-target maxima M_i and S^T = x U^T with U = β x A.
 Threads pull systems one at a time from a shared counter (``_take``), so that a thread slowed by
@@ -45,10 +47,11 @@ import math
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .kernels.direct import FASTMATH, exp_nonpositive
-from .kernels.tiles import ROWS, WIDTH, exp_tile, tile_product, tile_start
+from .kernels.tiles import ROWS, WIDTH, exp_tile, ir_loop, tile_product
 
 SMALL_N = 128   # the largest system treated here: its n × n scores stay in cache per thread
 BLAS_MAX_WORK = 65536 * 4  # OpenBLAS computes a dgemm of m n k <= 65536 × 4 on the calling thread (gemm.py)
@@ -208,28 +211,55 @@ def _exponentials(rows, lo, scale, shift):
             row[i] = exp_nonpositive(min(scale * row[i] - shift, 0.0))
 
 
+@njit(cache=True, inline="always")
+def _upper_start(j):
+    """The first column of the rows j .. j + ROWS - 1 (j a multiple of ``ROWS``) whose exponentials
+    ``_symmetric_sums`` computes: j rounded down to whole vectors (``WIDTH``)."""
+    return j - j % WIDTH
+
+
+@njit(cache=True, inline="always")
+def _mirror(ST):
+    """ST[r, i] = ST[i, r] below the exponentials of ``_symmetric_sums`` (columns i < ``_upper_start``
+    of the row's group), by blocks of ``ROWS`` × ``ROWS`` (ROWS = 4; each read whole before it is written)."""
+    n = ST.shape[0]
+    last = n - n % ROWS
+    for j in range(0, last, ROWS):
+        for i in range(0, _upper_start(j), ROWS):
+            for a in range(ROWS):
+                column = (ST[i, j + a], ST[i + 1, j + a], ST[i + 2, j + a], ST[i + 3, j + a])
+                row = ST[j + a]
+                row[i], row[i + 1], row[i + 2], row[i + 3] = column
+    for r in range(last, n):
+        for i in range(_upper_start(last)):
+            ST[r, i] = ST[i, r]
+
+
 @njit(cache=True, fastmath=FASTMATH)
-def _symmetric_sums(xT, w, scale, WT, GT, ST, m):
+def _symmetric_sums(xT, w, scale, WT, GT, ST, m, weighted):
     """G^T (d, n) and z (row d of GT) for the symmetric kernel, one shift M_i = M for all i:
 
         K = e^{scale x x^T - M},  M = |scale| max_j |x_j|^2 >= scale <x_i, x_j>
-            (scores and exponentials: the upper part, rows from ``tile_start(j)``, then mirrored),
-        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row)."""
+            (scores: the upper part, rows from ``tile_start(j)``; exponentials from ``_upper_start(j)``;
+            then ``_mirror``),
+        [G^T; z] = [x^T; 1] W K,  W = diag(w)   (one product, z as its last row).
+
+    ``weighted``: WT already holds [x^T; 1] W (the Euler tail writes it with the next stage)."""
     d, n = xT.shape
     tile_product(xT, xT, ST, True)         # <x_j, x_i> for i >= tile_start(j)
     shift = 0.0
     for j in range(n):
         shift = max(shift, abs(scale) * ST[j, j])
     for j in range(0, n, ROWS):                 # the rows of a tile together: independent exponentials
-        _exponentials(ST[j:j + ROWS], tile_start(j), scale, shift)
-    for j in range(n):
-        for i in range(tile_start(j)):
-            ST[j, i] = ST[i, j]
-    for c in range(d):
+        _exponentials(ST[j:j + ROWS], _upper_start(j), scale, shift)
+    _mirror(ST)
+    if not weighted:
+        for c in range(d):
+            for j in range(n):
+                WT[c, j] = w[j] * xT[c, j]
         for j in range(n):
-            WT[c, j] = w[j] * xT[c, j]
+            WT[d, j] = w[j]
     for j in range(n):
-        WT[d, j] = w[j]
         m[j] = shift
     tile_product(WT.T, ST, GT, False)
 
@@ -260,19 +290,19 @@ def _shifted_sums(xT, w, scale, A_T, general_A, causal, UT, GT, ST, m):
     tile_product(xT.T, ST, GT[:d], False)                 # G^T = x^T E^T
 
 
-@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
-def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
-            log_phi):
-    """The field before its projection, V G_i / z_i (SA) or V G_i e^{M_i} (USA), into outT (d, n), the
-    dots <outT_i, x_i> into m and log Φ (into log_phi, unless it is empty) of one system given as
-    xT (d, n).
+@njit(cache=True, inline="always", fastmath=FASTMATH, error_model="numpy")
+def _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+                 log_phi, weighted):
+    """The field before its projection as columns scaled, M[:, i] scale[i] (SA: V G_i / z_i; USA:
+    V G_i e^{M_i}), and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n):
+    returns M (GT[:d] = G^T, or outT = V G^T when ``general_V``); scale is GT[d] (v_scale folded in).
 
     A_T = A^T and V are read only when general_A / general_V; otherwise A = a I, V = v_scale I.
     ``causal``: token i attends to j <= i (USA divided by W_i = sum_{j<=i} w_j).
-    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,)."""
+    Scratch: UT, GT (d + 1, n), ST (n, n), m (n,); ``weighted``: UT holds [x^T; 1] W (``_symmetric_sums``)."""
     d, n = xT.shape
     if symmetric(beta, a, general_A, causal):
-        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m)
+        _symmetric_sums(xT, w, beta * a, UT, GT, ST, m, weighted)
     else:
         _shifted_sums(xT, w, beta if general_A else beta * a, A_T, general_A, causal, UT, GT, ST, m)
     z = GT[d]
@@ -285,22 +315,31 @@ def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, c
             z[i] = 1.0 / z[i]
         else:
             z[i] = math.exp(m[i]) / prefix if causal else math.exp(m[i])
+    if general_V:
+        tile_product(V.T, GT[:d], outT, False)
+        return outT
+    for i in range(np.uint64(0), np.uint64(n)):     # unsigned: vectorises (see tiles._entries)
+        z[i] = v_scale * z[i]
+    return GT[:d]
+
+
+@njit(cache=True, fastmath=FASTMATH, error_model="numpy")
+def _values(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, outT,
+            log_phi):
+    """The field before its projection (``_scaled_sums``) into outT (d, n), the dots <outT_i, x_i>
+    into m, and log Φ (into log_phi, unless it is empty) of one system given as xT (d, n)."""
+    d, n = xT.shape
+    M = _scaled_sums(xT, w, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
+                     outT, log_phi, False)
+    z = GT[d]
     lo, un = np.uint64(0), np.uint64(n)      # unsigned: vectorises (see tiles._entries)
     for i in range(lo, un):
         m[i] = 0.0
-    if general_V:
-        tile_product(V.T, GT[:d], outT, False)
-        for c in range(d):
-            for i in range(lo, un):
-                value = outT[c, i] * z[i]
-                outT[c, i] = value
-                m[i] += value * xT[c, i]
-    else:
-        for c in range(d):
-            for i in range(lo, un):
-                value = (v_scale * z[i]) * GT[c, i]
-                outT[c, i] = value
-                m[i] += value * xT[c, i]
+    for c in range(d):
+        for i in range(lo, un):
+            value = M[c, i] * z[i]
+            outT[c, i] = value
+            m[i] += value * xT[c, i]
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
@@ -453,47 +492,140 @@ def _stage(yT, h, kT, sT):
             sT[c, i] = yT[c, i] + h * kT[c, i]
 
 
+def _euler_columns(lanes):
+    """An intrinsic ``euler(yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted)``: the rest of a forward Euler step
+    after the value product for the columns i0 .. i0 + lanes - 1, each column's sums in a vector register:
+
+        k = scale M,  m = <k, x>,  s = y + h (k - m x),  y = s/|s|,  x = y/|y|  (and WT = w x if ``weighted``)
+
+    (the projection of ``_field``, ``_stage``, two ``_unit_columns`` and the weighting of
+    ``_symmetric_sums``, with the same operations in the same order, so the same bits), four passes
+    over the d rows.  The loops LLVM vectorises keep the sums in memory and store them back on every
+    row; here they stay in registers."""
+    def euler(typingctx, yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted):
+        if not all(isinstance(a, types.Array) and a.dtype == types.float64 and a.layout == "C"
+                   for a in (yT, xT, kT, sT, MT, scale, w, WT)):
+            return None
+
+        def codegen(context, builder, signature, args):
+            double, index = ir.DoubleType(), ir.IntType(64)
+            vector = ir.VectorType(double, lanes)
+            y, x, k, s, M, sc = (context.make_array(t)(context, builder, v)
+                                 for t, v in zip(signature.args[:6], args[:6]))
+            weights, W = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[8:10], args[8:10]))
+            col0 = args[7]
+            eight = ir.Constant(index, 8)
+            rows = cgutils.unpack_tuple(builder, y.shape, 2)[0]
+
+            def row_stride(a):
+                return builder.sdiv(cgutils.unpack_tuple(builder, a.strides, 2)[0], eight)
+
+            def pointer(a, stride, c):
+                at = builder.gep(a.data, [builder.add(builder.mul(c, stride), col0)])
+                return builder.bitcast(at, vector.as_pointer())
+
+            def splat(value):
+                one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+                return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined),
+                                              ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
+
+            fmuladd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                                     f"llvm.fmuladd.v{lanes}f64")
+            sqrt = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector]),
+                                                  f"llvm.sqrt.v{lanes}f64")
+            arrays = dict(y=y, x=x, k=k, s=s, M=M, W=W)
+            strides = {name: row_stride(a) for name, a in arrays.items()}
+
+            def load(name, c):
+                return builder.load(pointer(arrays[name], strides[name], c), align=8)
+
+            def store(value, name, c):
+                builder.store(value, pointer(arrays[name], strides[name], c), align=8)
+
+            def rows_loop(body):
+                """acc <- body(c, acc) for c = 0 .. rows - 1, from acc = 0; the last acc."""
+                zero = ir.Constant(vector, [0.0] * lanes)
+                return ir_loop(builder, rows, [zero], lambda c, acc: [body(c, acc[0])])[0]
+
+            def reciprocal_norm(squares):
+                return builder.fdiv(ir.Constant(vector, [1.0] * lanes), builder.call(sqrt, [squares]))
+
+            def columns(a):
+                return builder.load(builder.bitcast(builder.gep(a.data, [col0]), vector.as_pointer()), align=8)
+            column_scale = columns(sc)
+            step_h = splat(args[6])
+
+            def values(c, m):                       # k = scale M, m += k x
+                value = builder.fmul(column_scale, load("M", c))
+                store(value, "k", c)
+                return builder.call(fmuladd, [value, load("x", c), m])
+            minus_m = builder.fneg(rows_loop(values))
+
+            def stage(c, norm):                     # s = y + h (k - m x), |s|^2
+                t = builder.call(fmuladd, [minus_m, load("x", c), load("k", c)])
+                value = builder.call(fmuladd, [step_h, t, load("y", c)])
+                store(value, "s", c)
+                return builder.call(fmuladd, [value, value, norm])
+            inverse = reciprocal_norm(rows_loop(stage))
+
+            def state(c, norm):                     # y = s/|s|, |y|^2
+                value = builder.fmul(load("s", c), inverse)
+                store(value, "y", c)
+                return builder.call(fmuladd, [value, value, norm])
+            inverse = reciprocal_norm(rows_loop(state))
+
+            column_weights = columns(weights)
+            weighting = context.cast(builder, args[10], signature.args[10], types.boolean)
+
+            def unit(c, unused):                    # x = y/|y| (and WT = w x)
+                value = builder.fmul(load("y", c), inverse)
+                store(value, "x", c)
+                with builder.if_then(weighting):   # loop-invariant: LLVM takes the test out of the loop
+                    store(builder.fmul(column_weights, value), "W", c)
+                return unused
+            rows_loop(unit)
+            return context.get_dummy_value()
+
+        return types.none(yT, xT, kT, sT, MT, scale, h, i0, w, WT, weighted), codegen
+
+    euler.__name__ = f"_euler_{lanes}"
+    return intrinsic(euler)
+
+
+_EULER_WIDE, _EULER_VECTOR, _EULER_ONE = (_euler_columns(lanes) for lanes in (4 * WIDTH, WIDTH, 1))
+
+
 @njit(cache=True, inline="always", fastmath=FASTMATH)
-def _euler_tail(yT, xT, kT, sT, m, norm, h):
-    """The rest of a forward Euler step after ``_values`` (kT = V G_i / z_i, m = <kT_i, x_i>), in three
-    passes: s = y + h (k - m x) with |s|^2, y = s/|s| with |y|^2, x = y/|y| (the next step's stage):
-    the arithmetic of ``_field``'s projection, ``_stage`` and two ``_unit_columns``, element by element."""
-    d = yT.shape[0]
-    lo, n = np.uint64(0), np.uint64(yT.shape[1])      # unsigned: vectorises (see tiles._entries)
-    for i in range(lo, n):
-        norm[i] = 0.0
-    for c in range(d):
-        for i in range(lo, n):
-            s = yT[c, i] + h * (kT[c, i] - m[i] * xT[c, i])
-            sT[c, i] = s
-            norm[i] += s * s
-    for i in range(lo, n):
-        norm[i] = 1.0 / math.sqrt(norm[i])
-        m[i] = 0.0
-    for c in range(d):
-        for i in range(lo, n):
-            y = sT[c, i] * norm[i]
-            yT[c, i] = y
-            m[i] += y * y
-    for i in range(lo, n):
-        m[i] = 1.0 / math.sqrt(m[i])
-    for c in range(d):
-        for i in range(lo, n):
-            xT[c, i] = yT[c, i] * m[i]
+def _euler_tail(yT, xT, kT, sT, MT, scale, h, w, WT, weighted):
+    """The rest of a forward Euler step after the value product (k = scale M column by column,
+    m = <k, x>, s = y + h (k - m x), y = s/|s|, x = y/|y|: the next step's stage; WT[:d] = w x when
+    ``weighted``), by ``_euler_columns`` on blocks of 4 ``WIDTH``, then ``WIDTH``, then single columns."""
+    n = yT.shape[1]
+    i = 0
+    while i + 4 * WIDTH <= n:
+        _EULER_WIDE(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
+        i += 4 * WIDTH
+    while i + WIDTH <= n:
+        _EULER_VECTOR(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
+        i += WIDTH
+    while i < n:
+        _EULER_ONE(yT, xT, kT, sT, MT, scale, h, i, w, WT, weighted)
+        i += 1
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _advance_one(xb, wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, outb,
-                 UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp):
+                 UT, GT, ST, m, yT, xT, kT, aT, sT, lp):
     """``advance`` of one system xb (n, d) into outb, with the job's scratch."""
     n, d = xb.shape
     _transpose(xb, yT)
     _unit_columns(yT, xT, m)
-    for _ in range(count):
+    weighted = symmetric(beta, a, general_A, causal)       # the tail writes [x^T; 1] W for the next step
+    for step in range(count):
         if not rk4:
-            _values(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m,
-                    kT, lp)
-            _euler_tail(yT, xT, kT, sT, m, norm, h)
+            M = _scaled_sums(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT,
+                             m, kT, lp, weighted and step > 0)
+            _euler_tail(yT, xT, kT, sT, M, GT[d], h, wb, UT, weighted)
             continue
         _field(xT, wb, beta, A_T, a, V, v_scale, normalised, general_A, general_V, causal, UT, ST, GT, m, kT,
                lp)
@@ -569,10 +701,10 @@ def advance(x, w, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A
             continue
         UT, GT, ST, m = _scratch(n, d)
         work = np.empty((5, d, n))
-        norm = np.empty(n)
         yT, xT, kT, aT, sT = work[0], work[1], work[2], work[3], work[4]   # state, stage, k, sum of k, y + h k
         lp = np.empty(0)                   # log Φ is not needed between steps
         while b < B:
-            _advance_one(x[b], w[b], h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
-                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, norm, lp)
+            wb = np.ascontiguousarray(w[b])    # the Euler tail reads whole vectors of weights
+            _advance_one(x[b], wb, h, count, rk4, beta, A_T, a, V, v_scale, normalised, general_A, general_V,
+                         causal, out[b], UT, GT, ST, m, yT, xT, kT, aT, sT, lp)
             b = _take(taken)

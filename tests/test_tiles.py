@@ -27,7 +27,10 @@ def in_order(PT, C):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("K, R, n", [(32, 32, 32), (32, 33, 32), (3, 7, 13), (1, 4, tiles.COLUMNS),
-                                     (65, 36, 2 * tiles.COLUMNS + 3), (0, 5, 9)])
+                                     (65, 36, 2 * tiles.COLUMNS + 3), (0, 5, 9),
+                                     # the last R mod 4 rows: wide, COLUMNS-wide and loop parts
+                                     (5, 6, 3 * tiles.COLUMNS + 5), (7, 5, 5 * tiles.COLUMNS + 1),
+                                     (4, 2, 2 * tiles.COLUMNS), (3, 1, 4 * tiles.COLUMNS), (9, 3, 13)])
 def test_product_equals_in_order_loops_bit_for_bit(K, R, n, dtype):
     PT, C = RNG.normal(size=(K, R)).astype(dtype), RNG.normal(size=(K, n)).astype(dtype)
     out = np.full((R, n), np.nan, dtype)
@@ -44,7 +47,7 @@ def test_left_factor_of_any_strides():
     assert np.allclose(out, P @ C, rtol=1e-13, atol=1e-13)
 
 
-@pytest.mark.parametrize("n", [5, 32, 37])
+@pytest.mark.parametrize("n", [5, 32, 34, 37, 39])
 def test_upper_part_of_symmetric_product(n):
     xT = RNG.normal(size=(4, n))
     out = np.full((n, n), np.nan)

@@ -12,7 +12,9 @@ The width is chosen per machine when this module is imported (``vector_unit``): 
 the number of doubles in the widest vector register (AVX-512: 16, AVX2/AVX: 8, SSE2 or other: 4),
 so a tile is 2 ``ROWS`` vector accumulators — 8, enough independent FMA chains to hide the FMA
 latency on two FMA pipes.  Loops the compiler vectorises keep the accumulators in memory; the
-tile, written in LLVM IR (``_tile``), keeps them in registers.
+tile, written in LLVM IR (``_tile_of``), keeps them in registers.  The last R mod ``ROWS`` rows (the z
+row of the ``small`` engine's value products) take tiles of 1 to 3 rows, as wide as keeps about as many
+accumulators, then ``COLUMNS`` wide (``_edge``); only the last n mod ``COLUMNS`` columns are loops.
 """
 from .. import _numba_env  # noqa: F401
 
@@ -67,73 +69,150 @@ COLUMNS = 2 * WIDTH   # columns of a tile: two vector registers per row
 CHOICE = f"{UNIT}: {WIDTH} doubles per vector register, {ROWS} x {COLUMNS} tiles"
 
 
-@intrinsic
-def _tile(typingctx, PT, C, out, r, i):
-    """out[r:r+ROWS, i:i+COLUMNS] = PT[:, r:r+ROWS]ᵀ C[:, i:i+COLUMNS], accumulators in registers
-    (C and out with contiguous rows; PT any strides; all float64 or all float32)."""
-    arrays = (PT, C, out)
-    if not all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays):
-        return None
-    if PT.dtype not in (types.float64, types.float32) or C.dtype != PT.dtype or out.dtype != PT.dtype:
-        return None
-    if C.layout != "C" or out.layout != "C":
-        return None
-    single = PT.dtype == types.float32
+def ir_loop(builder, count, initial, body):
+    """Emit the LLVM IR of a counted loop carrying values: for k = 0 .. count - 1, values <- body(k, values).
 
-    def codegen(context, builder, signature, args):
-        real, index = ir.FloatType() if single else ir.DoubleType(), ir.IntType(64)
-        vector = ir.VectorType(real, COLUMNS)
-        pt, c, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
-        row0, col0 = args[3], args[4]
-        size = ir.Constant(index, 4 if single else 8)
-        pt_rows, pt_cols = (builder.sdiv(s, size) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
-        c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], size)
-        o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], size)
-        K = cgutils.unpack_tuple(builder, c.shape, 2)[0]
-        zero = ir.Constant(vector, [0.0] * COLUMNS)
-        splat = ir.Constant(ir.VectorType(ir.IntType(32), COLUMNS), [0] * COLUMNS)
-        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
-                                            f"llvm.fmuladd.v{COLUMNS}f{32 if single else 64}")  # fused where FMA exists
+    Parameters
+    ----------
+    builder : llvmlite.ir.IRBuilder
+        Positioned where the loop starts; left after it.
+    count : llvmlite.ir.Value
+        The number of passes (i64).
+    initial : list of llvmlite.ir.Value
+        The carried values before the loop (accumulators: they stay in registers).
+    body : callable
+        ``body(k, values)`` emits one pass (k the i64 index) and returns the new values, in order.
 
-        def vector_at(data, row_stride, row, col):
-            offset = builder.add(builder.mul(row, row_stride), col)
-            return builder.bitcast(builder.gep(data, [offset]), vector.as_pointer())
+    Returns
+    -------
+    list of llvmlite.ir.Value
+        The values after the loop.
 
-        start = builder.basic_block
-        header = builder.append_basic_block("tile.header")
-        body = builder.append_basic_block("tile.body")
-        done = builder.append_basic_block("tile.done")
-        builder.branch(header)
-        builder.position_at_end(header)
-        k = builder.phi(index)
-        k.add_incoming(ir.Constant(index, 0), start)
-        acc = [builder.phi(vector) for _ in range(ROWS)]
-        for a in acc:
-            a.add_incoming(zero, start)
-        builder.cbranch(builder.icmp_signed("<", k, K), body, done)
-        builder.position_at_end(body)
-        cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
-        pt_k = builder.mul(k, pt_rows)
-        new = []
-        for t in range(ROWS):
-            col = builder.mul(builder.add(row0, ir.Constant(index, t)), pt_cols)
-            p = builder.load(builder.gep(pt.data, [builder.add(pt_k, col)]))
-            broadcast = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), p,
-                                                                      ir.Constant(ir.IntType(32), 0)),
-                                               ir.Constant(vector, ir.Undefined), splat)
-            new.append(builder.call(fma, [broadcast, cols, acc[t]]))
-        k_next = builder.add(k, ir.Constant(index, 1))
-        k.add_incoming(k_next, body)
-        for a, v in zip(acc, new):
-            a.add_incoming(v, body)
-        builder.branch(header)
-        builder.position_at_end(done)
-        for t in range(ROWS):
-            row = builder.add(row0, ir.Constant(index, t))
-            builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=4 if single else 8)
-        return context.get_dummy_value()
+    Examples
+    --------
+    >>> from llvmlite import ir
+    >>> from meanfield.solvers.kernels.tiles import ir_loop
+    >>> i64 = ir.IntType(64)
+    >>> function = ir.Function(ir.Module(), ir.FunctionType(i64, [i64]), "triangle")
+    >>> builder = ir.IRBuilder(function.append_basic_block())
+    >>> total, = ir_loop(builder, function.args[0], [ir.Constant(i64, 0)], lambda k, v: [builder.add(v[0], k)])
+    >>> _ = builder.ret(total)
+    >>> "phi" in str(function)
+    True
+    """
+    index = ir.IntType(64)
+    start = builder.basic_block
+    header = builder.append_basic_block("loop.header")
+    step = builder.append_basic_block("loop.body")
+    done = builder.append_basic_block("loop.done")
+    builder.branch(header)
+    builder.position_at_end(header)
+    k = builder.phi(index)
+    k.add_incoming(ir.Constant(index, 0), start)
+    values = [builder.phi(v.type) for v in initial]
+    for phi, v in zip(values, initial):
+        phi.add_incoming(v, start)
+    builder.cbranch(builder.icmp_signed("<", k, count), step, done)
+    builder.position_at_end(step)
+    new = body(k, values)
+    end = builder.basic_block
+    k.add_incoming(builder.add(k, ir.Constant(index, 1)), end)
+    for phi, v in zip(values, new):
+        phi.add_incoming(v, end)
+    builder.branch(header)
+    builder.position_at_end(done)
+    return values
 
-    return types.none(PT, C, out, r, i), codegen
+
+def _tile_of(rows, tiles):
+    """An intrinsic ``tile(PT, C, out, r, i)``: out[r:r+rows, i:i+columns] = PT[:, r:r+rows]ᵀ
+    C[:, i:i+columns] with columns = tiles ``COLUMNS`` (read when it compiles), the rows × columns /
+    ``WIDTH`` accumulators in vector registers (C and out with contiguous rows; PT any strides; all
+    float64 or all float32)."""
+    def tile(typingctx, PT, C, out, r, i):
+        columns = tiles * COLUMNS
+        arrays = (PT, C, out)
+        if not all(isinstance(a, types.Array) and a.ndim == 2 for a in arrays):
+            return None
+        if PT.dtype not in (types.float64, types.float32) or C.dtype != PT.dtype or out.dtype != PT.dtype:
+            return None
+        if C.layout != "C" or out.layout != "C":
+            return None
+        single = PT.dtype == types.float32
+
+        def codegen(context, builder, signature, args):
+            real, index = ir.FloatType() if single else ir.DoubleType(), ir.IntType(64)
+            vector = ir.VectorType(real, columns)
+            pt, c, o = (context.make_array(t)(context, builder, v) for t, v in zip(signature.args[:3], args[:3]))
+            row0, col0 = args[3], args[4]
+            size = ir.Constant(index, 4 if single else 8)
+            pt_rows, pt_cols = (builder.sdiv(s, size) for s in cgutils.unpack_tuple(builder, pt.strides, 2))
+            c_row = builder.sdiv(cgutils.unpack_tuple(builder, c.strides, 2)[0], size)
+            o_row = builder.sdiv(cgutils.unpack_tuple(builder, o.strides, 2)[0], size)
+            K = cgutils.unpack_tuple(builder, c.shape, 2)[0]
+            zero = ir.Constant(vector, [0.0] * columns)
+            splat = ir.Constant(ir.VectorType(ir.IntType(32), columns), [0] * columns)
+            fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3),
+                                                 f"llvm.fmuladd.v{columns}f{32 if single else 64}")  # fused if FMA
+
+            def vector_at(data, row_stride, row, col):
+                offset = builder.add(builder.mul(row, row_stride), col)
+                return builder.bitcast(builder.gep(data, [offset]), vector.as_pointer())
+
+            def inner(k, acc):                      # acc[t] += PT[k, r + t] C[k, i:i+columns]
+                cols = builder.load(vector_at(c.data, c_row, k, col0), align=4 if single else 8)
+                pt_k = builder.mul(k, pt_rows)
+                new = []
+                for t in range(rows):
+                    col = builder.mul(builder.add(row0, ir.Constant(index, t)), pt_cols)
+                    p = builder.load(builder.gep(pt.data, [builder.add(pt_k, col)]))
+                    broadcast = builder.shuffle_vector(builder.insert_element(ir.Constant(vector, ir.Undefined), p,
+                                                                              ir.Constant(ir.IntType(32), 0)),
+                                                       ir.Constant(vector, ir.Undefined), splat)
+                    new.append(builder.call(fma, [broadcast, cols, acc[t]]))
+                return new
+            acc = ir_loop(builder, K, [zero] * rows, inner)
+            for t in range(rows):
+                row = builder.add(row0, ir.Constant(index, t))
+                builder.store(acc[t], vector_at(o.data, o_row, row, col0), align=4 if single else 8)
+            return context.get_dummy_value()
+
+        return types.none(PT, C, out, r, i), codegen
+
+    tile.__name__ = f"_tile_{rows}_by_{tiles}"
+    return intrinsic(tile)
+
+
+_tile = _tile_of(ROWS, 1)
+#: The tiles of the last R mod ``ROWS`` rows, by their number of rows: a wide one (about as many
+#: accumulators as a full tile, so as many independent FMA chains) and one ``COLUMNS`` wide.
+_EDGE_1, _EDGE_1_WIDE = _tile_of(1, 1), _tile_of(1, ROWS)
+_EDGE_2, _EDGE_2_WIDE = _tile_of(2, 1), _tile_of(2, ROWS // 2)
+_EDGE_3 = _tile_of(3, 1)
+
+
+@njit(cache=True, inline="always")
+def _edge(PT, C, out, r, left, i, full):
+    """The tiles of the last ``left`` < ``ROWS`` rows r .. r + left - 1, columns i .. full - 1 (a
+    multiple of ``COLUMNS`` apart): wide tiles, then ``COLUMNS`` wide ones."""
+    if left == 1:
+        while i + ROWS * COLUMNS <= full:
+            _EDGE_1_WIDE(PT, C, out, r, i)
+            i += ROWS * COLUMNS
+        while i < full:
+            _EDGE_1(PT, C, out, r, i)
+            i += COLUMNS
+    elif left == 2:
+        while i + ROWS // 2 * COLUMNS <= full:
+            _EDGE_2_WIDE(PT, C, out, r, i)
+            i += ROWS // 2 * COLUMNS
+        while i < full:
+            _EDGE_2(PT, C, out, r, i)
+            i += COLUMNS
+    elif left == 3:
+        while i < full:
+            _EDGE_3(PT, C, out, r, i)
+            i += COLUMNS
 
 
 @intrinsic
@@ -313,4 +392,6 @@ def tile_product(PT: np.ndarray, C: np.ndarray, out: np.ndarray, upper: bool) ->
         for i in range(tile_start(r) if upper else 0, full, COLUMNS):
             _tile(PT, C, out, r, i)
         _entries(PT, C, out, r, r + ROWS, full)
-    _entries(PT, C, out, R - R % ROWS, R, tile_start(R - R % ROWS) if upper else 0)
+    r = R - R % ROWS
+    _edge(PT, C, out, r, R - r, tile_start(r) if upper else 0, full)
+    _entries(PT, C, out, r, R, full)
