@@ -326,7 +326,8 @@ def test_lazy_check_evaluates_the_lead_field_only_when_it_can_change_the_mesh():
             calls.append(1)
             return 0.25 * adaptive._field((model,), rho, mesh, "auto")
         return sweep
-    amesh, rho, threshold = adaptive.initial_mesh(perturbed_uniform(3, amplitude=1e-3, degree=2), base=2, finest=4, bulk=3)
+    near_uniform = perturbed_uniform(3, amplitude=1e-3, degree=2)
+    amesh, rho, threshold = adaptive.initial_mesh(near_uniform, base=2, finest=4, bulk=3)
     assert amesh.levels.min() == amesh.levels.max() == 3
     kept = adaptive._refined(amesh, rho, settings, threshold, lazy=True, sweep=lead(amesh.mesh, rho))
     eager = adaptive._refined(amesh, rho, settings, threshold, lazy=True, sweep=lead(amesh.mesh, rho)())
