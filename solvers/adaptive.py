@@ -137,17 +137,28 @@ def check_levels(base, finest, bulk=None):
 
 def _refined(amesh, rho, settings, threshold, lazy=False, sweep=None):
     """The generator set the criterion asks for (with hysteresis against ``amesh``'s own set), led
-    along ``sweep`` (u τ at the generators, ``_wanted``) when it is given.
+    along ``sweep`` (u τ at the generators, ``_wanted``; or a callable returning it, called only when
+    the lead can change the answer) when it is given.
 
     With ``lazy``, the set is kept as it is while no cell wants a finer level than it has and
     coarsening would remove fewer than ``COARSEN`` of the cells: a remesh costs as much as tens of
-    steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones."""
+    steps, and the mesh would otherwise follow every sub-cell drift of the buffer zones.  Leading only
+    raises wanted levels to levels some cell wants (``remesh.downstream``), so when no cell wants more
+    than the coarsest level the mesh has, and the set is kept without the lead, it is kept with it: the
+    field is then not evaluated (the near-uniform phase, where every cell wants the bulk level)."""
     base, buffer = settings["base"], settings["buffer"]
+    if lazy and callable(sweep):
+        want = _wanted(rho, amesh.mesh, settings, threshold)
+        keep = _wanted(rho, amesh.mesh, settings, threshold / 4)
+        if want.max() <= amesh.levels.min() and _kept(amesh, want, keep):
+            return amesh.index, threshold
+    if callable(sweep):
+        sweep = sweep()
     before = None
     while True:
         want = _wanted(rho, amesh.mesh, settings, threshold, sweep)
         keep = _wanted(rho, amesh.mesh, settings, threshold / 4, sweep)
-        if lazy and np.all(want <= amesh.levels) and np.count_nonzero(keep < amesh.levels - 1) < COARSEN * amesh.size:
+        if lazy and _kept(amesh, want, keep):
             return amesh.index, threshold
         index = np.union1d(select(amesh, want, base, buffer),
                            np.intersect1d(select(amesh, keep, base, buffer), amesh.index, assume_unique=True))
@@ -159,6 +170,12 @@ def _refined(amesh, rho, settings, threshold, lazy=False, sweep=None):
                              f"keep level bulk = {settings['bulk']}; raise max_cells or lower bulk")
         before = want, keep
         threshold *= 4.0
+
+
+def _kept(amesh, want, keep):
+    """The lazy rule of ``_refined``: no cell wants a finer level than it has, and fewer than ``COARSEN``
+    of the cells could be two levels coarser."""
+    return bool(np.all(want <= amesh.levels) and np.count_nonzero(keep < amesh.levels - 1) < COARSEN * amesh.size)
 
 
 def _initial(rho0, amesh, base):
@@ -402,8 +419,9 @@ def solve(model: SA | USA | MultiHead, rho0: Callable | ArrayLike, t_eval: Array
             break
         begin = time.perf_counter()
         counters["checks"] += 1
-        sweep = interval * (_field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
-                            if stage.general is None else stage.general.field(rho * amesh.mesh.areas)[0])
+        def sweep(rho=rho, amesh=amesh, stage=stage):
+            return interval * (_field(getattr(model, "heads", (model,)), rho, amesh.mesh, summation)
+                               if stage.general is None else stage.general.field(rho * amesh.mesh.areas)[0])
         index, threshold = _refined(amesh, rho, settings, threshold, lazy=True, sweep=sweep)
         if not np.array_equal(index, amesh.index):
             new = adaptive_mesh(index, finest)

@@ -647,7 +647,7 @@ class Auto(Scheme):
     switch, back : float
         The thresholds of ``controllers.choose_scheme`` on h_explicit / h_implicit (defaults 1/20 and
         1/10: an implicit step costs 20-45 SSP-RK3 steps where the field is cheap beside the sparse
-        solves, as on S¹; the S² engines, whose field evaluations dominate, pass 1/2 and 1).
+        solves, as on S¹; the S² engines, where a step costs about 5-6 SSP-RK3 steps, pass 1/10 and 1/4).
     returned : bool
         Whether the run has already gone back from the implicit member to the explicit one (the adaptive
         engines pass it on from stretch to stretch): a switch to the implicit member then needs

@@ -104,6 +104,8 @@ __all__ = ["solve_on_mesh", "SphereOperator", "time_derivative", "max_step", "st
            "cell_potential", "cell_energy", "balanced_field", "field_method", "initial_density", "check_model",
            "auto_scheme", "FLUXES", "DEFAULT_FLUX", "DEFAULT_LEVEL"]
 
+AUTO_SWITCH, AUTO_BACK = 0.1, 0.25    # S² thresholds of scheme="auto" (auto_scheme)
+
 FLUXES = ("upwind2", "upwind", "muscl", "tpfa")
 DEFAULT_FLUX = "upwind2"
 CFL = {"upwind2": 0.5, "upwind": 1.0, "muscl": 0.5, "tpfa": 1.0}
@@ -910,10 +912,13 @@ def cell_energy(model: SA | USA | MultiHead, rho: ArrayLike, mesh: Mesh, summati
 
 
 def auto_scheme(scheme: str | type | object) -> str | type | object:
-    """``scheme="auto"`` with the thresholds of S²: switch to MPRK22 when the explicit step is below 1/2
-    of the implicit one, back above 1 (``controllers.choose_scheme``).  A field evaluation on a mesh of
-    S² costs about as much as a sparse solve, so an MPRK22 step (two of each) costs about one SSP-RK3
-    step (three evaluations), not 15 as on S¹.  Any other scheme is returned as it is.
+    """``scheme="auto"`` with the thresholds of S²: switch to backward Euler when the explicit step is
+    below 1/10 of the implicit one, back above 1/4 (``controllers.choose_scheme``).  On S² a backward
+    Euler step (a Newton–Krylov solve: about 11 evaluations of the field or the linear part, and a sparse
+    factorisation per Newton iteration) costs about 6 SSP-RK3 steps (three field evaluations each), so
+    the two break even at h_explicit / h_implicit ≈ 1/6; the thresholds stand on either side of it, each
+    member taken where it is at least about 1.5 times cheaper (not 15-45 as on S¹, where the field is
+    cheap beside the solves).  Any other scheme is returned as it is.
 
     Parameters
     ----------
@@ -927,9 +932,9 @@ def auto_scheme(scheme: str | type | object) -> str | type | object:
     --------
     >>> from meanfield.solvers.sphere import auto_scheme
     >>> auto_scheme("auto"), auto_scheme("ssprk3")
-    (Auto(switch=0.5, back=1.0), 'ssprk3')
+    (Auto(switch=0.1, back=0.25), 'ssprk3')
     """
-    return Auto(switch=0.5, back=1.0) if isinstance(scheme, str) and scheme == "auto" else scheme
+    return Auto(switch=AUTO_SWITCH, back=AUTO_BACK) if isinstance(scheme, str) and scheme == "auto" else scheme
 
 
 @threads.solving()      # OpenBLAS's spinning threads asleep; the faster of Numba's threads and one

@@ -310,3 +310,30 @@ def test_diffusion_cfl_and_budget_on_adaptive_cells(tmp_path):
         adaptive.solve(*args, checkpoint=path, budget=1e-9, **kw)
     again = adaptive.solve(*args, checkpoint=path, resume=True, **kw)
     assert np.array_equal(again.rho, full.rho) and again.info["nsteps"] == full.info["nsteps"]
+
+
+def test_lazy_check_evaluates_the_lead_field_only_when_it_can_change_the_mesh():
+    """Leading refinement only raises levels to levels some cell wants: where every cell wants at most
+    the mesh's coarsest level (the near-uniform phase on the bulk level) the check keeps the mesh
+    without evaluating the field, as the check with the field does; on a clustered state it asks for
+    the field and gives the eager check's set."""
+    model = mf.SA(3.0)
+    settings = dict(base=2, finest=4, buffer=2, max_cells=20000, bulk=3)
+    calls = []
+
+    def lead(mesh, rho):
+        def sweep():
+            calls.append(1)
+            return 0.25 * adaptive._field((model,), rho, mesh, "auto")
+        return sweep
+    near_uniform = perturbed_uniform(3, amplitude=1e-3, degree=2)
+    amesh, rho, threshold = adaptive.initial_mesh(near_uniform, base=2, finest=4, bulk=3)
+    assert amesh.levels.min() == amesh.levels.max() == 3
+    kept = adaptive._refined(amesh, rho, settings, threshold, lazy=True, sweep=lead(amesh.mesh, rho))
+    eager = adaptive._refined(amesh, rho, settings, threshold, lazy=True, sweep=lead(amesh.mesh, rho)())
+    assert len(calls) == 1 and np.array_equal(kept[0], amesh.index) and np.array_equal(eager[0], amesh.index)
+    calls.clear()
+    peak = np.exp(8 * (amesh.mesh.points[:, 2] - 1))                    # a cluster at the pole: level 4 wanted
+    lazy = adaptive._refined(amesh, peak, settings, threshold, lazy=True, sweep=lead(amesh.mesh, peak))
+    eager = adaptive._refined(amesh, peak, settings, threshold, lazy=True, sweep=lead(amesh.mesh, peak)())
+    assert len(calls) == 2 and lazy[0].max() >= level_size(3) and np.array_equal(lazy[0], eager[0])
