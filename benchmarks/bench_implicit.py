@@ -131,16 +131,18 @@ def run(solve, t, uniform, name, case):
     return result
 
 
-def s1(T, explicit_T, kinds):
+def s1(T, explicit_T, kinds, rtol=None):
     cells = 2048
     rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(PHASES, 0))
     model = mf.SA(BETA)
+    tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
     for kind, name, scheme, end in (("explicit", "explicit (SSP-RK3, positivity steps)", "ssprk3", explicit_T),
-                                    ("implicit", "implicit (backward Euler)", "backward_euler", T),
-                                    ("auto", "auto", "auto", T)):
+                                    ("implicit", f"implicit (backward Euler{named})", "backward_euler", T),
+                                    ("auto", f"auto{named}", "auto", T)):
         if end > 0 and kind in kinds:
             run(lambda t, scheme=scheme: circle.solve(model, rho0, t, cells=cells, flux="upwind", scheme=scheme,
-                                                      progress=False, energy=False, budget=None),
+                                                      progress=False, energy=False, budget=None,
+                                                      **(tolerance if scheme != "ssprk3" else {})),
                 output_times(end), 1 / (2 * np.pi), name, "s1")
     return dict(cells=cells, beta=BETA, flux="upwind")
 
@@ -156,18 +158,20 @@ def s2_density():
     return rho0
 
 
-def s2(T, explicit_T, kinds, level=None):
+def s2(T, explicit_T, kinds, level=None, rtol=None):
     """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)")."""
     rho0 = s2_density()
     model = mf.SA(BETA)
     mesh = None if level is None else sphere.icosphere(level)
     where = "adaptive default" if level is None else f"icosphere({level})"
+    tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
     for kind, name, scheme, end in (("explicit", f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
-                                    ("implicit", f"implicit (backward Euler, {where})", "backward_euler", T),
-                                    ("auto", "auto" if level is None else f"auto, {where}", "auto", T)):
+                                    ("implicit", f"implicit (backward Euler, {where}{named})", "backward_euler", T),
+                                    ("auto", ("auto" if level is None else f"auto, {where}") + named, "auto", T)):
         if end > 0 and kind in kinds:
             run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
-                                                      energy=False, budget=None),
+                                                      energy=False, budget=None,
+                                                      **(tolerance if scheme != "ssprk3" else {})),
                 output_times(end), 1 / (4 * np.pi), name, "s2")
     return dict(mesh="adaptive (default); icosphere(level) for the runs so named", beta=BETA, flux="upwind2")
 
@@ -233,10 +237,11 @@ TABLE = (("S¹, 2048 cells", "s1", "s1", {"explicit": "explicit (SSP-RK3, positi
                                           "implicit": "implicit (backward Euler)", "auto": "auto"}),
          ("S², icosphere(4)", "s2", "s2_level4", {"explicit": "explicit (SSP-RK3, icosphere(4))",
                                                   "implicit": "implicit (backward Euler, icosphere(4))",
-                                                  "auto": "auto, icosphere(4)"}),
+                                                  "auto": "auto, icosphere(4)",
+                                                  "auto, rtol 1e-4": "auto, icosphere(4), rtol=0.0001"}),
          ("S², adaptive cells", "s2", "s2_adaptive", {"explicit": "explicit (SSP-RK3, adaptive default)",
                                                       "implicit": "implicit (backward Euler, adaptive default)",
-                                                      "auto": "auto"}))
+                                                      "auto": "auto", "auto, rtol 1e-4": "auto, rtol=0.0001"}))
 
 
 def projected(result, T):
@@ -295,6 +300,8 @@ def main():
     parser.add_argument("--T", type=float, default=1e6)
     parser.add_argument("--explicit-T", type=float, default=1e3, help="0: skip the explicit run")
     parser.add_argument("--level", type=int, default=None, help="s2: icosphere(level) instead of adaptive cells")
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="the implicit and auto runs' rtol (default: the solvers'); named in the run")
     parser.add_argument("--runs", default="explicit,implicit,auto",
                         help="which runs, comma-separated: explicit (to --explicit-T), implicit, auto (to --T)")
     args = parser.parse_args()
@@ -303,8 +310,8 @@ def main():
     if args.case == "table":
         return table()
     kinds = args.runs.split(",")
-    settings = s1(args.T, args.explicit_T, kinds) if args.case == "s1" else s2(args.T, args.explicit_T, kinds,
-                                                                                args.level)
+    settings = s1(args.T, args.explicit_T, kinds, args.rtol) if args.case == "s1" else \
+        s2(args.T, args.explicit_T, kinds, args.level, args.rtol)
     results = json.loads(RESULTS.read_text())
     results[args.case].update(settings)
     RESULTS.write_text(json.dumps(results, indent=1))
