@@ -158,20 +158,23 @@ def s2_density():
     return rho0
 
 
-def s2(T, explicit_T, kinds, level=None, rtol=None):
-    """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)")."""
+def s2(T, explicit_T, kinds, level=None, rtol=None, flux=None):
+    """The default adaptive cells, or icosphere(level) (runs named "... icosphere(level)"); ``flux``: the
+    explicit run's flux instead of the default "upwind2" (named in the run)."""
     rho0 = s2_density()
     model = mf.SA(BETA)
     mesh = None if level is None else sphere.icosphere(level)
     where = "adaptive default" if level is None else f"icosphere({level})"
     tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
-    for kind, name, scheme, end in (("explicit", f"explicit (SSP-RK3, {where})", "ssprk3", explicit_T),
+    fluxed = "" if flux is None else f", flux={flux}"
+    for kind, name, scheme, end in (("explicit", f"explicit (SSP-RK3, {where}{fluxed})", "ssprk3", explicit_T),
                                     ("implicit", f"implicit (backward Euler, {where}{named})", "backward_euler", T),
                                     ("auto", ("auto" if level is None else f"auto, {where}") + named, "auto", T)):
         if end > 0 and kind in kinds:
             run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
                                                       energy=False, budget=None,
-                                                      **(tolerance if scheme != "ssprk3" else {})),
+                                                      **(tolerance if scheme != "ssprk3" else
+                                                         {} if flux is None else {"flux": flux})),
                 output_times(end), 1 / (4 * np.pi), name, "s2")
     return dict(mesh="adaptive (default); icosphere(level) for the runs so named", beta=BETA, flux="upwind2")
 
@@ -263,16 +266,19 @@ def power(T):
     return f"10{str(int(k)).translate(str.maketrans('0123456789-', '⁰¹²³⁴⁵⁶⁷⁸⁹⁻'))}" if k == int(k) else f"{T:g}"
 
 
-def duration(seconds):
-    """Seconds, minutes or hours, 3 digits."""
+def duration(seconds, source):
+    """Seconds, minutes or hours to 3 digits, the number followed by its ``source`` marker (a key of the results
+    file) for docs/performance.md."""
     for unit, size in (("s", 1), ("min", 60), ("h", 3600)):
         if seconds < 100 * size or unit == "h":
-            return f"{seconds / size:.3g} {unit}"
+            scale = "" if size == 1 else f" scale={1 / size!r}"
+            return f"{seconds / size:.3g}<!-- from: benchmarks/results/implicit.json:{source}{scale} --> {unit}"
 
 
 def table(Ts=(1e2, 1e4, 1e6)):
     """The time-to-T table from the recorded runs (``TABLE``), stored under "table" in the results file and
-    printed as Markdown: CPU seconds to each T (projected ones marked "≈") and the merge times of each run."""
+    printed as Markdown with the source of each number (docs/performance.md): CPU seconds to each T (projected
+    ones marked "≈") and the merge times of each run."""
     results = json.loads(RESULTS.read_text())
     rows, lines = {}, ["| case | run | " + " | ".join(f"T = {power(T)}" for T in Ts) + " | merges (t) |",
                        "|---" * (len(Ts) + 3) + "|"]
@@ -282,13 +288,15 @@ def table(Ts=(1e2, 1e4, 1e6)):
             if result is None or "cpu_trace" not in result:
                 continue
             times = [projected(result, T) for T in Ts]
-            row = rows[f"{key}_{kind}"] = dict(
+            row = rows[f"{key}_{kind.replace(',', '').replace(' ', '_')}"] = dict(
                 case=label, run=name, reached=result["T"], steps=result["nsteps"],
                 cpu_s={f"{T:g}": round(c, 1) for T, (c, _) in zip(Ts, times)},
                 projected=[f"{T:g}" for T, (_, p) in zip(Ts, times) if p], merges=[m for m, _ in result["merges"]])
-            merges = ", ".join(f"{m:g}" for m in row["merges"]) or "none"
-            lines.append(f"| {label} | {kind} | " + " | ".join(("≈ " if p else "") + duration(c) for c, p in times)
-                         + f" | {merges} (to {power(row['reached'])}) |")
+            source = f"table.rows.{key}_{kind.replace(',', '').replace(' ', '_')}"
+            merges = ", ".join(f"{m:.5g}<!-- from: benchmarks/results/implicit.json:{source}.merges.{j} -->"
+                               for j, m in enumerate(row["merges"])) or "none"
+            cells = [("≈ " if p else "") + duration(c, f"{source}.cpu_s.{T:g}") for T, (c, p) in zip(Ts, times)]
+            lines.append(f"| {label} | {kind} | " + " | ".join(cells) + f" | {merges} (to {power(row['reached'])}) |")
     results["table"] = dict(rows=rows, note="CPU seconds (one process); ≈: projected from the run's last half")
     RESULTS.write_text(json.dumps(results, indent=1))
     print("\n".join(lines))
@@ -302,6 +310,7 @@ def main():
     parser.add_argument("--level", type=int, default=None, help="s2: icosphere(level) instead of adaptive cells")
     parser.add_argument("--rtol", type=float, default=None,
                         help="the implicit and auto runs' rtol (default: the solvers'); named in the run")
+    parser.add_argument("--flux", default=None, help="s2: the explicit run's flux (default: the solver's)")
     parser.add_argument("--runs", default="explicit,implicit,auto",
                         help="which runs, comma-separated: explicit (to --explicit-T), implicit, auto (to --T)")
     args = parser.parse_args()
@@ -311,7 +320,7 @@ def main():
         return table()
     kinds = args.runs.split(",")
     settings = s1(args.T, args.explicit_T, kinds, args.rtol) if args.case == "s1" else \
-        s2(args.T, args.explicit_T, kinds, args.level, args.rtol)
+        s2(args.T, args.explicit_T, kinds, args.level, args.rtol, args.flux)
     results = json.loads(RESULTS.read_text())
     results[args.case].update(settings)
     RESULTS.write_text(json.dumps(results, indent=1))
