@@ -239,6 +239,7 @@ def s2_plateau(t_state=50.0, span=100.0):
 TABLE = (("S¹, 2048 cells", "s1", "s1", {"explicit": "explicit (SSP-RK3, positivity steps)",
                                           "implicit": "implicit (backward Euler)", "auto": "auto"}),
          ("S², icosphere(4)", "s2", "s2_level4", {"explicit": "explicit (SSP-RK3, icosphere(4))",
+                                                  "explicit, upwind": "explicit (SSP-RK3, icosphere(4), flux=upwind)",
                                                   "implicit": "implicit (backward Euler, icosphere(4))",
                                                   "auto": "auto, icosphere(4)",
                                                   "auto, rtol 1e-4": "auto, icosphere(4), rtol=0.0001"}),
@@ -290,7 +291,7 @@ def table(Ts=(1e2, 1e4, 1e6)):
             times = [projected(result, T) for T in Ts]
             row = rows[f"{key}_{kind.replace(',', '').replace(' ', '_')}"] = dict(
                 case=label, run=name, reached=result["T"], steps=result["nsteps"],
-                cpu_s={f"{T:g}": round(c, 1) for T, (c, _) in zip(Ts, times)},
+                cpu_s={f"{T:g}": round(c, 2) for T, (c, _) in zip(Ts, times)},
                 projected=[f"{T:g}" for T, (_, p) in zip(Ts, times) if p], merges=[m for m, _ in result["merges"]])
             source = f"table.rows.{key}_{kind.replace(',', '').replace(' ', '_')}"
             merges = ", ".join(f"{m:.5g}<!-- from: benchmarks/results/implicit.json:{source}.merges.{j} -->"
