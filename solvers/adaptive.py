@@ -149,8 +149,7 @@ def _refined(amesh, rho, settings, threshold, lazy=False, sweep=None):
     base, buffer = settings["base"], settings["buffer"]
     if lazy and callable(sweep):
         want = _wanted(rho, amesh.mesh, settings, threshold)
-        keep = _wanted(rho, amesh.mesh, settings, threshold / 4)
-        if want.max() <= amesh.levels.min() and _kept(amesh, want, keep):
+        if want.max() <= amesh.levels.min() and _kept(amesh, want, _wanted(rho, amesh.mesh, settings, threshold / 4)):
             return amesh.index, threshold
     if callable(sweep):
         sweep = sweep()
