@@ -141,9 +141,10 @@ def _float_bits(typingctx, value):
 
 _ROUNDER = 6755399441055744.0          # 1.5 · 2^52: t + _ROUNDER rounds t (|t| < 2^51) to an integer k ...
 _ROUNDER_BITS = 0x4338000000000000     # ... held in the low bits: bits(t + _ROUNDER) = _ROUNDER_BITS + k
-#: The constants of ``exp_nonpositive`` (log2 e, the rounder and its bits, ln 2 in two parts), for kernels
-#: that repeat its operations on vectors of lanes (``tiles.exp_tile``).
-EXP_CONSTANTS = (_LOG2E, _ROUNDER, _ROUNDER_BITS, _LN2_HI, _LN2_LO)
+_EXP_FLOOR = -708.0                    # arguments below are raised to it: e^{-708} is still a normal number
+#: The constants of ``exp_nonpositive`` (its floor, log2 e, the rounder and its bits, ln 2 in two parts), for
+#: kernels that repeat its operations on vectors of lanes (``tiles.exp_tile``).
+EXP_CONSTANTS = (_EXP_FLOOR, _LOG2E, _ROUNDER, _ROUNDER_BITS, _LN2_HI, _LN2_LO)
 
 
 @njit(cache=True, fastmath={"contract"})
@@ -176,7 +177,7 @@ def exp_nonpositive(x):
     >>> abs(exp_nonpositive(-1.5) / math.exp(-1.5) - 1) < 1e-15, exp_nonpositive(-math.inf) < 1e-307
     (True, True)
     """
-    x = max(x, -708.0)
+    x = max(x, _EXP_FLOOR)
     rounded = x * _LOG2E + _ROUNDER
     k = rounded - _ROUNDER
     r = (x - k * _LN2_HI) - k * _LN2_LO

@@ -258,7 +258,7 @@ def exp_tile(typingctx, rows, i, scale, shift):
     if not (isinstance(rows, types.Array) and rows.ndim == 2 and rows.dtype == types.float64 and rows.layout == "C"):
         return None
     lanes = ROWS * WIDTH
-    log2e, rounder, rounder_bits, ln2_hi, ln2_lo = EXP_CONSTANTS
+    floor, log2e, rounder, rounder_bits, ln2_hi, ln2_lo = EXP_CONSTANTS
     taylor = [1.0 / math.factorial(k) for k in range(13, -1, -1)]      # 1/13!, ..., 1/2, 1, 1
 
     def codegen(context, builder, signature, args):
@@ -291,7 +291,7 @@ def exp_tile(typingctx, rows, i, scale, shift):
         v = parts[0]
         t = fma(splat(scale_), v, builder.fneg(splat(shift_)))
         t = builder.select(builder.fcmp_ordered("<", t, splat(0.0)), t, splat(0.0))           # min(t, 0)
-        x = builder.select(builder.fcmp_ordered(">", t, splat(-708.0)), t, splat(-708.0))     # max(t, -708)
+        x = builder.select(builder.fcmp_ordered(">", t, splat(floor)), t, splat(floor))     # max(t, floor)
         rounded = fma(x, splat(log2e), splat(rounder))
         k = builder.fsub(rounded, splat(rounder))
         minus_k = builder.fneg(k)
