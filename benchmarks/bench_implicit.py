@@ -131,19 +131,28 @@ def run(solve, t, uniform, name, case):
     return result
 
 
+def schedule(solve, names, case, uniform, T, explicit_T, kinds, rtol=None, explicit=None):
+    """The runs of a case that ``kinds`` names: the explicit scheme (SSP-RK3, with the options ``explicit``) to
+    ``explicit_T``, backward Euler and auto (with ``rtol`` when given) to ``T``; ``solve(t, scheme, **options)``,
+    each run named by ``names[kind]`` with "{rtol}" replaced by ", rtol=…" or nothing."""
+    tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
+    for kind, scheme, end, options in (("explicit", "ssprk3", explicit_T, explicit or {}),
+                                       ("implicit", "backward_euler", T, tolerance), ("auto", "auto", T, tolerance)):
+        if end > 0 and kind in kinds:
+            run(lambda t, scheme=scheme, options=options: solve(t, scheme, **options), output_times(end), uniform,
+                names[kind].format(rtol=named), case)
+
+
 def s1(T, explicit_T, kinds, rtol=None):
     cells = 2048
     rho0 = near_uniform_density(circle.cell_angles(cells), perturbation_phases(PHASES, 0))
     model = mf.SA(BETA)
-    tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
-    for kind, name, scheme, end in (("explicit", "explicit (SSP-RK3, positivity steps)", "ssprk3", explicit_T),
-                                    ("implicit", f"implicit (backward Euler{named})", "backward_euler", T),
-                                    ("auto", f"auto{named}", "auto", T)):
-        if end > 0 and kind in kinds:
-            run(lambda t, scheme=scheme: circle.solve(model, rho0, t, cells=cells, flux="upwind", scheme=scheme,
-                                                      progress=False, energy=False, budget=None,
-                                                      **(tolerance if scheme != "ssprk3" else {})),
-                output_times(end), 1 / (2 * np.pi), name, "s1")
+
+    def solve(t, scheme, **options):
+        return circle.solve(model, rho0, t, cells=cells, flux="upwind", scheme=scheme, progress=False, energy=False,
+                            budget=None, **options)
+    schedule(solve, {"explicit": "explicit (SSP-RK3, positivity steps)", "implicit": "implicit (backward Euler{rtol})",
+                     "auto": "auto{rtol}"}, "s1", 1 / (2 * np.pi), T, explicit_T, kinds, rtol)
     return dict(cells=cells, beta=BETA, flux="upwind")
 
 
@@ -165,17 +174,15 @@ def s2(T, explicit_T, kinds, level=None, rtol=None, flux=None):
     model = mf.SA(BETA)
     mesh = None if level is None else sphere.icosphere(level)
     where = "adaptive default" if level is None else f"icosphere({level})"
-    tolerance, named = ({}, "") if rtol is None else ({"rtol": rtol}, f", rtol={rtol:g}")
     fluxed = "" if flux is None else f", flux={flux}"
-    for kind, name, scheme, end in (("explicit", f"explicit (SSP-RK3, {where}{fluxed})", "ssprk3", explicit_T),
-                                    ("implicit", f"implicit (backward Euler, {where}{named})", "backward_euler", T),
-                                    ("auto", ("auto" if level is None else f"auto, {where}") + named, "auto", T)):
-        if end > 0 and kind in kinds:
-            run(lambda t, scheme=scheme: sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False,
-                                                      energy=False, budget=None,
-                                                      **(tolerance if scheme != "ssprk3" else
-                                                         {} if flux is None else {"flux": flux})),
-                output_times(end), 1 / (4 * np.pi), name, "s2")
+
+    def solve(t, scheme, **options):
+        return sphere.solve(model, rho0, t, scheme=scheme, mesh=mesh, progress=False, energy=False, budget=None,
+                            **options)
+    schedule(solve, {"explicit": f"explicit (SSP-RK3, {where}{fluxed})",
+                     "implicit": f"implicit (backward Euler, {where}{{rtol}})",
+                     "auto": ("auto" if level is None else f"auto, {where}") + "{rtol}"},
+             "s2", 1 / (4 * np.pi), T, explicit_T, kinds, rtol, None if flux is None else {"flux": flux})
     return dict(mesh="adaptive (default); icosphere(level) for the runs so named", beta=BETA, flux="upwind2")
 
 
